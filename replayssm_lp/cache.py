@@ -1,0 +1,266 @@
+"""Replay caches: everything a ReplaySSM decode step needs, as device tensors.
+
+A cache is a pool of ``num_slots`` sequences (rows of a batch address them through
+``state_batch_indices``). Per slot it holds
+
+* the **recurrence checkpoint** ``hi`` (format ``pair.rec_fmt``) and its scales,
+* the **read copy** ``lo`` (format ``pair.read_fmt``) and its scales — ``None`` for shared pairs,
+  where ``hi`` plays both roles,
+* a **ring buffer** of the inputs since the checkpoint, capacity ``R = buffer_len + max(max_draft, 1)``,
+  logical entry ``j`` at physical index ``(ring_origin + j) % R``,
+* **cursors** (int32 ``[num_slots]``): ``write_pos`` (entries held since the checkpoint, h),
+  ``ring_origin``, ``flush_count`` (writes of the checkpoint so far; the SR generation counter),
+  ``pending`` (drafts appended by the last verify and not yet committed),
+* the SR ``seed`` (int64 ``[1]``).
+
+Nothing a step needs lives on the host, so a decode loop captures in a CUDA graph.
+
+Mamba-2 (state ``[P, N]`` per head): ``x_buf [S, H, R, P]`` (activation dtype), ``B_buf [S, G, R, N]``
+(activation dtype), ``dt_buf [S, H, R]`` fp32 (post-softplus dt'), ``dA_buf [S, H, R]`` fp32 (log decay
+A·dt', so folding and ``materialize`` need no A).
+
+GDN (state ``[V, K]`` per value head, K-last): ``k_buf [S, H, R, K]`` raw k (activation dtype),
+``kinv_buf [S, H, R]`` fp32 (the l2-norm factor, 1 when q/k are not normalised in kernel),
+``g_buf [S, HV, R]`` fp32 log decay, ``u_buf [S, HV, R, V]`` fp32 (the delta-rule update
+u = β(v − α S k), fp32 so the fp32 pair's recurrence sees no extra rounding); split pairs also keep
+``v_buf [S, HV, R, V]`` raw v (activation dtype) and ``beta_buf [S, HV, R]`` fp32, because their
+flush recomputes u from the hi checkpoint (the u in ``u_buf`` came from the read copy).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import formats as F
+from .pairs import PrecisionPair, parse_pair
+
+__all__ = ["Mamba2ReplayCache", "GDNReplayCache", "ReplayCache"]
+
+_ACT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _check_int(name, v, lo, hi=None):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if v < lo or (hi is not None and v > hi):
+        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name} must be in {rng}, got {v}")
+
+
+class ReplayCache:
+    """Shared machinery of the Mamba-2 and GDN caches (see module docstring)."""
+
+    kind = "?"
+
+    def _init_common(self, num_slots, nheads_state, rows, cols, precision, buffer_len, max_draft,
+                     act_dtype, device, seed):
+        _check_int("num_slots", num_slots, 1)
+        _check_int("buffer_len", buffer_len, 1, 64)
+        _check_int("max_draft", max_draft, 0, 16)
+        if act_dtype not in _ACT_DTYPES:
+            raise ValueError(f"act_dtype must be one of float32/float16/bfloat16, got {act_dtype}")
+        self.pair: PrecisionPair = parse_pair(precision)
+        if "nvfp4" in (self.pair.read_fmt, self.pair.rec_fmt) and cols % F.NVFP4_BLOCK:
+            raise ValueError(f"nvfp4 needs the contiguous state dim to be a multiple of 16, got {cols}")
+        self.num_slots, self.rows, self.cols = num_slots, rows, cols
+        self.state_heads = nheads_state
+        self.buffer_len, self.max_draft = buffer_len, max_draft
+        self.ring = buffer_len + max(max_draft, 1)
+        self.act_dtype = act_dtype
+        self.device = torch.device(device)
+        dev = self.device
+        self.hi = self._alloc_copy(self.pair.rec_fmt)
+        self.lo = None if self.pair.shared else self._alloc_copy(self.pair.read_fmt)
+        z = lambda: torch.zeros(num_slots, dtype=torch.int32, device=dev)  # noqa: E731
+        self.write_pos, self.ring_origin, self.flush_count, self.pending = z(), z(), z(), z()
+        self.seed = torch.tensor([int(seed)], dtype=torch.int64, device=dev)
+
+    def _alloc_copy(self, fmt) -> F.EncodedState:
+        S, H, R, C, dev = self.num_slots, self.state_heads, self.rows, self.cols, self.device
+        if fmt == "nvfp4":
+            return F.EncodedState(torch.zeros(S, H, R, C // 2, dtype=torch.uint8, device=dev),
+                                  torch.zeros(S, H, R, C // F.NVFP4_BLOCK, dtype=torch.float8_e4m3fn,
+                                              device=dev),
+                                  torch.zeros(S, H, dtype=torch.float32, device=dev))
+        data = torch.zeros(S, H, R, C, dtype=F.FORMATS[fmt].storage, device=dev)
+        scale = torch.zeros(S, H, R, dtype=torch.float32, device=dev) if fmt == "fp8" else None
+        return F.EncodedState(data, scale)
+
+    # -- the read copy the non-flush steps use
+    @property
+    def read(self) -> F.EncodedState:
+        return self.hi if self.lo is None else self.lo
+
+    def _slots(self, slots) -> torch.Tensor:
+        if isinstance(slots, int):
+            slots = [slots]
+        t = torch.as_tensor(slots, device=self.device).to(torch.int64).reshape(-1)
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= self.num_slots):
+            raise ValueError(f"slots must be in [0, {self.num_slots}), got {t.tolist()}")
+        if t.unique().numel() != t.numel():
+            raise ValueError("slots must not repeat")
+        return t
+
+    # -- writing both copies (init and flush share this): generation = flush_count, then += 1
+    def write_state(self, slots: torch.Tensor, S: torch.Tensor) -> None:
+        """Encode fp32 ``S [n, H, R, C]`` into hi (rec rounding) and lo (read rounding) for ``slots``,
+        using the slots' current ``flush_count`` as SR generation, then bump it."""
+        gen = self.flush_count[slots].to(torch.int64)
+        for enc, fmt, rnd, stream in self._copies():
+            words = (F.sr_words(self.seed, slots, self.state_heads, self.rows, self.cols, gen, stream)
+                     if rnd == "sr" else None)
+            new = F.encode(S, fmt, rnd, words)
+            enc.data[slots] = new.data
+            if enc.scale is not None:
+                enc.scale[slots] = new.scale
+            if enc.global_scale is not None:
+                enc.global_scale[slots] = new.global_scale
+        self.flush_count[slots] += 1
+
+    def _copies(self):
+        p = self.pair
+        yield self.hi, p.rec_fmt, p.rec_rounding, 0
+        if self.lo is not None:
+            yield self.lo, p.read_fmt, p.read_rounding, 1
+
+    @staticmethod
+    def _decode_rows(enc: F.EncodedState, fmt: str, slots: torch.Tensor) -> torch.Tensor:
+        sub = F.EncodedState(enc.data[slots],
+                             None if enc.scale is None else enc.scale[slots],
+                             None if enc.global_scale is None else enc.global_scale[slots])
+        return F.decode(sub, fmt)
+
+    def decode_hi(self, slots) -> torch.Tensor:
+        return self._decode_rows(self.hi, self.pair.rec_fmt, slots)
+
+    def decode_read(self, slots) -> torch.Tensor:
+        fmt = self.pair.rec_fmt if self.lo is None else self.pair.read_fmt
+        return self._decode_rows(self.read, fmt, slots)
+
+    # -- public cache management
+    def reset(self, slots) -> None:
+        """Forget ``slots``: zero state, empty buffer, cursors and SR generation back to 0."""
+        s = self._slots(slots)
+        for enc, _, _, _ in self._copies():
+            for t in (enc.data, enc.scale, enc.global_scale):
+                if t is not None:
+                    t[s] = 0
+        for t in self._buffers():
+            t[s] = 0
+        for c in (self.write_pos, self.ring_origin, self.flush_count, self.pending):
+            c[s] = 0
+
+    def init_from_state(self, slots, S: torch.Tensor, layout: str = "default") -> None:
+        """Quantize a prefill state ``S [n, heads, R, C]`` (any float dtype) into both copies of
+        ``slots`` and empty their buffers (generation 0 for SR)."""
+        s = self._slots(slots)
+        S = self._to_internal(S, layout)
+        exp = (s.numel(), self.state_heads, self.rows, self.cols)
+        if tuple(S.shape) != exp:
+            raise ValueError(f"S must have shape {list(exp)}, got {list(S.shape)}")
+        if not S.is_floating_point():
+            raise TypeError(f"S must be a floating tensor, got {S.dtype}")
+        self.reset(s)
+        self.write_state(s, S.to(device=self.device, dtype=torch.float32))
+
+    def _to_internal(self, S, layout):
+        return S
+
+    def bytes_per_slot(self) -> int:
+        """Device bytes one slot occupies (both copies, scales, ring buffers, cursors)."""
+        total = 0
+        for enc, _, _, _ in self._copies():
+            for t in (enc.data, enc.scale, enc.global_scale):
+                if t is not None:
+                    total += t[0].numel() * t.element_size()
+        for t in self._buffers():
+            total += t[0].numel() * t.element_size()
+        return total + 4 * 4
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(precision={self.pair.name!r}, num_slots={self.num_slots}, "
+                f"heads={self.state_heads}, state=[{self.rows}, {self.cols}], L={self.buffer_len}, "
+                f"max_draft={self.max_draft}, act_dtype={self.act_dtype}, device={self.device})")
+
+
+class Mamba2ReplayCache(ReplayCache):
+    """Mamba-2 replay cache. State per (slot, head) is ``[headdim, dstate]``."""
+
+    kind = "mamba2"
+
+    def __init__(self, num_slots: int, nheads: int, headdim: int, dstate: int, ngroups: int = 1, *,
+                 precision="fp32", buffer_len: int = 16, max_draft: int = 0,
+                 act_dtype: torch.dtype = torch.bfloat16, device="cpu", seed: int = 0):
+        for n, v in (("nheads", nheads), ("headdim", headdim), ("dstate", dstate), ("ngroups", ngroups)):
+            _check_int(n, v, 1)
+        if nheads % ngroups:
+            raise ValueError(f"nheads ({nheads}) must be a multiple of ngroups ({ngroups})")
+        self.nheads, self.headdim, self.dstate, self.ngroups = nheads, headdim, dstate, ngroups
+        self._init_common(num_slots, nheads, headdim, dstate, precision, buffer_len, max_draft,
+                          act_dtype, device, seed)
+        S, R, dev = num_slots, self.ring, self.device
+        self.x_buf = torch.zeros(S, nheads, R, headdim, dtype=act_dtype, device=dev)
+        self.B_buf = torch.zeros(S, ngroups, R, dstate, dtype=act_dtype, device=dev)
+        self.dt_buf = torch.zeros(S, nheads, R, dtype=torch.float32, device=dev)
+        self.dA_buf = torch.zeros(S, nheads, R, dtype=torch.float32, device=dev)
+
+    def _buffers(self):
+        return (self.x_buf, self.B_buf, self.dt_buf, self.dA_buf)
+
+    def materialize(self, slots) -> torch.Tensor:
+        """The current fp32 state ``[n, H, P, N]`` of ``slots`` (checkpoint + committed buffer)."""
+        from .reference import mamba2_fold
+        s = self._slots(slots)
+        return mamba2_fold(self, s, self.write_pos[s].to(torch.int64))
+
+
+class GDNReplayCache(ReplayCache):
+    """Gated DeltaNet replay cache. State per (slot, value head) is ``[V, K]`` (K-last);
+    ``init_from_state``/``materialize`` accept/return ``layout="kv"`` (FLA / vLLM ``[.., K, V]``)."""
+
+    kind = "gdn"
+
+    def __init__(self, num_slots: int, num_k_heads: int, num_v_heads: int, head_k_dim: int,
+                 head_v_dim: int, *, precision="fp32", buffer_len: int = 16, max_draft: int = 0,
+                 act_dtype: torch.dtype = torch.bfloat16, device="cpu", seed: int = 0):
+        for n, v in (("num_k_heads", num_k_heads), ("num_v_heads", num_v_heads),
+                     ("head_k_dim", head_k_dim), ("head_v_dim", head_v_dim)):
+            _check_int(n, v, 1)
+        if num_v_heads % num_k_heads:
+            raise ValueError(f"num_v_heads ({num_v_heads}) must be a multiple of num_k_heads "
+                             f"({num_k_heads})")
+        self.H, self.HV, self.K, self.V = num_k_heads, num_v_heads, head_k_dim, head_v_dim
+        self._init_common(num_slots, num_v_heads, head_v_dim, head_k_dim, precision, buffer_len,
+                          max_draft, act_dtype, device, seed)
+        S, R, dev = num_slots, self.ring, self.device
+        f32 = torch.float32
+        self.k_buf = torch.zeros(S, num_k_heads, R, head_k_dim, dtype=act_dtype, device=dev)
+        self.kinv_buf = torch.zeros(S, num_k_heads, R, dtype=f32, device=dev)
+        self.g_buf = torch.zeros(S, num_v_heads, R, dtype=f32, device=dev)
+        self.u_buf = torch.zeros(S, num_v_heads, R, head_v_dim, dtype=f32, device=dev)
+        if self.pair.split:
+            self.v_buf = torch.zeros(S, num_v_heads, R, head_v_dim, dtype=act_dtype, device=dev)
+            self.beta_buf = torch.zeros(S, num_v_heads, R, dtype=f32, device=dev)
+        else:
+            self.v_buf = self.beta_buf = None
+
+    def _buffers(self):
+        b = [self.k_buf, self.kinv_buf, self.g_buf, self.u_buf]
+        if self.v_buf is not None:
+            b += [self.v_buf, self.beta_buf]
+        return tuple(b)
+
+    def _to_internal(self, S, layout):
+        if layout in ("default", "vk"):
+            return S
+        if layout == "kv":
+            return S.transpose(-1, -2)
+        raise ValueError(f"layout must be 'vk' or 'kv', got {layout!r}")
+
+    def materialize(self, slots, layout: str = "vk") -> torch.Tensor:
+        """The current fp32 state ``[n, HV, V, K]`` (or ``[n, HV, K, V]`` with layout="kv")."""
+        from .reference import gdn_fold
+        s = self._slots(slots)
+        S = gdn_fold(self, s, self.write_pos[s].to(torch.int64))
+        return self._to_internal(S, layout).contiguous() if layout != "vk" else S
