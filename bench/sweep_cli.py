@@ -1,0 +1,5 @@
+"""GPU benchmark commands (registered into the CLI); each lives in its own module."""
+
+
+def register(sub):
+    return sub

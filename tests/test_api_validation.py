@@ -1,0 +1,164 @@
+"""Every argument is validated before any work, with an error naming it; cache management."""
+import pytest
+import torch
+
+import replayssm_lp as R
+from replayssm_lp.backends import cute_unavailable_reason
+
+H, P, N, G = 4, 8, 32, 2
+
+
+def _m2(b=3, T=None, act=torch.float32):
+    lead = (b,) if T is None else (b, T)
+    return dict(x=torch.randn(*lead, H, P, dtype=act), dt=torch.randn(*lead, H), A=-torch.rand(H),
+                B=torch.randn(*lead, G, N, dtype=act), C=torch.randn(*lead, G, N, dtype=act))
+
+
+@pytest.fixture
+def cache():
+    return R.Mamba2ReplayCache(6, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=4, max_draft=2,
+                               act_dtype=torch.float32)
+
+
+@pytest.mark.parametrize("field,bad,match", [
+    ("x", torch.randn(3, H, P + 1), "x must have shape"),
+    ("x", torch.randn(3, H, P, dtype=torch.float64), "x must have dtype"),
+    ("dt", torch.randn(3, H + 1), "dt must have shape"),
+    ("A", torch.randn(H + 1), "A must have shape"),
+    ("A", torch.randn(H, P), "A must have shape"),
+    ("B", torch.randn(3, G + 1, N), "B must have shape"),
+    ("C", torch.randn(3, G, N - 1), "C must have shape"),
+    ("D", torch.randn(H - 1), "D must have shape"),
+    ("z", torch.randn(3, H, P - 1), "z must have shape"),
+    ("dt_bias", torch.randn(2), "dt_bias must have shape"),
+    ("state_batch_indices", torch.tensor([0, 1, 2]), "state_batch_indices must have dtype"),
+    ("state_batch_indices", torch.tensor([0, 1], dtype=torch.int32), "state_batch_indices must have shape"),
+    ("state_batch_indices", torch.tensor([0, 6, 1], dtype=torch.int32), "slots in"),
+    ("state_batch_indices", torch.tensor([0, -2, 1], dtype=torch.int32), "slots in"),
+    ("out", torch.randn(3, H, P, dtype=torch.bfloat16), "out must have dtype"),
+    ("pad_slot_id", 3, "pad_slot_id must be a negative int"),
+    ("backend", "triton", "backend must be one of"),
+    ("x", "not a tensor", "x must be a torch.Tensor"),
+])
+def test_mamba2_decode_validation(cache, field, bad, match):
+    kw = _m2()
+    kw[field] = bad
+    before = cache.write_pos.clone(), cache.x_buf.clone()
+    with pytest.raises((ValueError, TypeError), match=match):
+        R.mamba2_decode(cache, **kw)
+    assert torch.equal(before[0], cache.write_pos) and torch.equal(before[1], cache.x_buf)
+
+
+def test_vllm_tied_views_accepted(cache):
+    kw = _m2()
+    kw["A"] = kw["A"][:, None, None].expand(H, P, N)
+    kw["dt"] = kw["dt"][..., None].expand(3, H, P)
+    kw["D"] = torch.randn(H)[:, None].expand(H, P)
+    out = R.mamba2_decode(cache, **kw)
+    assert torch.isfinite(out).all()
+    kw["A"] = torch.randn(H, P)  # materialised, not tied
+    with pytest.raises(ValueError, match="A must have shape"):
+        R.mamba2_decode(cache, **kw)
+
+
+def test_verify_and_commit_validation(cache):
+    with pytest.raises(ValueError, match="T=3 draft tokens"):
+        R.mamba2_verify(cache, **_m2(T=3))
+    with pytest.raises(ValueError, match=r"x must have shape \[batch, T"):
+        R.mamba2_verify(cache, **_m2())
+    R.mamba2_verify(cache, **_m2(T=2))
+    with pytest.raises(ValueError, match="num_accepted_tokens must be in"):
+        R.commit(cache, torch.tensor([0, 3, 1], dtype=torch.int32))
+    with pytest.raises(TypeError, match="num_accepted_tokens must have dtype"):
+        R.commit(cache, torch.tensor([0, 1, 1]))
+    with pytest.raises(TypeError, match="cache must be"):
+        R.commit("cache", torch.tensor([0], dtype=torch.int32))
+    R.commit(cache, torch.tensor([2, 0, 1], dtype=torch.int32))
+    assert cache.write_pos[:3].tolist() == [2, 0, 1] and cache.pending.sum() == 0
+
+
+def test_gdn_validation():
+    c = R.GDNReplayCache(4, 2, 4, 32, 16, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    q, k, v = torch.randn(2, 2, 32), torch.randn(2, 2, 32), torch.randn(2, 4, 16)
+    g, beta = -torch.rand(2, 4), torch.rand(2, 4)
+    R.gdn_decode(c, q, k, v, g, beta)
+    with pytest.raises(ValueError, match="v must have shape"):
+        R.gdn_decode(c, q, k, torch.randn(2, 4, 17), g, beta)
+    with pytest.raises(ValueError, match="raw gate inputs"):
+        R.gdn_decode(c, q, k, v, None, beta)
+    with pytest.raises(ValueError, match="either g"):
+        R.gdn_decode(c, q, k, v, g, beta, A_log=torch.randn(4), a=torch.randn(2, 4))
+    with pytest.raises(ValueError, match="b must have shape|b is required"):
+        R.gdn_decode(c, q, k, v, g)
+    with pytest.raises(TypeError, match="cache must be a GDNReplayCache"):
+        R.gdn_decode(R.Mamba2ReplayCache(2, 2, 8, 16), q, k, v, g, beta)
+    with pytest.raises(ValueError, match="state_layout"):
+        R.gdn_standard_decode(torch.zeros(2, 4, 16, 32), q, k, v, g, beta, state_layout="xy")
+
+
+def test_cache_construction_errors():
+    with pytest.raises(ValueError, match="buffer_len must be in"):
+        R.Mamba2ReplayCache(2, 2, 8, 16, buffer_len=65)
+    with pytest.raises(ValueError, match="buffer_len must be in"):
+        R.Mamba2ReplayCache(2, 2, 8, 16, buffer_len=0)
+    with pytest.raises(ValueError, match="max_draft must be in"):
+        R.Mamba2ReplayCache(2, 2, 8, 16, max_draft=17)
+    with pytest.raises(ValueError, match="unknown precision pair 'fp4'.*nvfp4/fp16sr"):
+        R.Mamba2ReplayCache(2, 2, 8, 16, precision="fp4")
+    with pytest.raises(ValueError, match="multiple of 16"):
+        R.Mamba2ReplayCache(2, 2, 8, 24, precision="nvfp4sr")
+    with pytest.raises(ValueError, match="multiple of ngroups"):
+        R.Mamba2ReplayCache(2, 3, 8, 16, ngroups=2)
+    with pytest.raises(ValueError, match="multiple of num_k_heads"):
+        R.GDNReplayCache(2, 3, 4, 16, 16)
+    with pytest.raises(TypeError, match="buffer_len must be an int"):
+        R.Mamba2ReplayCache(2, 2, 8, 16, buffer_len=4.0)
+
+
+def test_init_materialize_reset_bytes(seed):
+    c = R.Mamba2ReplayCache(5, H, P, N, G, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    S = torch.randn(2, H, P, N)
+    c.init_from_state([3, 1], S)
+    assert torch.equal(c.materialize([3, 1]), S)
+    assert c.flush_count.tolist() == [0, 1, 0, 1, 0]
+    with pytest.raises(ValueError, match="S must have shape"):
+        c.init_from_state([0], S)
+    with pytest.raises(ValueError, match="slots must be in"):
+        c.materialize([5])
+    with pytest.raises(ValueError, match="must not repeat"):
+        c.init_from_state([1, 1], S)
+    c.reset([3])
+    assert (c.materialize([3]) == 0).all() and c.flush_count[3] == 0
+    # bytes: fp32 state + ring (x, B act fp32, dt, dA)
+    Rg = c.ring
+    exp = H * P * N * 4 + H * Rg * P * 4 + G * Rg * N * 4 + 2 * H * Rg * 4 + 16
+    assert c.bytes_per_slot() == exp
+    split = R.Mamba2ReplayCache(5, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=4, act_dtype=torch.float32)
+    assert split.bytes_per_slot() - (exp - H * P * N * 4) == H * P * N * 2 + H * P * N // 2 + H * P * N // 16 + H * 4
+
+
+def test_gdn_kv_layout_roundtrip(seed):
+    c = R.GDNReplayCache(3, 2, 4, 32, 16, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    S_kv = torch.randn(1, 4, 32, 16)
+    c.init_from_state([2], S_kv, layout="kv")
+    assert torch.equal(c.materialize([2], layout="kv"), S_kv)
+    assert torch.equal(c.materialize([2]), S_kv.transpose(-1, -2))
+
+
+def test_standard_decode_kv_layout_matches_vk(seed):
+    q, k, v = torch.randn(3, 2, 32), torch.randn(3, 2, 32), torch.randn(3, 4, 16)
+    a, b, A_log = torch.randn(3, 4), torch.randn(3, 4), torch.randn(4)
+    S = torch.randn(5, 4, 16, 32)
+    S_kv = S.transpose(-1, -2).contiguous()
+    sbi = torch.tensor([4, -1, 0], dtype=torch.int32)
+    o1 = R.gdn_standard_decode(S, q, k, v, A_log=A_log, a=a, b=b, state_batch_indices=sbi)
+    o2 = R.gdn_standard_decode(S_kv, q, k, v, A_log=A_log, a=a, b=b, state_batch_indices=sbi, state_layout="kv")
+    assert torch.allclose(o1, o2, atol=1e-6) and torch.allclose(S, S_kv.transpose(-1, -2), atol=1e-6)
+    assert (o1[1] == 0).all()
+
+
+def test_backend_resolution_on_cpu(cache):
+    assert cute_unavailable_reason(torch.device("cpu")) is not None
+    with pytest.raises(RuntimeError, match="backend='cute'"):
+        R.mamba2_decode(cache, **_m2(), backend="cute")
+    R.mamba2_decode(cache, **_m2(), backend="auto")  # falls back to torch
