@@ -178,16 +178,17 @@ def test_sr_mean_over_random_values(seed):
     assert abs(rel.var().item() - 1 / 6) < 0.01
 
 
-def test_sr_does_not_stagnate():
-    s = torch.tensor(1.0)
-    delta = 2.0 ** -12  # < half a bf16 ulp at 1.0
-    rn, sr = s.clone(), s.clone()
-    for i in range(2000):
+def test_sr_does_not_stagnate(seed):
+    chains = 4096
+    delta = 2.0 ** -12  # < half a bf16 ulp at 1.0: RN never moves
+    rn = torch.ones(chains)
+    sr = torch.ones(chains)
+    for i in range(500):
         rn = F.round_to_grid(rn + delta, "bf16", "rn")
-        w = torch.randint(0, 2**32, (), dtype=torch.int64)
-        sr = F.round_to_grid(sr + delta, "bf16", "sr", w)
-    assert rn.item() == 1.0
-    assert abs(sr.item() - (1.0 + 2000 * delta)) < 0.1
+        sr = F.round_to_grid(sr + delta, "bf16", "sr", torch.randint(0, 2**32, (chains,), dtype=torch.int64))
+    assert (rn == 1.0).all()
+    # each step is unbiased: the mean over chains tracks 1 + 500 delta (std of the mean ~ 1e-3)
+    assert abs(sr.double().mean().item() - (1.0 + 500 * delta)) < 6e-3
 
 
 def test_encode_decode_roundtrip_all_formats(seed):
