@@ -6,8 +6,10 @@ A cache is a pool of ``num_slots`` sequences (rows of a batch address them throu
 * the **recurrence checkpoint** ``hi`` (format ``pair.rec_fmt``) and its scales,
 * the **read copy** ``lo`` (format ``pair.read_fmt``) and its scales — ``None`` for shared pairs,
   where ``hi`` plays both roles,
-* a **ring buffer** of the inputs since the checkpoint, capacity ``R = buffer_len + max(max_draft, 1)``,
-  logical entry ``j`` at physical index ``(ring_origin + j) % R``,
+* a **ring buffer** of the inputs since the checkpoint, capacity
+  ``R = max(buffer_len, max_draft) + max(max_draft, 1)`` (= L + T when T <= L), logical entry ``j`` at
+  physical index ``(ring_origin + j) % R``; a step's new entries never land on a committed entry
+  that the same step's flush still reads, so kernels need no ordering between the fold and the append,
 * **cursors** (int32 ``[num_slots]``): ``write_pos`` (entries held since the checkpoint, h),
   ``ring_origin``, ``flush_count`` (writes of the checkpoint so far; the SR generation counter),
   ``pending`` (drafts appended by the last verify and not yet committed),
@@ -66,7 +68,7 @@ class ReplayCache:
         self.num_slots, self.rows, self.cols = num_slots, rows, cols
         self.state_heads = nheads_state
         self.buffer_len, self.max_draft = buffer_len, max_draft
-        self.ring = buffer_len + max(max_draft, 1)
+        self.ring = max(buffer_len, max_draft) + max(max_draft, 1)
         self.act_dtype = act_dtype
         self.device = torch.device(device)
         dev = self.device
