@@ -12,7 +12,8 @@ A cache is a pool of ``num_slots`` sequences (rows of a batch address them throu
   that the same step's flush still reads, so kernels need no ordering between the fold and the append,
 * **cursors** (int32 ``[num_slots]``): ``write_pos`` (entries held since the checkpoint, h),
   ``ring_origin``, ``flush_count`` (writes of the checkpoint so far; the SR generation counter),
-  ``pending`` (drafts appended by the last verify and not yet committed),
+  ``pending`` (drafts appended by the last verify and not yet committed), and ``arrive``, a kernel
+  scratch counter (0 between launches) that lets the last CTA of a row move the cursors,
 * the SR ``seed`` (int64 ``[1]``).
 
 Nothing a step needs lives on the host, so a decode loop captures in a CUDA graph.
@@ -76,6 +77,7 @@ class ReplayCache:
         self.lo = None if self.pair.shared else self._alloc_copy(self.pair.read_fmt)
         z = lambda: torch.zeros(num_slots, dtype=torch.int32, device=dev)  # noqa: E731
         self.write_pos, self.ring_origin, self.flush_count, self.pending = z(), z(), z(), z()
+        self.arrive = z()
         self.seed = torch.tensor([int(seed)], dtype=torch.int64, device=dev)
 
     def _alloc_copy(self, fmt) -> F.EncodedState:
