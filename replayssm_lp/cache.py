@@ -110,6 +110,13 @@ class ReplayCache:
     def write_state(self, slots: torch.Tensor, S: torch.Tensor) -> None:
         """Encode fp32 ``S [n, H, R, C]`` into hi (rec rounding) and lo (read rounding) for ``slots``,
         using the slots' current ``flush_count`` as SR generation, then bump it."""
+        per_slot = self.state_heads * self.rows * self.cols
+        chunk = max(1, (1 << 24) // per_slot)  # bound the int64 temporaries of the torch encoder
+        for i in range(0, slots.numel(), chunk):
+            self._write_chunk(slots[i:i + chunk], S[i:i + chunk])
+        self.flush_count[slots] += 1
+
+    def _write_chunk(self, slots, S):
         gen = self.flush_count[slots].to(torch.int64)
         for enc, fmt, rnd, stream in self._copies():
             words = (F.sr_words(self.seed, slots, self.state_heads, self.rows, self.cols, gen, stream)
@@ -120,7 +127,6 @@ class ReplayCache:
                 enc.scale[slots] = new.scale
             if enc.global_scale is not None:
                 enc.global_scale[slots] = new.global_scale
-        self.flush_count[slots] += 1
 
     def _copies(self):
         p = self.pair

@@ -1,0 +1,219 @@
+"""``replayssm-bench sweep``: decode latency across precision pairs × batch × L, with the standard
+decode baselines (ours fp32/bf16, mamba_ssm's Triton SSU / FLA's fused_recurrent for GDN) timed in
+the same run.
+
+Method (DESIGN §4): CUDA-graph replays of whole L-cycles; rows at staggered buffer positions
+(slot s starts at write_pos = s mod L, so every step has ~batch/L flush rows and one step's time is
+the amortized cost); slot sets rotated so the timed state is several times the 60 MB L2; median of
+replays. Effective GB/s = traffic model bytes (bench/traffic.py) / time, against the copy bandwidth
+measured in the same run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Dict, List
+
+import torch
+
+from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, parse_pair
+from replayssm_lp import ops
+
+from . import traffic
+from .timing import copy_bandwidth_gbs, graph_time_us, pool_rotation
+
+DEFAULT_PAIRS = ["fp32", "nvfp4/fp16sr", "nvfp4/fp8sr", "nvfp4/fp32", "fp8/fp16sr", "fp8/fp32",
+                 "fp16/fp32", "bf16/fp32", "fp16sr", "bf16sr", "fp8sr", "nvfp4sr"]
+
+
+def _progress(total, desc):
+    try:
+        from tqdm import tqdm
+        return tqdm(total=total, desc=desc, leave=False)
+    except ImportError:  # pragma: no cover
+        class _P:
+            def update(self, n=1):
+                pass
+
+            def close(self):
+                pass
+        return _P()
+
+
+def _mamba2_inputs(batch, H, P, N, G, act, dev):
+    g = torch.Generator(device=dev).manual_seed(0)
+    r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+    return dict(x=r(batch, H, P).to(act), dt=r(batch, H) * 0.5 - 2.0, A=-torch.rand(H, device=dev) * 4 - 0.5,
+                B=r(batch, G, N).to(act), C=r(batch, G, N).to(act), D=r(H), dt_bias=r(H) * 0.1)
+
+
+def _stagger(cache, L):
+    s = torch.arange(cache.num_slots, device=cache.device, dtype=torch.int32)
+    cache.write_pos.copy_(s % L)
+    cache.ring_origin.zero_()
+
+
+def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
+                 peers: bool, progress) -> List[Dict]:
+    dims = traffic.SHAPES[shape]
+    H, P, N, G = dims["H"], dims["P"], dims["N"], dims["G"]
+    dev, act = torch.device("cuda"), torch.bfloat16
+    cells = []
+    for batch in batches:
+        inp = _mamba2_inputs(batch, H, P, N, G, act, dev)
+        out = torch.empty(batch, H, P, dtype=act, device=dev)
+        # --- standard decode baselines
+        for sd, name in ((torch.float32, "standard fp32"), (torch.bfloat16, "standard bf16")):
+            sbytes = traffic.mamba2_standard_bytes(H, P, N, G, state_bytes=sd.itemsize)
+            rot = pool_rotation(sbytes, batch)
+            state = (torch.randn(rot * batch, H, P, N, device=dev) * 0.1).to(sd)
+            sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32) for r in range(rot)]
+
+            def step(i, state=state, sets=sets):
+                ops.mamba2_standard_decode(state, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"],
+                                           inp["D"], None, inp["dt_bias"], True, sets[i % len(sets)],
+                                           out=out, backend="cute")
+            t = graph_time_us(step, max(rot, 8), replays)
+            cells.append(dict(shape=shape, kind="standard", name=name, batch=batch, L=None,
+                              bytes=sbytes * batch, **t))
+            if peers and sd == torch.float32:
+                try:
+                    from mamba_ssm.ops.triton.selective_state_update import selective_state_update
+                    A3 = inp["A"][:, None, None].expand(H, P, N)
+                    dt3 = inp["dt"][..., None].expand(batch, H, P)
+                    D2 = inp["D"][:, None].expand(H, P)
+                    db2 = inp["dt_bias"][:, None].expand(H, P)
+
+                    def step_ms(i, state=state, sets=sets):
+                        selective_state_update(state, inp["x"], dt3, A3, inp["B"], inp["C"], D2, None,
+                                               db2, True, sets[i % len(sets)])
+                    t = graph_time_us(step_ms, max(rot, 8), replays)
+                    cells.append(dict(shape=shape, kind="peer", name="mamba_ssm triton fp32", batch=batch,
+                                      L=None, bytes=sbytes * batch, **t))
+                except Exception as e:  # noqa: BLE001
+                    print(f"# mamba_ssm peer unavailable: {type(e).__name__}: {e}")
+            del state
+            progress.update(1)
+        # --- ReplaySSM, every pair and L
+        for L in Ls:
+            for pair in pairs:
+                tb = traffic.mamba2_bytes(pair, H, P, N, G, L)
+                rot = pool_rotation(tb.amortized, batch)
+                cache = Mamba2ReplayCache(rot * batch, H, P, N, G, precision=pair, buffer_len=L,
+                                          act_dtype=act, device=dev, seed=1234)
+                cache.init_from_state(list(range(cache.num_slots)),
+                                      torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
+                _stagger(cache, L)
+                sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
+                        for r in range(rot)]
+
+                def step(i, cache=cache, sets=sets):
+                    ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"],
+                                      None, inp["dt_bias"], True, sets[i % len(sets)], out=out,
+                                      backend="cute")
+                t = graph_time_us(step, rot * L, replays)
+                cells.append(dict(shape=shape, kind="replay", name=pair, batch=batch, L=L,
+                                  bytes=tb.amortized * batch, **t))
+                del cache
+                torch.cuda.empty_cache()
+                progress.update(1)
+    return cells
+
+
+def render(cells: List[Dict], copy_gbs: float) -> str:
+    """Markdown: one row per (shape, batch, L, name)."""
+    lines = [f"Copy bandwidth measured in this run: {copy_gbs:,.0f} GB/s (read + write).", "",
+             "| shape | batch | L | kernel | µs/step | vs standard fp32 | GB/s (model) | % copy BW |",
+             "|---|---:|---:|---|---:|---:|---:|---:|"]
+    std = {(c["shape"], c["batch"]): c["median_us"] for c in cells if c["name"] == "standard fp32"}
+    for c in cells:
+        gbs = c["bytes"] / (c["median_us"] * 1e-6) / 1e9
+        base = std.get((c["shape"], c["batch"]))
+        sp = f"{base / c['median_us']:.2f}x" if base else "-"
+        lines.append(f"| {c['shape']} | {c['batch']} | {c['L'] or '-'} | {c['name']} | "
+                     f"{c['median_us']:.1f} | {sp} | {gbs:,.0f} | {100 * gbs / copy_gbs:.0f}% |")
+    return "\n".join(lines)
+
+
+def plot(cells: List[Dict], out_dir: str) -> List[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    paths = []
+    for shape in sorted({c["shape"] for c in cells}):
+        for L in sorted({c["L"] for c in cells if c["L"]}):
+            fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
+            std = {c["batch"]: c["median_us"] for c in cells if c["shape"] == shape and c["name"] == "standard fp32"}
+            names = [n for n in dict.fromkeys(c["name"] for c in cells if c["shape"] == shape)
+                     if any(c["name"] == n and (c["L"] in (None, L)) for c in cells)]
+            for n in names:
+                pts = sorted((c["batch"], c["median_us"]) for c in cells
+                             if c["shape"] == shape and c["name"] == n and c["L"] in (None, L))
+                if not pts:
+                    continue
+                b, t = zip(*pts)
+                style = "--" if any(c["kind"] != "replay" and c["name"] == n for c in cells) else "-"
+                a1.plot(b, t, style, marker="o", label=n)
+                a2.plot(b, [std[x] / y for x, y in pts if x in std], style, marker="o", label=n)
+            for a, yl in ((a1, "µs per step (amortized over the L-cycle)"), (a2, "speedup vs standard fp32")):
+                a.set_xscale("log", base=2)
+                a.set_xlabel("batch")
+                a.set_ylabel(yl)
+                a.grid(True, alpha=0.3)
+            a1.set_yscale("log")
+            a2.legend(fontsize=7, ncol=2)
+            fig.suptitle(f"{shape}, L={L}, bf16 activations, H200")
+            p = os.path.join(out_dir, f"sweep_{shape}_L{L}.png")
+            fig.tight_layout()
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            paths.append(p)
+    return paths
+
+
+def run(args) -> int:
+    if not torch.cuda.is_available():
+        raise SystemExit("sweep needs a CUDA GPU (sm_90+): none is visible")
+    pairs = args.pairs.split(",") if args.pairs else DEFAULT_PAIRS
+    for p in pairs:
+        parse_pair(p)
+    batches = [int(b) for b in args.batches.split(",")]
+    Ls = [int(x) for x in args.L.split(",")]
+    shapes = args.shapes.split(",")
+    os.makedirs(args.out, exist_ok=True)
+    copy_gbs = copy_bandwidth_gbs()
+    total = len(shapes) * len(batches) * (2 + len(Ls) * len(pairs))
+    prog = _progress(total, "sweep")
+    t0 = time.time()
+    cells = []
+    for shape in shapes:
+        if traffic.SHAPES[shape]["kind"] != "mamba2":
+            raise SystemExit(f"shape {shape} is a GDN layer: use --layer gdn")
+        cells += mamba2_cells(shape, pairs, batches, Ls, args.replays, not args.no_peers, prog)
+    prog.close()
+    meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
+                seconds=time.time() - t0, replays=args.replays)
+    with open(os.path.join(args.out, "sweep.json"), "w") as f:
+        json.dump(dict(meta=meta, cells=cells), f, indent=1)
+    md = render(cells, copy_gbs)
+    with open(os.path.join(args.out, "sweep.md"), "w") as f:
+        f.write(md + "\n")
+    if not args.no_plots:
+        plot(cells, args.out)
+    print(md)
+    return 0
+
+
+def register(sub):
+    p = sub.add_parser("sweep", help="latency sweep across precision pairs x batch x L (GPU)")
+    p.add_argument("--layer", default="mamba2", choices=["mamba2"])
+    p.add_argument("--shapes", default="nemotron3-super,nemotron3-nano-4b")
+    p.add_argument("--pairs", default="", help="comma list (default: the main pairs)")
+    p.add_argument("--batches", default="1,8,32,128,256,512")
+    p.add_argument("--L", default="8,16,32")
+    p.add_argument("--replays", type=int, default=15)
+    p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--out", default="bench/results/sweep")
+    p.set_defaults(fn=run)

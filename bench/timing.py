@@ -1,0 +1,79 @@
+"""Timing helpers shared by the GPU benchmarks: CUDA-graph replays over whole L-cycles, state pools
+rotated so the timed data is not L2-resident, medians, and the copy-bandwidth anchor."""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Dict, List
+
+import torch
+
+L2_BYTES = 60 * 2**20  # H200
+
+
+def pool_rotation(bytes_per_row_step: float, batch: int, min_bytes: float = 4 * L2_BYTES,
+                  max_rot: int = 64) -> int:
+    """How many disjoint slot sets to rotate through so one pass over them exceeds ``min_bytes``."""
+    per_set = max(bytes_per_row_step * batch, 1.0)
+    return int(max(1, min(max_rot, -(-min_bytes // per_set))))
+
+
+def graph_time_us(step: Callable[[int], None], steps_per_graph: int, replays: int = 20,
+                  warmup: int = 2) -> Dict[str, float]:
+    """Capture ``steps_per_graph`` calls of ``step(i)`` in one CUDA graph, replay it, and return the
+    median / min / max microseconds per step over ``replays`` timed replays."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for i in range(steps_per_graph):  # warm up: compile everything before capture
+            step(i)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(steps_per_graph):
+            step(i)
+    for _ in range(warmup):
+        g.replay()
+    torch.cuda.synchronize()
+    times: List[float] = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(replays):
+        start.record()
+        g.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / steps_per_graph)
+    del g
+    return {"median_us": statistics.median(times), "min_us": min(times), "max_us": max(times)}
+
+
+def copy_bandwidth_gbs(nbytes: int = 2 * 2**30, reps: int = 10) -> float:
+    """Device-to-device copy bandwidth (bytes read + written per second), median of ``reps``."""
+    a = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
+    b = torch.empty_like(a)
+    b.copy_(a)
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e) / 1000.0)
+    del a, b
+    return 2 * nbytes / statistics.median(ts) / 1e9
+
+
+def host_overhead_us(call: Callable[[], None], n: int = 2000) -> float:
+    """Host time per eager call (launch path only; the GPU work is tiny and queued)."""
+    for _ in range(50):
+        call()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
