@@ -13,7 +13,7 @@ import torch
 __all__ = ["register_cute", "resolve", "cute_available", "cute_unavailable_reason"]
 
 _CUTE: Dict[str, Tuple[Callable, Callable]] = {}
-_KERNEL_MODULES = ("replayssm_lp.cute_ops",)
+_KERNEL_MODULES = ("cutlass", "cute_kernels.common", "replayssm_lp.cute_ops")
 
 
 def register_cute(op: str, supports: Optional[Callable] = None):
@@ -30,7 +30,7 @@ def _load_kernel_modules() -> Optional[str]:
         try:
             importlib.import_module(m)
         except ModuleNotFoundError as e:
-            if e.name in (m, "cutlass", "cuda"):
+            if e.name in (m, "cutlass", "cuda", "tvm_ffi") or (e.name or "").startswith("cuda"):
                 return f"{e.name} is not importable ({e})"
             raise
     return None

@@ -1,0 +1,100 @@
+"""CuTe implementations of the ops, registered with :mod:`replayssm_lp.backends`.
+
+Imported lazily (first op on a CUDA tensor), so importing :mod:`replayssm_lp` never needs
+cutlass. Each implementation receives validated arguments (see :mod:`replayssm_lp.ops`), makes the
+small per-token inputs contiguous (a no-op in the usual case), and launches one kernel on the
+current torch stream: no allocation (given ``out``), no host sync, CUDA-graph capturable once the
+kernel variant has been compiled (first call).
+"""
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from .backends import register_cute
+
+
+def _c(t):
+    return None if t is None else t.contiguous()
+
+
+def _module(name):
+    return importlib.import_module(f"cute_kernels.{name}")
+
+
+def _contig_cache(cache) -> bool:
+    ts = [cache.hi.data, cache.write_pos] + list(cache._buffers())
+    if cache.lo is not None:
+        ts.append(cache.lo.data)
+    return all(t.is_contiguous() for t in ts)
+
+
+def _has(name) -> bool:
+    try:
+        _module(name)
+        return True
+    except ModuleNotFoundError as e:
+        if e.name == f"cute_kernels.{name}":
+            return False
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# commit: a pointer move
+# ---------------------------------------------------------------------------------------------
+@register_cute("commit")
+def _commit(cache, num_accepted_tokens, state_batch_indices, pad_slot_id):
+    _module("replay_commit").replay_commit_cute(cache.write_pos, cache.pending, _c(num_accepted_tokens),
+                                                _c(state_batch_indices), pad_slot_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Mamba-2
+# ---------------------------------------------------------------------------------------------
+def _std_ok(state):
+    return state.is_contiguous() and state.shape[-1] % 8 == 0 and _has("mamba2_standard")
+
+
+@register_cute("mamba2_standard_decode", supports=_std_ok)
+def _mamba2_standard(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out):
+    return _module("mamba2_standard").mamba2_standard_decode_cute(
+        state, _c(x), _c(dt), _c(A), _c(B), _c(C), _c(D), _c(z), _c(dt_bias), dt_softplus, _c(sbi),
+        pad_slot_id, out)
+
+
+def _m2_replay_ok(cache):
+    return _contig_cache(cache) and cache.dstate % 32 == 0 and _has("mamba2_replay")
+
+
+@register_cute("mamba2_decode", supports=_m2_replay_ok)
+def _mamba2_decode(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out):
+    return _module("mamba2_replay").mamba2_replay_decode_cute(
+        cache, _c(x), _c(dt), _c(A), _c(B), _c(C), _c(D), _c(z), _c(dt_bias), dt_softplus, _c(sbi),
+        pad_slot_id, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# GDN
+# ---------------------------------------------------------------------------------------------
+def _gdn_std_ok(state):
+    return state.is_contiguous() and _has("gdn_standard")
+
+
+@register_cute("gdn_standard_decode", supports=_gdn_std_ok)
+def _gdn_standard(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
+                  out, layout):
+    return _module("gdn_standard").gdn_standard_decode_cute(
+        state, _c(q), _c(k), _c(v), _c(g), _c(beta), _c(A_log), _c(a), _c(dt_bias), _c(b), scale,
+        use_l2, _c(sbi), pad_slot_id, out, layout)
+
+
+def _gdn_replay_ok(cache):
+    return _contig_cache(cache) and cache.K % 32 == 0 and _has("gdn_replay")
+
+
+@register_cute("gdn_decode", supports=_gdn_replay_ok)
+def _gdn_decode(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out):
+    return _module("gdn_replay").gdn_replay_decode_cute(
+        cache, _c(q), _c(k), _c(v), _c(g), _c(beta), _c(A_log), _c(a), _c(dt_bias), _c(b), scale,
+        use_l2, _c(sbi), pad_slot_id, out)
