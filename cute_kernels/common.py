@@ -1,0 +1,431 @@
+"""Shared helpers for the CuTe DSL kernels in ``cute_kernels``.
+
+Generic, kernel-agnostic pieces (nothing Mamba-2 specific lives here):
+
+* dtype maps: torch dtype / string name -> cutlass numeric type, and back to a stable
+  string (compile-cache keys must be plain picklable scalars, never tensors or types);
+* arch detection that never initialises CUDA when ``CUTE_DSL_ARCH`` is set (CPU-only
+  compile tests set ``CUTE_DSL_ARCH=sm_90a``);
+* fake-tensor / fake-stream builders for tensor-free compilation (TVM-FFI path);
+* :class:`CompiledKernel`, a small wrapper that owns one compiled function and knows how
+  to call it on the fast TVM-FFI path (``compiled.__tvm_ffi_object__()``: torch tensors
+  in, the current torch stream taken from the TVM-FFI environment) or on the classic
+  ``from_dlpack`` + ``CUstream`` path when ``tvm_ffi`` is not importable;
+* :class:`KernelCache`, a thread-safe dict cache (``cute.compile`` never caches and is
+  not thread-safe, so compiles are serialised behind one lock);
+* PTX helpers for compile-only tests (``compile_ptx``).
+
+Importing this module imports cutlass (and torch lazily where needed) but never touches
+the GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import tempfile
+import threading
+from typing import Any, Callable, Dict, Hashable, Optional, Sequence, Tuple
+
+import cutlass
+import cutlass.cute as cute
+
+# --------------------------------------------------------------------------------------
+# Optional dependencies
+# --------------------------------------------------------------------------------------
+
+try:  # TVM-FFI fast call path
+    import tvm_ffi  # noqa: F401
+
+    HAS_TVM_FFI = os.environ.get("REPLAYSSM_DISABLE_TVM_FFI", "0") != "1"
+except Exception:  # pragma: no cover - depends on the environment
+    HAS_TVM_FFI = False
+
+
+# --------------------------------------------------------------------------------------
+# dtypes
+# --------------------------------------------------------------------------------------
+
+#: stable string name -> cutlass numeric type (the names double as cache-key parts)
+NAME_TO_CUTE: Dict[str, Any] = {
+    "float32": cutlass.Float32,
+    "float16": cutlass.Float16,
+    "bfloat16": cutlass.BFloat16,
+    "float8_e4m3fn": cutlass.Float8E4M3FN,
+    "float8_e5m2": cutlass.Float8E5M2,
+    "int32": cutlass.Int32,
+    "int64": cutlass.Int64,
+    "uint8": cutlass.Uint8,
+    "int8": cutlass.Int8,
+    "uint32": cutlass.Uint32,
+}
+
+_ALIASES = {
+    "fp32": "float32",
+    "f32": "float32",
+    "float": "float32",
+    "fp16": "float16",
+    "f16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "fp8": "float8_e4m3fn",
+    "e4m3": "float8_e4m3fn",
+    "e5m2": "float8_e5m2",
+}
+
+
+def dtype_name(dtype: Any) -> str:
+    """Canonical string name for a torch dtype, a cutlass numeric type or a string.
+
+    ``dtype_name(torch.bfloat16) == dtype_name(cutlass.BFloat16) == dtype_name("bf16")
+    == "bfloat16"``. Used to build compile-cache keys.
+    """
+    if isinstance(dtype, str):
+        name = dtype.lower().replace("torch.", "")
+        name = _ALIASES.get(name, name)
+        if name not in NAME_TO_CUTE:
+            raise ValueError(f"unsupported dtype name {dtype!r}; known: {sorted(NAME_TO_CUTE)}")
+        return name
+    for name, ct in NAME_TO_CUTE.items():
+        if dtype is ct:
+            return name
+    # torch dtype (checked by name to avoid importing torch here)
+    s = str(dtype)
+    if s.startswith("torch."):
+        return dtype_name(s[len("torch."):])
+    raise ValueError(f"unsupported dtype {dtype!r}")
+
+
+def to_cute_dtype(dtype: Any):
+    """torch dtype / cutlass type / name -> cutlass numeric type."""
+    return NAME_TO_CUTE[dtype_name(dtype)]
+
+
+def to_torch_dtype(dtype: Any):
+    """cutlass type / torch dtype / name -> torch dtype (imports torch)."""
+    import torch
+
+    return getattr(torch, dtype_name(dtype))
+
+
+def vec_elems(dtype: Any, bits: int = 128) -> int:
+    """Elements of ``dtype`` in one ``bits``-wide vector access (16 B by default)."""
+    return bits // to_cute_dtype(dtype).width
+
+
+# --------------------------------------------------------------------------------------
+# arch / device facts (cheap, cached, never initialise CUDA when overridden)
+# --------------------------------------------------------------------------------------
+
+
+def _parse_arch(s: str) -> Tuple[int, int]:
+    m = re.match(r"^(?:sm_?)?(\d+)(\d)([af]?)$", s.strip(), re.IGNORECASE)
+    if not m:
+        raise ValueError(f"cannot parse arch {s!r} (expected e.g. 'sm_90a', '90')")
+    return int(m.group(1)), int(m.group(2))
+
+
+@functools.lru_cache(maxsize=None)
+def get_arch(device_index: Optional[int] = None) -> Tuple[int, int]:
+    """(major, minor) compute capability of the target.
+
+    ``CUTE_DSL_ARCH`` (e.g. ``sm_90a``) overrides and lets kernels compile without a
+    GPU; otherwise torch is asked (which initialises CUDA).
+    """
+    env = os.environ.get("CUTE_DSL_ARCH")
+    if env:
+        return _parse_arch(env)
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "no CUDA device: set CUTE_DSL_ARCH (e.g. sm_90a) to compile without a GPU"
+        )
+    return tuple(torch.cuda.get_device_capability(device_index))  # type: ignore[return-value]
+
+
+def arch_key() -> str:
+    """A string naming the compile target, for cache keys (e.g. 'sm_90')."""
+    major, minor = get_arch()
+    return f"sm_{major}{minor}"
+
+
+@functools.lru_cache(maxsize=None)
+def num_sms(device_index: Optional[int] = None) -> int:
+    """SM count of the current (or given) CUDA device; 132 (H100/H200 SXM) if no GPU."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            idx = torch.cuda.current_device() if device_index is None else device_index
+            return int(torch.cuda.get_device_properties(idx).multi_processor_count)
+    except Exception:  # pragma: no cover
+        pass
+    return 132
+
+
+# --------------------------------------------------------------------------------------
+# fake tensors / streams for tensor-free compilation
+# --------------------------------------------------------------------------------------
+
+
+def sym(divisibility: int = 1, width: int = 32):
+    """A symbolic (runtime) integer for shapes (32-bit) or strides (``width=64``)."""
+    return cute.sym_int(width, divisibility=divisibility)
+
+
+def fake_tensor(
+    dtype: Any,
+    shape: Sequence[Any],
+    stride: Sequence[Any],
+    align_bytes: Optional[int] = None,
+):
+    """A fake tensor with explicit (possibly symbolic) shape and stride.
+
+    ``stride`` entries may be ints, SymInts, or the string ``"dyn"`` / ``("dyn", d)``
+    meaning a fresh 64-bit symbolic stride divisible by ``d`` elements.
+    ``align_bytes`` is the assumed base-pointer alignment (TVM-FFI checks it at call time).
+    """
+    ct = to_cute_dtype(dtype)
+    st = []
+    for s in stride:
+        if isinstance(s, str) and s == "dyn":
+            st.append(cute.sym_int64())
+        elif isinstance(s, tuple) and len(s) == 2 and s[0] == "dyn":
+            st.append(cute.sym_int64(divisibility=int(s[1])))
+        else:
+            st.append(s)
+    if align_bytes is None:
+        align_bytes = max(ct.width // 8, 1)
+    return cute.runtime.make_fake_tensor(ct, tuple(shape), stride=tuple(st), assumed_align=align_bytes)
+
+
+def fake_stream():
+    """Fake stream; with TVM-FFI the real stream is the caller's current torch stream."""
+    return cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+
+
+# --------------------------------------------------------------------------------------
+# compiled-kernel wrapper (TVM-FFI fast path, classic fallback)
+# --------------------------------------------------------------------------------------
+
+
+class CompiledKernel:
+    """One compiled CuTe function plus the information needed to call it.
+
+    * TVM-FFI path (``self.ffi is not None``): call ``self.ffi(*args)`` with raw torch
+      tensors / Python scalars / ``None`` for absent optional tensors, no stream argument:
+      the stream is the current torch stream (TVM-FFI env stream), so launches follow
+      ``torch.cuda.stream(...)`` contexts and CUDA-graph capture.
+    * classic path (``self.ffi is None``): ``self.compiled(*args, stream)`` with tensors
+      converted by :func:`from_dlpack_dynamic` and a ``CUstream`` (:func:`current_cu_stream`).
+
+    ``meta`` is a free dict for kernel-specific facts (e.g. alignments the launcher needs).
+    """
+
+    def __init__(self, compiled: Any, key: Hashable, compile_seconds: float, use_ffi: bool,
+                 meta: Optional[Dict[str, Any]] = None):
+        self.compiled = compiled  # keep the JIT wrapper alive (owns the module)
+        self.ffi = compiled.__tvm_ffi_object__() if use_ffi else None
+        self.compile_seconds = compile_seconds
+        self.key = key
+        self.meta: Dict[str, Any] = dict(meta or {})
+        self._ptx: Optional[str] = None  # filled by compile-only helpers that dump PTX
+
+    @property
+    def ptx(self) -> Optional[str]:
+        """PTX text when the compile dumped it (compile-only helpers), else None."""
+        return self._ptx
+
+    @ptx.setter
+    def ptx(self, text: Optional[str]) -> None:
+        self._ptx = text
+
+    def __repr__(self) -> str:
+        path = "tvm-ffi" if self.ffi is not None else "classic"
+        return f"CompiledKernel({self.key!r}, {path}, {self.compile_seconds:.2f}s)"
+
+
+class KernelCache:
+    """A dict of compiled kernels keyed by picklable scalars; compiles under one lock."""
+
+    _global_lock = threading.RLock()  # cute.compile is not thread-safe: one lock for all
+
+    def __init__(self, name: str):
+        self.name = name
+        self._d: Dict[Hashable, CompiledKernel] = {}
+
+    def get(self, key: Hashable) -> Optional[CompiledKernel]:
+        return self._d.get(key)
+
+    def get_or_compile(self, key: Hashable, build: Callable[[], CompiledKernel]) -> CompiledKernel:
+        k = self._d.get(key)
+        if k is not None:
+            return k
+        with KernelCache._global_lock:
+            k = self._d.get(key)
+            if k is None:
+                k = build()
+                self._d[key] = k
+        return k
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def keys(self):
+        return list(self._d.keys())
+
+    def clear(self) -> None:
+        self._d.clear()
+
+
+def cute_compile(
+    fn: Callable,
+    *args: Any,
+    use_tvm_ffi: Optional[bool] = None,
+    options: str = "",
+    dump: Optional["dump_ptx"] = None,
+):
+    """``cute.compile`` with the TVM-FFI option when available; returns (compiled, seconds).
+
+    ``dump``: a :class:`dump_ptx` whose directory receives the PTX (and CUBIN).
+    """
+    import time
+
+    if use_tvm_ffi is None:
+        use_tvm_ffi = HAS_TVM_FFI
+    opts = options
+    if dump is not None:
+        opts = (opts + " " + dump.options()).strip()
+    if use_tvm_ffi:
+        opts = (opts + " --enable-tvm-ffi").strip()
+    t0 = time.perf_counter()
+    if opts:
+        compiled = cute.compile(fn, *args, options=opts)
+    else:
+        compiled = cute.compile(fn, *args)
+    return compiled, time.perf_counter() - t0
+
+
+def from_dlpack_dynamic(t: Any, align_bytes: Optional[int] = None):
+    """Classic-path tensor conversion: every shape/stride dynamic except a unit last stride.
+
+    Kernels compiled for the classic path must re-derive static facts (static extents,
+    stride divisibility) inside their ``@cute.jit`` host function (``cute.assume``),
+    since this marks the whole layout dynamic.
+    """
+    from cutlass.cute.runtime import from_dlpack
+
+    if t is None:
+        return None
+    ct = from_dlpack(t, assumed_align=align_bytes)
+    if t.dim() > 0 and t.stride(-1) == 1 and t.shape[-1] > 1:
+        return ct.mark_layout_dynamic(leading_dim=t.dim() - 1)
+    return ct.mark_layout_dynamic()
+
+
+def current_cu_stream():
+    """The current torch CUDA stream as a ``cuda.bindings.driver.CUstream`` (classic path)."""
+    import torch
+    import cuda.bindings.driver as cuda
+
+    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+
+
+# --------------------------------------------------------------------------------------
+# PTX inspection (compile-only tests)
+# --------------------------------------------------------------------------------------
+
+
+class dump_ptx:
+    """Context manager giving a fresh directory for PTX / CUBIN dumps of one compile.
+
+    ``CUTE_DSL_KEEP`` is read once when the DSL initialises, so instead of the
+    environment this passes ``--keep-ptx [--keep-cubin] --dump-dir DIR`` as compile
+    options (see :func:`cute_compile`'s ``dump`` argument)::
+
+        with dump_ptx() as d:
+            compiled, secs = cute_compile(fn, *args, dump=d)
+        text = d.read()          # concatenated PTX of everything compiled inside
+    """
+
+    def __init__(self, cubin: bool = False, dir: Optional[str] = None):
+        self.cubin = cubin
+        self._fixed_dir = dir
+        self.dir: Optional[str] = None
+
+    def options(self) -> str:
+        assert self.dir is not None
+        opts = f"--keep-ptx --dump-dir {self.dir}"
+        if self.cubin:
+            opts += " --keep-cubin"
+        return opts
+
+    def __enter__(self) -> "dump_ptx":
+        if self._fixed_dir is not None:
+            os.makedirs(self._fixed_dir, exist_ok=True)
+            self.dir = self._fixed_dir
+        else:
+            self.dir = tempfile.mkdtemp(prefix="cute_ptx_")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def files(self, ext: str = "ptx"):
+        assert self.dir is not None
+        return sorted(glob.glob(os.path.join(self.dir, "**", f"*.{ext}"), recursive=True))
+
+    def read(self, ext: str = "ptx") -> str:
+        out = []
+        for f in self.files(ext):
+            with open(f, "r", errors="replace") as fh:
+                out.append(fh.read())
+        return "\n".join(out)
+
+    def cleanup(self) -> None:
+        import shutil
+
+        if self.dir and os.path.isdir(self.dir):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ptx_stats(ptx: str) -> Dict[str, int]:
+    """Counts of the memory instructions that matter for memory-bound kernels."""
+    pats = {
+        "ld.global.v4": r"\bld\.global(?:\.[a-zA-Z0-9:_]+)*\.v4\.",
+        "st.global.v4": r"\bst\.global(?:\.[a-zA-Z0-9:_]+)*\.v4\.",
+        "ld.global.v2": r"\bld\.global(?:\.[a-zA-Z0-9:_]+)*\.v2\.",
+        "st.global.v2": r"\bst\.global(?:\.[a-zA-Z0-9:_]+)*\.v2\.",
+        "ld.global.scalar": r"\bld\.global(?:\.(?!v[248]\b)[a-zA-Z0-9:_]+)*\.[bfsu](?:8|16|32|64)\s",
+        "st.global.scalar": r"\bst\.global(?:\.(?!v[248]\b)[a-zA-Z0-9:_]+)*\.[bfsu](?:8|16|32|64)\s",
+        "ld.local": r"\bld\.local\b",
+        "st.local": r"\bst\.local\b",
+        "shfl": r"\bshfl\.sync\b",
+    }
+    return {k: len(re.findall(p, ptx)) for k, p in pats.items()}
+
+
+def ptxas_info(ptx: str, arch: str = "sm_90a") -> Optional[str]:
+    """Run ``ptxas -v`` on PTX text if a ptxas binary is on PATH; returns its report.
+
+    Gives registers per thread and spill stores/loads (None when ptxas is absent).
+    """
+    import shutil
+    import subprocess
+
+    exe = shutil.which("ptxas")
+    if exe is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as fh:
+            fh.write(ptx)
+        r = subprocess.run(
+            [exe, f"-arch={arch}", "-v", src, "-o", os.path.join(d, "k.cubin")],
+            capture_output=True,
+            text=True,
+        )
+        return (r.stdout + r.stderr).strip()
