@@ -71,7 +71,7 @@ class ReplayCache:
         self.buffer_len, self.max_draft = buffer_len, max_draft
         self.ring = max(buffer_len, max_draft) + max(max_draft, 1)
         self.act_dtype = act_dtype
-        self.device = torch.device(device)
+        self.device = torch.empty(0, device=device).device  # 'cuda' -> 'cuda:0', as tensors report
         dev = self.device
         self.hi = self._alloc_copy(self.pair.rec_fmt)
         self.lo = None if self.pair.shared else self._alloc_copy(self.pair.read_fmt)
