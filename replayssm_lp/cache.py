@@ -107,9 +107,20 @@ class ReplayCache:
         return t
 
     # -- writing both copies (init and flush share this): generation = flush_count, then += 1
-    def write_state(self, slots: torch.Tensor, S: torch.Tensor) -> None:
+    def write_state(self, slots: torch.Tensor, S: torch.Tensor, backend: str = "auto") -> None:
         """Encode fp32 ``S [n, H, R, C]`` into hi (rec rounding) and lo (read rounding) for ``slots``,
-        using the slots' current ``flush_count`` as SR generation, then bump it."""
+        using the slots' current ``flush_count`` as SR generation, then bump it. On sm_90+ GPUs
+        (``backend="auto"``) the CuTe encoder writes the same bytes as the torch encoder."""
+        from .backends import cute_available
+        if backend != "torch" and self.device.type == "cuda" and cute_available(self.device):
+            from cute_kernels.state_codec import encode_state_cute
+            s32 = slots.to(torch.int32).contiguous()
+            Sc = S.to(torch.float32).contiguous()
+            for enc, fmt, rnd, stream in self._copies():
+                encode_state_cute(Sc, s32, self.flush_count, self.seed, fmt, rnd, stream, enc.data,
+                                  enc.scale, enc.global_scale)
+            self.flush_count[slots] += 1
+            return
         per_slot = self.state_heads * self.rows * self.cols
         chunk = max(1, (1 << 24) // per_slot)  # bound the int64 temporaries of the torch encoder
         for i in range(0, slots.numel(), chunk):
@@ -161,7 +172,7 @@ class ReplayCache:
         for c in (self.write_pos, self.ring_origin, self.flush_count, self.pending):
             c[s] = 0
 
-    def init_from_state(self, slots, S: torch.Tensor, layout: str = "default") -> None:
+    def init_from_state(self, slots, S: torch.Tensor, layout: str = "default", backend: str = "auto") -> None:
         """Quantize a prefill state ``S [n, heads, R, C]`` (any float dtype) into both copies of
         ``slots`` and empty their buffers (generation 0 for SR)."""
         s = self._slots(slots)
@@ -172,7 +183,7 @@ class ReplayCache:
         if not S.is_floating_point():
             raise TypeError(f"S must be a floating tensor, got {S.dtype}")
         self.reset(s)
-        self.write_state(s, S.to(device=self.device, dtype=torch.float32))
+        self.write_state(s, S.to(device=self.device, dtype=torch.float32), backend)
 
     def _to_internal(self, S, layout):
         return S

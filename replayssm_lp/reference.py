@@ -178,7 +178,7 @@ def _flush_rows(cache, slots, h, T, fold):
         return flush, None
     fs = slots[fl]
     Snew = fold(cache, fs, h[fl])
-    cache.write_state(fs, Snew)
+    cache.write_state(fs, Snew, backend="torch")  # the spec encoder, also on GPU
     cache.ring_origin[fs] = ((cache.ring_origin[fs].to(torch.int64) + h[fl]) % cache.ring).to(torch.int32)
     cache.write_pos[fs] = 0
     h[fl] = 0
