@@ -17,6 +17,7 @@ setup(
     extras_require={
         "test": ["pytest>=8", "pytest-timeout"],
         "bench": ["matplotlib", "tqdm"],
+        "transformers": ["transformers>=5.21,<6"],
     },
     entry_points={"console_scripts": ["replayssm-bench=bench.__main__:main"]},
 )

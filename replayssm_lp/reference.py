@@ -166,7 +166,7 @@ def mamba2_fold(cache, slots, h):
     lam = torch.cumsum(_mask(_gather(cache.dA_buf, slots, phys), valid), dim=1)
     tot = lam[:, -1]                                                           # [n, H]
     w = _mask(torch.exp(tot[:, None] - lam) * dts, valid)
-    return torch.exp(tot)[..., None, None] * S0 + torch.einsum("nrh,nrhp,nrhd->nhpd", w, xs, Bs)
+    return torch.exp(tot)[..., None, None] * S0 + torch.einsum("nrhp,nrhd->nhpd", w[..., None] * xs, Bs)
 
 
 def _flush_rows(cache, slots, h, T, fold):

@@ -1,0 +1,312 @@
+"""replayssm_lp.integrations.transformers on tiny random-initialised models (no downloads), CPU,
+backend="torch": the fp32 pair reproduces the unpatched model, every pair generates, unpatch
+restores, unsupported models / versions are refused clearly."""
+import inspect
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+import replayssm_lp  # noqa: E402
+from replayssm_lp.integrations import transformers as rt  # noqa: E402
+from replayssm_lp.integrations.transformers import (  # noqa: E402
+    UnsupportedModelError, patch, unpatch)
+
+
+L = 4          # buffer length used throughout
+VOCAB = 64
+
+# family -> (config class, model class, config kwargs); built only when the installed
+# transformers has the classes.
+_SPECS = {
+    "mamba2": ("Mamba2Config", "Mamba2ForCausalLM", dict(
+        hidden_size=32, num_hidden_layers=2, num_heads=4, head_dim=16, expand=2, state_size=16,
+        n_groups=2, conv_kernel=4, chunk_size=8)),
+    "nemotron_h": ("NemotronHConfig", "NemotronHForCausalLM", dict(
+        hidden_size=32, num_hidden_layers=3, layers_block_type=["mamba", "attention", "mamba"],
+        mamba_num_heads=4, mamba_head_dim=8, ssm_state_size=16, n_groups=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, intermediate_size=64, chunk_size=8)),
+    "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM", dict(
+        hidden_size=32, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
+        moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+        shared_expert_intermediate_size=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=8)),
+    "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(
+        hidden_size=32, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+        linear_value_head_dim=8)),
+    "qwen3_5_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM", dict(
+        hidden_size=32, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, moe_intermediate_size=16,
+        shared_expert_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+        linear_value_head_dim=8)),
+}
+FAMILIES = list(_SPECS)
+
+
+def _build(family, seed=0, **overrides):
+    cfg_name, model_name, kw = _SPECS[family]
+    if not hasattr(transformers, cfg_name):
+        pytest.skip(f"transformers {transformers.__version__} has no {model_name}")
+    torch.manual_seed(seed)
+    cfg = getattr(transformers, cfg_name)(vocab_size=VOCAB, initializer_range=0.1,
+                                          **{**kw, **overrides})
+    model = getattr(transformers, model_name)(cfg).eval()
+    model.generation_config.eos_token_id = None     # always generate the full length
+    model.generation_config.pad_token_id = 0
+    return model
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: intra-op threads only add spin-wait contention on a busy 2-core machine."""
+    n, verbosity = torch.get_num_threads(), hf_logging.get_verbosity()
+    torch.set_num_threads(1)
+    hf_logging.set_verbosity_error()   # the torch fallbacks of mamba_ssm / fla / causal_conv1d warn
+    yield
+    torch.set_num_threads(n)
+    hf_logging.set_verbosity(verbosity)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {}
+
+
+def _model(models, family):
+    if family not in models:
+        models[family] = _build(family)
+    return models[family]
+
+
+PROMPT = torch.randint(0, VOCAB, (2, 5), generator=torch.Generator().manual_seed(1))
+
+
+def _generate(model, n, **kw):
+    with torch.no_grad():
+        out = model.generate(PROMPT, max_new_tokens=n, do_sample=False, output_logits=True,
+                             return_dict_in_generate=True, **kw)
+    return out.sequences, torch.stack(out.logits)
+
+
+def _out_cache(out):
+    """The cache an output carries (``cache`` in 5.24, ``past_key_values`` / ``cache_params``
+    before)."""
+    for k in ("cache", "past_key_values", "cache_params"):
+        c = getattr(out, k, None)
+        if c is not None:
+            return c
+    raise AssertionError(f"no cache in {type(out).__name__}")
+
+
+def _cache_kwarg(model):
+    params = inspect.signature(model.forward).parameters
+    return next(k for k in ("cache", "past_key_values", "cache_params") if k in params)
+
+
+def _fp32_close(a, b):
+    tol = 1e-5 * max(1.0, b.abs().max().item())
+    return (a - b).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fp32_pair_matches_unpatched_and_unpatch_restores(models, family):
+    model = _model(models, family)
+    n = 3 * L + 2                                       # >= 3L decode steps -> >= 3 flushes
+    seq0, log0 = _generate(model, n)
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    assert model._replayssm_patch is handle and handle.layers
+    seq1, log1 = _generate(model, n)
+    assert torch.equal(seq0, seq1), "greedy tokens differ"
+    assert _fp32_close(log1, log0), (log1 - log0).abs().max().item()
+    for name, c in handle.stats().items():             # the replay op really ran
+        assert c["prefill"] == 1 and c["decode"] == n - 1 and c["fallback"] == 0, (name, c)
+    for name, blk in handle.blocks().items():
+        assert blk.precision == "fp32"
+        assert int(blk.cache.flush_count[:2].min()) >= 4, name   # init + 3 flushes
+    mixers = [st.mixer_ref() for st in handle.layers]
+    unpatch(model)
+    assert all("forward" not in m.__dict__ for m in mixers)
+    assert not hasattr(model, "_replayssm_patch")
+    seq2, log2 = _generate(model, n)
+    assert torch.equal(seq2, seq0) and torch.equal(log2, log0)   # bit-identical again
+
+
+@pytest.mark.parametrize("pair", list(replayssm_lp.precision_pairs()))
+def test_every_pair_generates(models, pair):
+    n = L + 3                                            # includes a flush
+    for family in FAMILIES:
+        if not hasattr(transformers, _SPECS[family][1]):
+            continue
+        model = _model(models, family)
+        if (family, n) not in models:                    # unpatched reference, once per family
+            models[(family, n)] = _generate(model, n)
+        seq0, log0 = models[(family, n)]
+        handle = patch(model, precision=pair, buffer_len=L, backend="torch")
+        try:
+            seq, logits = _generate(model, n)
+            stats = handle.stats()
+        finally:
+            unpatch(model)
+        assert seq.shape == seq0.shape and torch.isfinite(logits).all(), (family, pair)
+        assert all(c["decode"] == n - 1 for c in stats.values()), (family, pair, stats)
+        # loose: even the shared nvfp4 study configs stay near the fp32 logits over a few tokens
+        assert (logits - log0).abs().max() < 0.5 * log0.abs().max() + 1e-3, (family, pair)
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_bf16_model(family):
+    model = _build(family).to(torch.bfloat16)
+    seq0, log0 = _generate(model, 2 * L)
+    handle = patch(model, precision="nvfp4/fp16sr", buffer_len=L, backend="torch")
+    try:
+        seq1, log1 = _generate(model, 2 * L)
+        blocks = handle.blocks()
+    finally:
+        unpatch(model)
+    assert all(b.cache.act_dtype == torch.bfloat16 for b in blocks.values())
+    assert torch.isfinite(log1.float()).all()
+    # compare the steps whose inputs are still the same tokens (bf16 greedy paths may split)
+    diff = (seq0 != seq1).any(0).nonzero()
+    k = int(diff[0]) - PROMPT.shape[1] + 1 if diff.numel() else log0.shape[0]
+    assert k >= 2
+    assert (log1[:k].float() - log0[:k].float()).abs().max() < 0.25 * log0.float().abs().max()
+
+
+def test_quantized_read_copy_is_visible(models):
+    """Negative control: the fp32 tolerance above is tight enough to see an nvfp4 read copy."""
+    model = _model(models, "mamba2")
+    _, log0 = _generate(model, 2 * L)
+    patch(model, precision="nvfp4/fp32", buffer_len=L, backend="torch")
+    try:
+        _, log1 = _generate(model, 2 * L)
+    finally:
+        unpatch(model)
+    assert not _fp32_close(log1, log0)
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_beam_search_and_multi_token_continuation(models, family):
+    model = _model(models, family)
+
+    def beams():
+        with torch.no_grad():
+            out = model.generate(PROMPT, max_new_tokens=2 * L, num_beams=2, do_sample=False,
+                                 output_scores=True, return_dict_in_generate=True)
+        return out.sequences, out.sequences_scores
+
+    def manual():   # prefill, 3 decode steps, a 3-token chunk on the cache, 3 more decode steps
+        with torch.no_grad():
+            out = model(PROMPT, use_cache=True)
+            cache, logits = _out_cache(out), [out.logits[:, -1]]
+            tok = out.logits[:, -1:].argmax(-1)
+            kw = _cache_kwarg(model)
+            for step in range(7):
+                inp = tok.repeat(1, 3) if step == 3 else tok
+                o = model(inp, use_cache=True, **{kw: cache})
+                logits.append(o.logits[:, -1])
+                tok = o.logits[:, -1:].argmax(-1)
+        return torch.stack(logits)
+
+    s0, sc0 = beams()
+    m0 = manual()
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    try:
+        s1, sc1 = beams()
+        m1 = manual()
+        stats = handle.stats()
+    finally:
+        unpatch(model)
+    assert torch.equal(s0, s1) and _fp32_close(sc1, sc0)
+    assert _fp32_close(m1, m0)
+    for c in stats.values():
+        assert c["fallback"] == 1 and c["sync"] >= 2     # beam reorders + the chunk wrote back
+
+
+def test_sync_writes_state_back_into_hf_cache(models):
+    model = _model(models, "qwen3_5")
+    with torch.no_grad():
+        ref = model.generate(PROMPT, max_new_tokens=2 * L + 1, do_sample=False,
+                             return_dict_in_generate=True)
+        handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+        try:
+            out = model.generate(PROMPT, max_new_tokens=2 * L + 1, do_sample=False,
+                                 return_dict_in_generate=True)
+            handle.sync()
+        finally:
+            unpatch(model)
+    li = handle.layers[0].mixer_ref().layer_idx if handle.layers else 0
+    s0 = _out_cache(ref).get_recurrent_state(li)
+    s1 = _out_cache(out).get_recurrent_state(li)
+    assert _fp32_close(s1, s0)
+
+
+# ----------------------------------------------------------------------------------------------
+# refusals
+# ----------------------------------------------------------------------------------------------
+def test_model_without_ssm_layers_is_refused():
+    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=1)
+    model = transformers.LlamaForCausalLM(cfg)
+    with pytest.raises(UnsupportedModelError, match="no SSM layer") as e:
+        patch(model)
+    assert "Mamba2Mixer" in str(e.value) and "Qwen3NextGatedDeltaNet" in str(e.value)
+    assert rt.TESTED_TRANSFORMERS_VERSION in str(e.value)
+
+
+def test_unsupported_ssm_layer_is_refused():
+    if not hasattr(transformers, "MambaForCausalLM"):
+        pytest.skip("no Mamba-1 in this transformers")
+    cfg = transformers.MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
+                                   state_size=16)
+    model = transformers.MambaForCausalLM(cfg)
+    with pytest.raises(UnsupportedModelError, match="MambaMixer") as e:
+        patch(model)
+    assert "NemotronHMamba2Mixer" in str(e.value)
+    assert not hasattr(model, "_replayssm_patch")
+
+
+def test_layer_class_from_elsewhere_is_refused():
+    class Mamba2Mixer(torch.nn.Module):        # same name, not transformers' class
+        def __init__(self):
+            super().__init__()
+            self.A_log = torch.nn.Parameter(torch.zeros(4))
+
+    with pytest.raises(UnsupportedModelError, match="does not support"):
+        patch(torch.nn.Sequential(Mamba2Mixer()))
+
+
+def test_old_transformers_version_is_refused(monkeypatch):
+    monkeypatch.setattr(transformers, "__version__", "5.20.2")
+    with pytest.raises(UnsupportedModelError, match=r"5\.21") as e:
+        patch(torch.nn.Linear(2, 2))
+    assert rt.TESTED_TRANSFORMERS_VERSION in str(e.value)
+
+
+def test_bad_arguments_are_refused(models):
+    model = _model(models, "mamba2")
+    with pytest.raises(ValueError, match="unknown precision pair"):
+        patch(model, precision="int4")
+    with pytest.raises(ValueError, match="buffer_len"):
+        patch(model, buffer_len=0)
+    with pytest.raises(ValueError, match="backend"):
+        patch(model, backend="triton")
+    odd = _build("mamba2", state_size=8)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        patch(odd, precision="nvfp4/fp16sr")
+    assert not hasattr(model, "_replayssm_patch") and not hasattr(odd, "_replayssm_patch")
+    patch(model, precision="fp32")
+    try:
+        with pytest.raises(RuntimeError, match="already patched"):
+            patch(model)
+    finally:
+        unpatch(model)
+    with pytest.raises(RuntimeError, match="not patched"):
+        unpatch(model)
