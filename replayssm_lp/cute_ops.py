@@ -78,7 +78,12 @@ def _mamba2_decode(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_s
 # GDN
 # ---------------------------------------------------------------------------------------------
 def _gdn_std_ok(state):
-    return state.is_contiguous() and _has("gdn_standard")
+    if not (state.is_contiguous() and _has("gdn_standard")):
+        return False
+    m = _module("gdn_standard")
+    V, K = state.shape[2:]
+    # the layout is only known at call time: require both orientations to have a tiling
+    return m.supports(state.dtype, "vk", K, V) and m.supports(state.dtype, "kv", V, K)
 
 
 @register_cute("gdn_standard_decode", supports=_gdn_std_ok)
@@ -90,7 +95,7 @@ def _gdn_standard(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, 
 
 
 def _gdn_replay_ok(cache):
-    return _contig_cache(cache) and cache.K % 32 == 0 and _has("gdn_replay")
+    return _contig_cache(cache) and _has("gdn_replay") and _module("gdn_replay").supports_cache(cache)
 
 
 @register_cute("gdn_decode", supports=_gdn_replay_ok)

@@ -1,0 +1,91 @@
+"""Compile-only checks of the GDN CuTe kernels for Hopper (sm_90a) on a machine without a GPU.
+
+* standard decode (cute_kernels.gdn_standard): fp32 / bf16 state x "vk" / "kv" layout x raw /
+  given gates, at (H, HV, K, V) = (2, 4, 128, 128) with bf16 activations: the state moves with
+  128-bit loads and stores only, no local memory;
+* ReplaySSM decode (cute_kernels.gdn_replay): every precision pair
+  (``precision_pairs(include_extra=True)``), same shape, L = 16: 128-bit (nvfp4: 64-bit) read-copy
+  loads, no local memory in the PTX.
+
+Skips visibly when nvidia-cutlass-dsl (or apache-tvm-ffi) is missing. ~60 s on 2 cores.
+"""
+import os
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")  # before cutlass is imported
+
+import pytest  # noqa: E402
+
+cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed")
+pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi is not installed (tensor-free compile)")
+
+from cute_kernels import common  # noqa: E402
+from cute_kernels import gdn_replay as GR  # noqa: E402
+from cute_kernels import gdn_standard as GS  # noqa: E402
+from replayssm_lp import precision_pairs  # noqa: E402
+
+H, HV, K, V = 2, 4, 128, 128
+L = 16
+
+
+@pytest.mark.parametrize("gates", ["raw", "given"])
+@pytest.mark.parametrize("layout", ["vk", "kv"])
+@pytest.mark.parametrize("state_dtype", ["float32", "bfloat16"])
+def test_gdn_standard_compiles(state_dtype, layout, gates):
+    gk = (dict(g_dtype="float32", beta_dtype="float32") if gates == "given" else
+          dict(alog_dtype="float32", a_dtype="bfloat16", dt_bias_dtype="float32",
+               b_dtype="bfloat16"))
+    k, ptx = GS.compile_only(state_dtype, "bfloat16", layout, H, HV, K, V, **gk, keep_ptx=True)
+    assert k.compile_seconds < 30
+    st = common.ptx_stats(ptx)
+    tile = k.meta["tile"]
+    n_vec = tile.r * tile.cn
+    # the whole state tile in one pass: n_vec 128-bit loads and stores per thread, nothing narrower
+    assert st["ld.global.v4"] == n_vec, st
+    assert st["st.global.v4"] == n_vec, st
+    assert st["st.global.v2"] == 0 and st["ld.global.v2"] == 0, st
+    assert st["ld.local"] == 0 and st["st.local"] == 0, st
+
+
+def test_gdn_standard_heuristics():
+    # big batches: a whole head per CTA; batch 1 spreads V over more CTAs
+    bv_big = GS.choose_block_v(256, 32, 128, 128, "float32", "vk", min_ctas=264)
+    bv_small = GS.choose_block_v(1, 32, 128, 128, "float32", "vk", min_ctas=264)
+    assert bv_big == 128 and bv_small < bv_big
+    for sd in ("float32", "bfloat16", "float16"):
+        for lay in ("vk", "kv"):
+            for bv, _ in GS._valid_tiles(common.to_cute_dtype(sd).width, lay, 128, 128):
+                t = GS.tile_config(sd, lay, 128, 128, bv)
+                assert t.elems <= GS.MAX_ELEMS_PER_THREAD
+
+
+PAIRS = list(precision_pairs(include_extra=True))
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_gdn_replay_compiles(pair):
+    k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True)
+    assert k.compile_seconds < 30
+    st = common.ptx_stats(ptx)
+    rf, _, cf, _, split = GR.pair_key(pair)
+    tile = k.meta["tile"]
+    # read copy: one 16-byte (nvfp4: 8-byte) load per row chunk
+    if rf == "nvfp4":
+        assert st["ld.global.v2"] >= tile.rr * tile.cnr, st
+    else:
+        assert st["ld.global.v4"] >= tile.rr * tile.cnr, st
+    assert st["ld.local"] == 0 and st["st.local"] == 0, st  # no dynamically indexed registers
+    if "nvfp4" in (rf, cf):
+        assert tile.block_v == V  # the nvfp4 global scale needs the whole matrix in one CTA
+
+
+def test_gdn_replay_tiles():
+    for pair in PAIRS:
+        rf, _, cf, _, _ = GR.pair_key(pair)
+        for bv, nt in GR._valid_block_vs(rf, cf, 128, 128, 16):
+            t = GR.replay_tile(rf, cf, 128, 128, 16, bv)
+            assert t.elems_f <= GR.MAX_FLUSH_ELEMS and t.smem_bytes <= GR.SMEM_LIMIT
+    # small batches of a non-nvfp4 pair split V over more CTAs; nvfp4 pairs never do
+    assert GR.choose_block_v(1, 32, 128, 128, "fp8", "fp32", 16, min_ctas=264) < 128
+    assert GR.choose_block_v(1, 32, 128, 128, "nvfp4", "fp16", 16, min_ctas=264) == 128
+    with pytest.raises(ValueError, match="too large"):
+        GR.replay_tile("fp32", "fp32", 128, 128, 64, 128, 256)
