@@ -1,0 +1,136 @@
+"""Accuracy study (bench/accuracy.py) on CPU: fixed-seed, short-horizon runs asserting the orderings
+the study relies on. Thresholds come from measured runs (torch 2.13 CPU, the exact configs below);
+each assertion states the measured values and keeps a wide margin."""
+import argparse
+import json
+import math
+import os
+
+import pytest
+
+from bench import accuracy as acc
+from replayssm_lp import precision_pairs
+
+SPLIT = ("nvfp4/fp16sr", "nvfp4/fp8sr")
+SHARED = "nvfp4sr"
+
+
+def _ordering_run(layer):
+    return acc.run_accuracy(
+        layer, pairs=list(SPLIT) + [SHARED],
+        controls=["ctrl:fp32-replay", "ctrl:std-fp32", "ctrl:std-fp64"],
+        max_len=128, seeds=[0], rows_per_regime=2, backend="torch", device="cpu",
+        kl_samples=8, calib_steps=32, threads=1, make_plots=False)
+
+
+@pytest.fixture(scope="module")
+def mamba2_run():
+    return _ordering_run("mamba2")
+
+
+@pytest.fixture(scope="module")
+def gdn_run():
+    return _ordering_run("gdn")
+
+
+def _last(res, arm, key, regime="all"):
+    return res["arms"][arm][regime][key][-1]
+
+
+def _kl_tail(res, arm, regime="all"):
+    """Mean of the per-bin mean KL over the last three bins (t in (16, 128])."""
+    v = res["arms"][arm][regime]["kl_mean"][-3:]
+    return sum(v) / len(v)
+
+
+# Measured at t = 128 (seed 0, 2 rows per regime), worst-head state error / KL tail, all rows:
+#   mamba2: nvfp4/fp16sr 8.6e-4 / 3.5e-2, nvfp4/fp8sr 9.8e-2 / 4.3e-2, nvfp4sr 3.4e-1 / 1.19e-1
+#   gdn:    nvfp4/fp16sr 5.5e-4 / 4.6e-2, nvfp4/fp8sr 6.7e-2 / 5.1e-2, nvfp4sr 2.5e-1 / 2.19e-1
+# Smallest shared/split ratios over {all, dense, bursty} x layers: state 304x (fp16sr, mamba2
+# bursty) and 3.3x (fp8sr, mamba2 bursty); KL 2.75x (fp8sr, mamba2 bursty: 8.2e-2 vs 2.25e-1).
+# Asserted: state 50x / 1.5x, KL 1.4x (about 2x margin on the tightest cells).
+STATE_GAIN = {"nvfp4/fp16sr": 50.0, "nvfp4/fp8sr": 1.5}
+KL_GAIN = 1.4
+
+
+@pytest.mark.parametrize("layer", ["mamba2", "gdn"])
+def test_split_beats_shared_nvfp4(layer, request):
+    res = request.getfixturevalue(f"{layer}_run")
+    for p in SPLIT:
+        for rg in ("all", "dense", "bursty"):
+            s, k = _last(res, p, "state_worst", rg), _kl_tail(res, p, rg)
+            s0, k0 = _last(res, SHARED, "state_worst", rg), _kl_tail(res, SHARED, rg)
+            assert s * STATE_GAIN[p] < s0, (layer, p, rg, s, s0)
+            assert k * KL_GAIN < k0, (layer, p, rg, k, k0)
+        assert res["arms"][p]["all"]["first_nonfinite"] is None
+
+
+# Measured (seed 0, t <= 128): worst-head state error of std-fp32 <= 7.3e-7, std-fp64 <= 2.2e-7
+# (the fp32 replay's own rounding vs the exact recurrence), fp32-replay exactly 0 (same arithmetic,
+# deterministic); control KL <= 6e-8 (bf16 output-rounding flips) against >= 3e-2 for nvfp4sr.
+@pytest.mark.parametrize("layer", ["mamba2", "gdn"])
+def test_fp32_control_at_rounding_level(layer, request):
+    res = request.getfixturevalue(f"{layer}_run")
+    for c in ("ctrl:std-fp32", "ctrl:std-fp64"):
+        m = res["arms"][c]["all"]
+        assert max(m["state_worst"]) < 1e-5, (c, m["state_worst"])
+        assert max(m["kl_mean"]) < 1e-5, (c, m["kl_mean"])
+        assert m["first_nonfinite"] is None
+    m = res["arms"]["ctrl:fp32-replay"]["all"]
+    assert max(m["state_worst"]) == 0.0 and max(m["out_rel_max"]) == 0.0
+    # the study's signal sits far above the control floor
+    assert min(res["arms"][SHARED]["all"]["kl_mean"][-3:]) > 1e3 * max(
+        res["arms"]["ctrl:std-fp64"]["all"]["kl_mean"])
+    ent = res["calibration"]["entropy"]
+    assert 2.0 <= ent <= 4.0 and abs(ent - 3.0) < 1e-3
+
+
+# Stagnation: ultra-slow heads (alpha = 0.99999: decay 1.6e-4 per flush, below FP16's relative
+# half-ulp 2.4e-4..4.9e-4) fed small updates (bursty rows, x scaled by 1e-3 off-burst).
+# Measured (seed 0, this config; worst over ultra heads and rows), t = 256 / 512 / 1024:
+#   fp16rn 1.96e-3 / 3.20e-3 / 6.28e-3  (grows ~t: the RN checkpoint drops the decay)
+#   fp16sr 1.24e-3 / 1.67e-3 / 2.37e-3  (grows ~sqrt(t): unbiased)
+# -> ratio 2.65x at 1024; log-log slope over 256..1024: RN 0.84, SR 0.47.
+# Asserted: ratio > 1.8, RN slope > 0.7, SR slope < 0.65.
+# (FP8 in the same setting: RN 8.8e-2 is still below SR 1.3e-1 at 1024 — SR's sqrt(t) noise of
+#  ~3 % per flush loses to RN's linear bias only far beyond CPU horizons — so FP16 carries this.)
+def test_sr_checkpoint_does_not_stagnate_where_rn_does():
+    res = acc.run_accuracy(
+        "mamba2", pairs=["fp16rn", "fp16sr"], controls=[], regimes=["bursty"], max_len=1024,
+        seeds=[0], rows_per_regime=2, ultra_alpha=0.99999, burst_small=1e-3, backend="torch",
+        device="cpu", kl_samples=2, calib_steps=16, threads=1, make_plots=False)
+    grid = res["grid"]
+    i256, i1k = grid.index(256), grid.index(1024)
+    rn = res["arms"]["fp16rn"]["bursty"]["state_by_class"]["ultra"]["worst"]
+    sr = res["arms"]["fp16sr"]["bursty"]["state_by_class"]["ultra"]["worst"]
+    assert rn[i1k] > 1.8 * sr[i1k], (rn, sr)
+    slope = lambda v: math.log(v[i1k] / v[i256]) / math.log(4.0)  # noqa: E731
+    assert slope(rn) > 0.7, rn           # linear-in-t bias
+    assert slope(sr) < 0.65, sr          # random walk
+    for p in ("fp16rn", "fp16sr"):
+        assert res["arms"][p]["bursty"]["first_nonfinite"] is None
+
+
+def test_every_pair_runs_and_outputs_are_written(tmp_path):
+    """CLI path: register() + every pair of precision_pairs(include_extra=True) + the controls,
+    JSON / markdown / PNG written under --out."""
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd")
+    acc.register(sub)
+    out = tmp_path / "acc"
+    args = ap.parse_args(["accuracy", "--layer", "gdn", "--backend", "torch", "--device", "cpu",
+                          "--max-len", "4", "--seeds", "0", "--rows", "1", "--kl-samples", "2",
+                          "--workers", "1", "--no-progress", "--out", str(out)])
+    assert args.fn(args) == 0
+    res = json.loads((out / "accuracy.json").read_text())
+    want = set(precision_pairs(include_extra=True)) - {"fp32"}
+    assert want | {"ctrl:fp32-replay", "ctrl:std-fp32", "ctrl:std-fp64"} == set(res["arms"])
+    assert res["grid"] == [1, 2, 4] and res["config"]["backend"] == "torch"
+    for a, per in res["arms"].items():
+        assert set(per) == {"dense", "bursty", "all"}
+        assert len(per["all"]["state_worst"]) == 3 and per["all"]["kl_mean"][0] is not None
+    md = (out / "accuracy.md").read_text()
+    assert "nvfp4/fp16sr" in md and "÷nvfp4sr" in md
+    pytest.importorskip("matplotlib")
+    for f in ("kl_vs_length.png", "state_err_vs_length.png"):
+        assert os.path.getsize(out / f) > 1000
