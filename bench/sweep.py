@@ -55,7 +55,7 @@ def _stagger(cache, L):
 
 
 def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
-                 peers: bool, progress) -> List[Dict]:
+                 peers: bool, progress, phases: bool = False) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, P, N, G = dims["H"], dims["P"], dims["N"], dims["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -115,6 +115,17 @@ def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int]
                 t = graph_time_us(step, rot * L, replays)
                 cells.append(dict(shape=shape, kind="replay", name=pair, batch=batch, L=L,
                                   bytes=tb.amortized * batch, **t))
+                if phases:
+                    for phase, pos, nbytes in (("nonflush", L // 2, tb.nonflush), ("flush", L, tb.flush)):
+                        held = torch.full_like(cache.write_pos, pos)
+
+                        def step_phase(i, cache=cache, sets=sets, held=held):
+                            if i % len(sets) == 0:  # pin every row at one buffer position
+                                cache.write_pos.copy_(held)
+                            step(i)
+                        t = graph_time_us(step_phase, rot, replays)
+                        cells.append(dict(shape=shape, kind="phase", name=f"{pair} [{phase} only]",
+                                          batch=batch, L=L, bytes=nbytes * batch, **t))
                 del cache
                 torch.cuda.empty_cache()
                 progress.update(1)
@@ -145,7 +156,8 @@ def plot(cells: List[Dict], out_dir: str) -> List[str]:
         for L in sorted({c["L"] for c in cells if c["L"]}):
             fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
             std = {c["batch"]: c["median_us"] for c in cells if c["shape"] == shape and c["name"] == "standard fp32"}
-            names = [n for n in dict.fromkeys(c["name"] for c in cells if c["shape"] == shape)
+            names = [n for n in dict.fromkeys(c["name"] for c in cells
+                                              if c["shape"] == shape and c["kind"] != "phase")
                      if any(c["name"] == n and (c["L"] in (None, L)) for c in cells)]
             for n in names:
                 pts = sorted((c["batch"], c["median_us"]) for c in cells
@@ -190,7 +202,8 @@ def run(args) -> int:
     for shape in shapes:
         if traffic.SHAPES[shape]["kind"] != "mamba2":
             raise SystemExit(f"shape {shape} is a GDN layer: use --layer gdn")
-        cells += mamba2_cells(shape, pairs, batches, Ls, args.replays, not args.no_peers, prog)
+        cells += mamba2_cells(shape, pairs, batches, Ls, args.replays, not args.no_peers, prog,
+                              args.phases)
     prog.close()
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
                 seconds=time.time() - t0, replays=args.replays)
@@ -215,5 +228,7 @@ def register(sub):
     p.add_argument("--replays", type=int, default=15)
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--phases", action="store_true",
+                   help="also time non-flush-only and flush-only steps (cursors pinned)")
     p.add_argument("--out", default="bench/results/sweep")
     p.set_defaults(fn=run)
