@@ -1,0 +1,142 @@
+"""CPU compile tests of the Mamba-2 ReplaySSM decode kernel (cute_kernels/mamba2_replay.py).
+
+Compiles every precision pair for Hopper (``CUTE_DSL_ARCH=sm_90a``, no GPU needed) and reads the
+PTX / CUBIN: no local-memory arrays in the PTX, no approximate division anywhere (every stored byte
+goes through ``div.rn.f32``), 128-bit state loads; registers and ptxas spill bytes are printed (and
+a spill is reported, not failed: ptxas' choice, see the kernel notes). Numerical checks need the GPU:
+``tests/gpu_scripts/check_mamba2_replay.py``.
+"""
+import os
+import struct
+import time
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+
+import pytest  # noqa: E402
+
+cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed")
+pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi is not installed (the kernel needs TVM-FFI)")
+
+from cute_kernels import common  # noqa: E402
+from cute_kernels import mamba2_replay as M  # noqa: E402
+from replayssm_lp.pairs import precision_pairs  # noqa: E402
+
+PAIRS = list(precision_pairs(include_extra=True))
+SMALL = dict(H=8, P=64, N=128, G=2)      # H/G = 4 heads per group
+
+
+def _variants():
+    out = []
+    for i, name in enumerate(PAIRS):
+        # alternate one head per CTA (single CTA per group) and whole groups (4 CTAs' worth of
+        # heads in one, cross-CTA arrival counter off / prefetch on) so both code paths compile
+        out.append((name, "bfloat16", 64, 1 if i % 2 == 0 else 4, 16))
+    out.append(("fp32", "float32", 64, 2, 16))
+    out.append(("nvfp4/fp16sr", "bfloat16", 80, 2, 16))   # P=80 (Nano-4B headdim): row tails
+    out.append(("fp8/fp32", "float16", 80, 1, 4))
+    return out
+
+
+VARIANTS = _variants()
+_REPORT = []
+
+
+def _cubin_info(path):
+    """(registers, stack frame bytes) of the (single) kernel in a CUBIN (EIATTR_REGCOUNT 0x2f,
+    EIATTR_FRAME_SIZE 0x11 in the .nv.info section)."""
+    b = open(path, "rb").read()
+    shoff = struct.unpack_from("<Q", b, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", b, shoff + i * shentsize) for i in range(shnum)]
+    stro = secs[shstrndx][4]
+    regs = frame = None
+    for name, _typ, _fl, _ad, off, size, *_ in secs:
+        n = b[stro + name: b.index(b"\0", stro + name)].decode()
+        if n != ".nv.info":
+            continue
+        p = off
+        while p < off + size:
+            fmt, attr = b[p], b[p + 1]
+            if fmt == 4:
+                sz = struct.unpack_from("<H", b, p + 2)[0]
+                if sz == 8 and attr in (0x2F, 0x11):
+                    _sym, v = struct.unpack_from("<II", b, p + 4)
+                    if attr == 0x2F:
+                        regs = v
+                    else:
+                        frame = v
+                p += 4 + sz
+            else:
+                p += 4
+    return regs, frame
+
+
+@pytest.mark.parametrize("pair,act,P,hpc,L", VARIANTS,
+                         ids=[f"{v[0]}-{v[1]}-P{v[2]}-hpc{v[3]}-L{v[4]}" for v in VARIANTS])
+def test_compile_variant(pair, act, P, hpc, L):
+    H, N, G = SMALL["H"], SMALL["N"], SMALL["G"]
+    t0 = time.perf_counter()
+    with common.dump_ptx(cubin=True) as d:
+        k = M.compile_mamba2_replay(pair, act, "float32", H, P, N, G, L, L + 1, True, True, True,
+                                    True, hpc, dump=d)
+        ptx = d.read()
+        cubins = d.files("cubin")
+        regs, frame = _cubin_info(cubins[0]) if cubins else (None, None)
+        d.cleanup()
+    secs = time.perf_counter() - t0
+    st = common.ptx_stats(ptx)
+    _REPORT.append((pair, act, P, hpc, L, secs, regs, frame, st["ld.global.v4"]))
+    print(f"\n{pair:16s} {act:9s} P={P} hpc={hpc} L={L}: compile {secs:5.2f}s, regs={regs}, "
+          f"spill/stack bytes={frame}, ld.global.v4={st['ld.global.v4']}, "
+          f"st.global.v4={st['st.global.v4']}, {k.meta['cfg']}")
+    assert ptx and ".entry" in ptx
+    assert st["ld.local"] == 0 and st["st.local"] == 0, "local-memory arrays in the PTX"
+    for bad in ("div.approx", "div.full", "rcp.approx.ftz.f64"):
+        assert bad not in ptx, f"{bad} in the PTX: encoders must use div.rn.f32"
+    assert "div.rn.f32" in ptx
+    assert st["ld.global.v4"] > 0, "state chunks are not loaded with 128-bit loads"
+    assert "atom.global.add" in ptx or k.meta["cfg"].ctas_per_row == 1
+    if frame:
+        print(f"  note: ptxas used a {frame}-byte stack frame (register spills) for this variant")
+
+
+def test_compile_report():
+    """Prints the table of the variants compiled above (run last)."""
+    if not _REPORT:
+        pytest.skip("no variant compiled in this session")
+    tot = sum(r[5] for r in _REPORT)
+    print("\npair             act       P  hpc  L  compile[s] regs spill  v4-loads")
+    for r in _REPORT:
+        print(f"{r[0]:16s} {r[1]:9s} {r[2]:3d} {r[3]:3d} {r[4]:3d} {r[5]:9.2f} {r[6]!s:>5s} "
+              f"{r[7]!s:>5s} {r[8]:6d}")
+    print(f"total compile time {tot:.1f}s for {len(_REPORT)} variants")
+
+
+# ------------------------------------------------------------------------------------------------
+# pure-Python parts (no compile)
+# ------------------------------------------------------------------------------------------------
+def test_choose_heads_per_cta():
+    # Nemotron-3-Super: H=128, G=8 -> 16 heads per group; 132 SMs without a GPU
+    assert M.choose_heads_per_cta(1, 128, 8) == 1
+    assert M.choose_heads_per_cta(2, 128, 8) == 1
+    assert M.choose_heads_per_cta(8, 128, 8) == 4
+    assert M.choose_heads_per_cta(32, 128, 8) == 16
+    assert M.choose_heads_per_cta(256, 128, 8) == 16
+    for b in (1, 3, 17, 64, 512):
+        h = M.choose_heads_per_cta(b, 96, 8)          # Nano-4B: 12 heads per group
+        assert 12 % h == 0
+
+
+def test_tile_config_and_errors():
+    t = M.ReplayTile("nvfp4", 128, 64, 128, 8, 16, 17, 16)
+    assert (t.tn, t.cn, t.rpt, t.cb, t.nit, t.jb, t.njb) == (4, 1, 2, 8, 4, 16, 1)
+    assert t.ctas_per_row == 8 and t.ctas_per_group == 1
+    t = M.ReplayTile("fp32", 96, 80, 128, 8, 64, 65, 1)
+    assert (t.tn, t.rpt, t.nit) == (32, 20, 5) and t.njb >= 2
+    with pytest.raises(ValueError):
+        M.ReplayTile("fp8", 8, 64, 128, 2, 16, 17, 3)      # 3 does not divide H/G = 4
+    with pytest.raises(ValueError):
+        M.ReplayTile("fp8", 8, 64, 128, 2, 16, 16, 1)      # ring too small
+    with pytest.raises(ValueError):
+        M.Mamba2ReplayDecode("nvfp4/fp4", "bfloat16", "float32", 8, 64, 128, 2, 16, 17, True,
+                             True, True, True, 1)
