@@ -72,9 +72,39 @@ def test_gdn_replay_fp32_pair_equals_exact_recurrence(L, seed):
     assert out_err < 1e-5 and state_err < 1e-5, (out_err, state_err)
 
 
+def _cache_tensors(c):
+    ts = [c.hi.data, c.hi.scale, c.hi.global_scale]
+    if c.lo is not None:
+        ts += [c.lo.data, c.lo.scale, c.lo.global_scale]
+    return [t for t in ts + list(c._buffers()) + [c.write_pos, c.ring_origin, c.flush_count, c.pending]
+            if t is not None]
+
+
+def _compare_stored(ct, cc, stats):
+    """Stored copies of the kernel cache vs the reference cache after one step from identical bytes:
+    low-precision formats within one unit; fp32 within fp32 rounding of the fold (relative to the
+    matrix's magnitude, since the fold's summation order differs)."""
+    p = cc.pair
+    for enc_t, enc_c, fmt in ((ct.hi, cc.hi, p.rec_fmt), (ct.lo, cc.lo, p.read_fmt)):
+        if enc_t is None:
+            continue
+        a, b = _stored(enc_c, fmt), _stored(enc_t, fmt)
+        if fmt == "fp32":
+            amax = b.abs().amax(dim=(-1, -2), keepdim=True).clamp(min=1e-30)
+            err = ((a - b).abs() / amax).max().item()
+            assert err <= 2e-6, (fmt, err)
+        else:
+            u = _units(a, b, fmt)
+            assert u.max().item() <= 1.0 + 1e-6, (fmt, u.max().item())
+        key = f"{'hi' if enc_t is ct.hi else 'lo'}:{fmt}"
+        stats[key] = max(stats.get(key, 0.0), (a != b).float().mean().item())
+
+
 def _twin_steps(kind, pair, L, steps, act=torch.bfloat16):
-    """Run identical steps on a torch-backend cache and a cute-backend cache (same GPU, same seed);
-    return both caches and the per-step outputs."""
+    """Run identical steps on a torch-backend cache and a cute-backend cache (same GPU, same seed).
+    After every step the stored copies are compared and the reference is re-synced to the kernel's
+    bytes, so each step is checked from identical state (an SR decision flipped by a last-bit fp32
+    difference would otherwise make the two trajectories drift apart)."""
     dev = "cuda"
     pool, batch = 24, 9
     if kind == "mamba2":
@@ -89,9 +119,10 @@ def _twin_steps(kind, pair, L, steps, act=torch.bfloat16):
         S0 = torch.randn(pool, HV, Vd, K, device=dev) * 0.3
     ct, cc = mk(), mk()
     slots = torch.randperm(pool, device=dev)[:batch]
-    ct.init_from_state(slots.tolist(), S0[slots])
+    ct.init_from_state(slots.tolist(), S0[slots], backend="torch")
     cc.init_from_state(slots.tolist(), S0[slots])
-    outs = []
+    outs, stats = [], {}
+    _compare_stored(ct, cc, stats)  # the CuTe init encoder writes the torch encoder's bytes
     for step in range(steps):
         pad = torch.rand(batch, device=dev) < 0.3
         sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
@@ -112,28 +143,25 @@ def _twin_steps(kind, pair, L, steps, act=torch.bfloat16):
             res.append(out)
         assert torch.isnan(res[1][pad]).all(), "pad rows must stay untouched"
         outs.append((res[0][~pad].float(), res[1][~pad].float()))
-    return ct, cc, outs
+        for name in ("write_pos", "ring_origin", "flush_count", "pending"):
+            assert torch.equal(getattr(ct, name), getattr(cc, name)), name
+        assert int(cc.arrive.abs().sum()) == 0
+        _compare_stored(ct, cc, stats)
+        for a, b in zip(_cache_tensors(ct), _cache_tensors(cc)):
+            a.copy_(b)
+    return ct, cc, outs, stats
 
 
 @pytest.mark.parametrize("pair", ALL_PAIRS)
 @pytest.mark.parametrize("kind", ["mamba2", "gdn"])
 def test_replay_step_matches_torch_reference(kind, pair, seed):
     L = 4
-    ct, cc, outs = _twin_steps(kind, pair, L, 3 * L + 3)
+    ct, cc, outs, stats = _twin_steps(kind, pair, L, 3 * L + 3)
     worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
-    # bf16 outputs: within bf16 rounding of the same fp32 math
+    # bf16 outputs of the same fp32 math: equal up to an occasional bf16 rounding flip
     assert worst < 1e-2, worst
-    for name in ("write_pos", "ring_origin", "flush_count", "pending"):
-        assert torch.equal(getattr(ct, name), getattr(cc, name)), name
-    p = cc.pair
-    for enc_t, enc_c, fmt in ((ct.hi, cc.hi, p.rec_fmt), (ct.lo, cc.lo, p.read_fmt)):
-        if enc_t is None:
-            continue
-        u = _units(_stored(enc_c, fmt), _stored(enc_t, fmt), fmt)
-        frac = (u > 0).float().mean().item()
-        print(f"{kind} {pair} {fmt}: differing stored elements {frac:.2e}, max {u.max().item():.2f} units")
-        assert u.max().item() <= 1.0 + 1e-6
-        assert frac < 0.02
+    print(f"{kind} {pair}: worst output rel {worst:.2e}; fraction of stored elements differing {stats}")
+    assert int(cc.flush_count.max()) >= 3
 
 
 def test_cuda_graph_capture_replay(seed):
