@@ -67,6 +67,8 @@ Public entry points: :func:`compile_mamba2_replay` (tensor-free, cached), :func:
 
 from __future__ import annotations
 
+import os
+
 import operator
 from typing import Optional, Tuple
 
@@ -201,6 +203,9 @@ def choose_heads_per_cta(batch: int, H: int, G: int, min_ctas: Optional[int] = N
     CTA (more CTAs in flight), large batches whole groups (cb_j, C and the cursors amortised over
     more heads)."""
     hpg = H // G
+    forced = os.environ.get("REPLAYSSM_M2_HEADS_PER_CTA")  # tuning experiments only
+    if forced:
+        return int(forced)
     if min_ctas is None:
         min_ctas = 2 * common.num_sms()
     best = 1
