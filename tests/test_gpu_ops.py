@@ -94,7 +94,11 @@ def _compare_stored(ct, cc, stats):
             err = ((a - b).abs() / amax).max().item()
             assert err <= 2e-6, (fmt, err)
         else:
-            u = _units(a, b, fmt)
+            # one unit of the target format, beyond what the fp32 fold's summation order can move
+            # an element that results from cancellation (2e-6 of the matrix's magnitude)
+            amax = b.abs().amax(dim=(-1, -2), keepdim=True)
+            excess = ((a - b).abs() - 2e-6 * amax).clamp(min=0)
+            u = _units(b + excess * torch.sign(a - b), b, fmt)
             assert u.max().item() <= 1.0 + 1e-6, (fmt, u.max().item())
         key = f"{'hi' if enc_t is ct.hi else 'lo'}:{fmt}"
         stats[key] = max(stats.get(key, 0.0), (a != b).float().mean().item())
