@@ -3,6 +3,7 @@
 Math: :mod:`replayssm_lp.reference`. Byte formats and SR random bits: :mod:`replayssm_lp.formats`.
 Precision pairs: :mod:`replayssm_lp.pairs`. Caches: :mod:`replayssm_lp.cache`. Ops: :mod:`replayssm_lp.ops`.
 """
+from . import library  # noqa: F401  (registers the torch.library ops)
 from .cache import GDNReplayCache, Mamba2ReplayCache
 from .ops import (commit, gdn_decode, gdn_standard_decode, gdn_verify, mamba2_decode,
                   mamba2_standard_decode, mamba2_verify)

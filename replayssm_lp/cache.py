@@ -79,6 +79,8 @@ class ReplayCache:
         self.write_pos, self.ring_origin, self.flush_count, self.pending = z(), z(), z(), z()
         self.arrive = z()
         self.seed = torch.tensor([int(seed)], dtype=torch.int64, device=dev)
+        from .library import register_cache
+        self._handle = register_cache(self)
 
     def _alloc_copy(self, fmt) -> F.EncodedState:
         S, H, R, C, dev = self.num_slots, self.state_heads, self.rows, self.cols, self.device
@@ -90,6 +92,21 @@ class ReplayCache:
         data = torch.zeros(S, H, R, C, dtype=F.FORMATS[fmt].storage, device=dev)
         scale = torch.zeros(S, H, R, dtype=torch.float32, device=dev) if fmt == "fp8" else None
         return F.EncodedState(data, scale)
+
+    @property
+    def handle(self) -> int:
+        """Integer handle of this cache for the torch.library ops (replayssm_lp.library)."""
+        return self._handle
+
+    def __deepcopy__(self, memo):
+        import copy
+        from .library import register_cache
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, copy.deepcopy(v, memo))
+        new._handle = register_cache(new)  # a copy is a different cache
+        return new
 
     # -- the read copy the non-flush steps use
     @property
@@ -226,8 +243,10 @@ class Mamba2ReplayCache(ReplayCache):
         self.dt_buf = torch.zeros(S, nheads, R, dtype=torch.float32, device=dev)
         self.dA_buf = torch.zeros(S, nheads, R, dtype=torch.float32, device=dev)
 
+    _BUFFERS = ("x_buf", "B_buf", "dt_buf", "dA_buf")
+
     def _buffers(self):
-        return (self.x_buf, self.B_buf, self.dt_buf, self.dA_buf)
+        return tuple(getattr(self, n) for n in self._BUFFERS)
 
     def materialize(self, slots) -> torch.Tensor:
         """The current fp32 state ``[n, H, P, N]`` of ``slots`` (checkpoint + committed buffer)."""
@@ -266,11 +285,10 @@ class GDNReplayCache(ReplayCache):
         else:
             self.v_buf = self.beta_buf = None
 
+    _BUFFERS = ("k_buf", "kinv_buf", "g_buf", "u_buf", "v_buf", "beta_buf")
+
     def _buffers(self):
-        b = [self.k_buf, self.kinv_buf, self.g_buf, self.u_buf]
-        if self.v_buf is not None:
-            b += [self.v_buf, self.beta_buf]
-        return tuple(b)
+        return tuple(t for t in (getattr(self, n) for n in self._BUFFERS) if t is not None)
 
     def _to_internal(self, S, layout):
         if layout in ("default", "vk"):

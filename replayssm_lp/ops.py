@@ -26,6 +26,11 @@ _ACT = (torch.float32, torch.float16, torch.bfloat16)
 _FLOAT = _ACT
 
 
+def _compiling(eager: bool) -> bool:
+    """Inside torch.compile, go through the registered custom ops (see replayssm_lp.library)."""
+    return not eager and torch.compiler.is_compiling()
+
+
 def _rows_and_slots(sbi, batch, pad_slot_id, device):
     """(valid row indices, their slots) as int64 — torch backend only (may synchronise)."""
     if sbi is None:
@@ -75,6 +80,16 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
     return dt, A, D, dt_bias, out
 
 
+def _lib_mamba2(cache, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
+                backend):
+    from .library import cache_tensors
+    if out is None:
+        out = torch.zeros(x.shape, dtype=cache.act_dtype, device=cache.device)
+    torch.ops.replayssm.mamba2_step(cache.handle, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
+                                    sbi, pad_slot_id, out, cache_tensors(cache), backend)
+    return out
+
+
 def _mamba2_step(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                  backend, T):
     dt, A, D, dt_bias, out = _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id,
@@ -94,20 +109,26 @@ def _mamba2_step(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
 
 def mamba2_decode(cache: Mamba2ReplayCache, x, dt, A, B, C, D=None, z=None, dt_bias=None,
                   dt_softplus=True, state_batch_indices=None, pad_slot_id=-1, out=None,
-                  backend="auto"):
+                  backend="auto", _eager=False):
     """One decode token per row. x, z, out [batch, nheads, headdim]; dt [batch, nheads];
     A, D, dt_bias [nheads] fp32; B, C [batch, ngroups, dstate]. Non-flush rows read the read copy
     and write only ``out`` and their buffer entry; rows whose buffer is full flush first."""
+    if _compiling(_eager):
+        return _lib_mamba2(cache, False, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
+                           state_batch_indices, pad_slot_id, out, backend)
     return _mamba2_step("mamba2_decode", cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                         state_batch_indices, pad_slot_id, out, backend, None)
 
 
 def mamba2_verify(cache: Mamba2ReplayCache, x, dt, A, B, C, D=None, z=None, dt_bias=None,
                   dt_softplus=True, state_batch_indices=None, pad_slot_id=-1, out=None,
-                  backend="auto"):
+                  backend="auto", _eager=False):
     """Speculative verify of T inputs per row: x [batch, T, nheads, headdim], dt [batch, T, nheads],
     B, C [batch, T, ngroups, dstate]. Outputs of all T by output-only evaluation; the inputs stay
     pending in the ring until :func:`commit` keeps the accepted prefix."""
+    if _compiling(_eager):
+        return _lib_mamba2(cache, True, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
+                           state_batch_indices, pad_slot_id, out, backend)
     T = x.shape[1] if isinstance(x, torch.Tensor) and x.dim() == 4 else -1
     if T < 1:
         raise ValueError(f"x must have shape [batch, T, nheads, headdim] with T >= 1, got "
@@ -146,6 +167,16 @@ def _gdn_inputs(cache_or_dims, q, k, v, g, beta, A_log, a, dt_bias, b, dev, act,
     return bsz, lead
 
 
+def _lib_gdn(cache, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
+             out, backend):
+    from .library import cache_tensors
+    if out is None:
+        out = torch.zeros(v.shape, dtype=cache.act_dtype, device=cache.device)
+    torch.ops.replayssm.gdn_step(cache.handle, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
+                                 use_l2, sbi, pad_slot_id, out, cache_tensors(cache), backend)
+    return out
+
+
 def _gdn_step(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,
               sbi, pad_slot_id, out, backend, T):
     if not isinstance(cache, GDNReplayCache):
@@ -179,17 +210,23 @@ def _gdn_step(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l
 
 def gdn_decode(cache: GDNReplayCache, q, k, v, g=None, beta=None, *, A_log=None, a=None,
                dt_bias=None, b=None, scale=None, use_qk_l2norm_in_kernel=True,
-               state_batch_indices=None, pad_slot_id=-1, out=None, backend="auto"):
+               state_batch_indices=None, pad_slot_id=-1, out=None, backend="auto", _eager=False):
     """One GDN decode token per row: q, k [batch, H, K]; v [batch, HV, V]; either g, beta
     [batch, HV] or raw A_log [HV], a [batch, HV], dt_bias [HV], b [batch, HV]. Returns o [batch, HV, V]."""
+    if _compiling(_eager):
+        return _lib_gdn(cache, False, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
+                        use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend)
     return _gdn_step("gdn_decode", cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
                      use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend, None)
 
 
 def gdn_verify(cache: GDNReplayCache, q, k, v, g=None, beta=None, *, A_log=None, a=None,
                dt_bias=None, b=None, scale=None, use_qk_l2norm_in_kernel=True,
-               state_batch_indices=None, pad_slot_id=-1, out=None, backend="auto"):
+               state_batch_indices=None, pad_slot_id=-1, out=None, backend="auto", _eager=False):
     """Speculative verify of T GDN inputs per row ([batch, T, ...] inputs); see :func:`commit`."""
+    if _compiling(_eager):
+        return _lib_gdn(cache, True, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
+                        use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend)
     T = q.shape[1] if isinstance(q, torch.Tensor) and q.dim() == 4 else -1
     if T < 1:
         raise ValueError(f"q must have shape [batch, T, H, K] with T >= 1, got "
@@ -202,10 +239,15 @@ def gdn_verify(cache: GDNReplayCache, q, k, v, g=None, beta=None, *, A_log=None,
 # Commit (pointer move)
 # ----------------------------------------------------------------------------------------------
 def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pad_slot_id=-1,
-           backend="auto"):
+           backend="auto", _eager=False):
     """Keep the first ``num_accepted_tokens[i]`` (int32 [batch], 0..T) of the inputs the last verify
     appended for row i: ``write_pos += n``. Rejected entries are simply overwritten later. Values
     outside [0, pending] are clamped on the device (checked and refused for CPU tensors)."""
+    if _compiling(_eager):
+        from .library import cache_tensors
+        torch.ops.replayssm.commit(cache.handle, num_accepted_tokens, state_batch_indices,
+                                   pad_slot_id, cache_tensors(cache), backend)
+        return None
     if not isinstance(cache, ReplayCache):
         raise TypeError(f"cache must be a Mamba2ReplayCache or GDNReplayCache, got {type(cache).__name__}")
     dev = cache.device
@@ -236,9 +278,16 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
 # Standard decode baselines (in place, vLLM semantics)
 # ----------------------------------------------------------------------------------------------
 def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=True,
-                           state_batch_indices=None, pad_slot_id=-1, out=None, backend="auto"):
+                           state_batch_indices=None, pad_slot_id=-1, out=None, backend="auto",
+                           _eager=False):
     """Standard Mamba-2 decode (``selective_state_update``): reads and writes ``state
     [num_slots, nheads, headdim, dstate]`` (fp32/fp16/bf16) in place every step."""
+    if _compiling(_eager):
+        if out is None:
+            out = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+        torch.ops.replayssm.mamba2_standard_decode(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
+                                                   state_batch_indices, pad_slot_id, out, backend)
+        return out
     V.tensor("state", state, (None, None, None, None), (torch.float32, torch.float16, torch.bfloat16))
     dev = state.device
     slots_n, H, P, N = state.shape
@@ -274,9 +323,16 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
 
 def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None, dt_bias=None,
                         b=None, scale=None, use_qk_l2norm_in_kernel=True, state_batch_indices=None,
-                        pad_slot_id=-1, out=None, state_layout="vk", backend="auto"):
+                        pad_slot_id=-1, out=None, state_layout="vk", backend="auto", _eager=False):
     """Standard GDN decode, in place on ``state [num_slots, HV, V, K]`` (``state_layout="vk"``) or
     ``[num_slots, HV, K, V]`` (``"kv"``, FLA / vLLM Triton layout); fp32/fp16/bf16 state."""
+    if _compiling(_eager):
+        if out is None:
+            out = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
+        torch.ops.replayssm.gdn_standard_decode(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
+                                                use_qk_l2norm_in_kernel, state_batch_indices,
+                                                pad_slot_id, out, state_layout, backend)
+        return out
     V.tensor("state", state, (None, None, None, None), (torch.float32, torch.float16, torch.bfloat16))
     if state_layout not in ("vk", "kv"):
         raise ValueError(f"state_layout must be 'vk' or 'kv', got {state_layout!r}")
