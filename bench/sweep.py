@@ -132,6 +132,33 @@ def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int]
     return cells
 
 
+def launch_overhead(shape: str) -> Dict[str, float]:
+    """Host µs per eager call at batch 1: the public op (validation + dispatch) and the kernel
+    launcher alone (the TVM-FFI fast path)."""
+    from .timing import host_overhead_us
+    dims = traffic.SHAPES[shape]
+    H, P, N, G = dims["H"], dims["P"], dims["N"], dims["G"]
+    dev, act = torch.device("cuda"), torch.bfloat16
+    inp = _mamba2_inputs(1, H, P, N, G, act, dev)
+    out = torch.empty(1, H, P, dtype=act, device=dev)
+    sbi = torch.zeros(1, dtype=torch.int32, device=dev)
+    cache = Mamba2ReplayCache(2, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=16, act_dtype=act,
+                              device=dev)
+    state = torch.zeros(2, H, P, N, device=dev)
+    a = (inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None, inp["dt_bias"], True, sbi)
+    from cute_kernels.mamba2_replay import mamba2_replay_decode_cute
+    from cute_kernels.mamba2_standard import mamba2_standard_decode_cute
+    res = {
+        "mamba2_decode (public op)": host_overhead_us(lambda: ops.mamba2_decode(cache, *a, out=out, backend="cute")),
+        "mamba2_replay_decode_cute (launcher)": host_overhead_us(lambda: mamba2_replay_decode_cute(cache, *a, -1, out)),
+        "mamba2_standard_decode (public op)": host_overhead_us(
+            lambda: ops.mamba2_standard_decode(state, *a, out=out, backend="cute")),
+        "mamba2_standard_decode_cute (launcher)": host_overhead_us(
+            lambda: mamba2_standard_decode_cute(state, *a, -1, out)),
+    }
+    return res
+
+
 def render(cells: List[Dict], copy_gbs: float) -> str:
     """Markdown: one row per (shape, batch, L, name)."""
     lines = [f"Copy bandwidth measured in this run: {copy_gbs:,.0f} GB/s (read + write).", "",
@@ -205,11 +232,13 @@ def run(args) -> int:
         cells += mamba2_cells(shape, pairs, batches, Ls, args.replays, not args.no_peers, prog,
                               args.phases)
     prog.close()
+    overhead = launch_overhead(shapes[0])
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
-                seconds=time.time() - t0, replays=args.replays)
+                seconds=time.time() - t0, replays=args.replays, host_overhead_us=overhead)
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
         json.dump(dict(meta=meta, cells=cells), f, indent=1)
-    md = render(cells, copy_gbs)
+    md = render(cells, copy_gbs) + "\n\nHost time per eager call (batch 1):\n" + "\n".join(
+        f"- {k}: {v:.1f} µs" for k, v in overhead.items())
     with open(os.path.join(args.out, "sweep.md"), "w") as f:
         f.write(md + "\n")
     if not args.no_plots:
