@@ -3,32 +3,28 @@ pad rows, scattered slots, random draft counts and acceptance."""
 import torch
 
 import replayssm_lp as R
+from replayssm_lp.library import cache_tensors
 from replayssm_lp import reference as ref
 
 MAMBA2_SMALL = dict(H=4, P=8, N=32, G=2)
 GDN_SMALL = dict(H=2, HV=4, K=32, V=16)
 
 
+def _bytes(t):
+    return t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t
+
+
 def _snapshot_unowned(cache, owned):
+    """Copies of every cache tensor's rows for the slots no row owns (they must never change)."""
     mask = torch.ones(cache.num_slots, dtype=torch.bool)
     mask[list(owned)] = False
-    ts = [cache.hi.data, cache.hi.scale, cache.hi.global_scale]
-    if cache.lo is not None:
-        ts += [cache.lo.data, cache.lo.scale, cache.lo.global_scale]
-    ts += list(cache._buffers()) + [cache.write_pos, cache.ring_origin, cache.flush_count, cache.pending]
-    return [t[mask].clone() for t in ts if t is not None], mask
+    return [_bytes(t)[mask.to(t.device)].clone() for t in cache_tensors(cache)], mask
 
 
 def _check_unowned(cache, snap):
     before, mask = snap
-    ts = [cache.hi.data, cache.hi.scale, cache.hi.global_scale]
-    if cache.lo is not None:
-        ts += [cache.lo.data, cache.lo.scale, cache.lo.global_scale]
-    ts += list(cache._buffers()) + [cache.write_pos, cache.ring_origin, cache.flush_count, cache.pending]
-    after = [t[mask] for t in ts if t is not None]
-    for a, b in zip(after, before):
-        assert torch.equal(a.view(torch.uint8) if a.dtype == torch.float8_e4m3fn else a,
-                           b.view(torch.uint8) if b.dtype == torch.float8_e4m3fn else b)
+    for t, b in zip(cache_tensors(cache), before):
+        assert torch.equal(_bytes(t)[mask.to(t.device)], b)
 
 
 def mamba2_trace(L, T, steps, precision="fp32", batch=5, pool=13, act=torch.float32, backend="torch",

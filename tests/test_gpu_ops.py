@@ -8,6 +8,7 @@ import torch
 import replayssm_lp as R
 from replayssm_lp import formats as F
 from replayssm_lp import precision_pairs
+from replayssm_lp.library import cache_tensors
 
 from .conftest import requires_sm90
 from .harness import gdn_trace, mamba2_trace
@@ -70,14 +71,6 @@ def test_mamba2_replay_fp32_pair_equals_exact_recurrence(L, seed):
 def test_gdn_replay_fp32_pair_equals_exact_recurrence(L, seed):
     out_err, state_err, _ = gdn_trace(L, 0, 3 * L + 4, backend="cute", device="cuda", dims=GDN)
     assert out_err < 1e-5 and state_err < 1e-5, (out_err, state_err)
-
-
-def _cache_tensors(c):
-    ts = [c.hi.data, c.hi.scale, c.hi.global_scale]
-    if c.lo is not None:
-        ts += [c.lo.data, c.lo.scale, c.lo.global_scale]
-    return [t for t in ts + list(c._buffers()) + [c.write_pos, c.ring_origin, c.flush_count, c.pending]
-            if t is not None]
 
 
 def _compare_stored(ct, cc, stats):
@@ -151,7 +144,7 @@ def _twin_steps(kind, pair, L, steps, act=torch.bfloat16):
             assert torch.equal(getattr(ct, name), getattr(cc, name)), name
         assert int(cc.arrive.abs().sum()) == 0
         _compare_stored(ct, cc, stats)
-        for a, b in zip(_cache_tensors(ct), _cache_tensors(cc)):
+        for a, b in zip(cache_tensors(ct), cache_tensors(cc)):
             a.copy_(b)
     return ct, cc, outs, stats
 
