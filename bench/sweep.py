@@ -116,16 +116,7 @@ def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int]
                 cells.append(dict(shape=shape, kind="replay", name=pair, batch=batch, L=L,
                                   bytes=tb.amortized * batch, **t))
                 if phases:
-                    for phase, pos, nbytes in (("nonflush", L // 2, tb.nonflush), ("flush", L, tb.flush)):
-                        held = torch.full_like(cache.write_pos, pos)
-
-                        def step_phase(i, cache=cache, sets=sets, held=held):
-                            if i % len(sets) == 0:  # pin every row at one buffer position
-                                cache.write_pos.copy_(held)
-                            step(i)
-                        t = graph_time_us(step_phase, rot, replays)
-                        cells.append(dict(shape=shape, kind="phase", name=f"{pair} [{phase} only]",
-                                          batch=batch, L=L, bytes=nbytes * batch, **t))
+                    cells += _phase_cells(shape, pair, batch, L, tb, cache, sets, step, replays)
                 del cache
                 torch.cuda.empty_cache()
                 progress.update(1)
@@ -157,6 +148,99 @@ def launch_overhead(shape: str) -> Dict[str, float]:
             lambda: mamba2_standard_decode_cute(state, *a, -1, out)),
     }
     return res
+
+
+def _gdn_inputs(batch, H, HV, K, V, act, dev):
+    g = torch.Generator(device=dev).manual_seed(0)
+    r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+    return dict(q=r(batch, H, K).to(act), k=r(batch, H, K).to(act), v=r(batch, HV, V).to(act),
+                A_log=r(HV) * 0.5, a=r(batch, HV), dt_bias=r(HV) * 0.3, b=r(batch, HV))
+
+
+def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
+              peers: bool, progress, phases: bool = False) -> List[Dict]:
+    dims = traffic.SHAPES[shape]
+    H, HV, K, V = dims["H"], dims["HV"], dims["K"], dims["V"]
+    dev, act = torch.device("cuda"), torch.bfloat16
+    cells = []
+    for batch in batches:
+        inp = _gdn_inputs(batch, H, HV, K, V, act, dev)
+        out = torch.empty(batch, HV, V, dtype=act, device=dev)
+        gates = dict(A_log=inp["A_log"], a=inp["a"], dt_bias=inp["dt_bias"], b=inp["b"])
+        for sd, name in ((torch.float32, "standard fp32"), (torch.bfloat16, "standard bf16")):
+            sbytes = traffic.gdn_standard_bytes(H, HV, K, V, state_bytes=sd.itemsize)
+            rot = pool_rotation(sbytes, batch)
+            state = (torch.randn(rot * batch, HV, V, K, device=dev) * 0.1).to(sd)
+            sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32) for r in range(rot)]
+
+            def step(i, state=state, sets=sets):
+                ops.gdn_standard_decode(state, inp["q"], inp["k"], inp["v"], **gates,
+                                        state_batch_indices=sets[i % len(sets)], out=out, backend="cute")
+            t = graph_time_us(step, max(rot, 8), replays)
+            cells.append(dict(shape=shape, kind="standard", name=name, batch=batch, L=None,
+                              bytes=sbytes * batch, **t))
+            if peers and sd == torch.float32:
+                try:
+                    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+                    from replayssm_lp.reference import gdn_gates
+                    gg, bb = gdn_gates(None, None, inp["A_log"], inp["a"], inp["dt_bias"], inp["b"])
+                    q4, k4, v4 = inp["q"][:, None], inp["k"][:, None], inp["v"][:, None]
+                    g4, b4 = gg[:, None].contiguous(), bb[:, None].to(act).contiguous()
+                    inits = [torch.randn(batch, HV, K, V, device=dev) * 0.1 for _ in range(rot)]
+
+                    def step_fla(i, inits=inits):
+                        fused_recurrent_gated_delta_rule(q4, k4, v4, g=g4, beta=b4,
+                                                         initial_state=inits[i % len(inits)],
+                                                         output_final_state=True,
+                                                         use_qk_l2norm_in_kernel=True)
+                    t = graph_time_us(step_fla, max(rot, 8), replays)
+                    cells.append(dict(shape=shape, kind="peer", name="FLA fused_recurrent fp32",
+                                      batch=batch, L=None, bytes=sbytes * batch, **t))
+                    del inits
+                except Exception as e:  # noqa: BLE001
+                    print(f"# FLA peer unavailable: {type(e).__name__}: {e}")
+            del state
+            progress.update(1)
+        for L in Ls:
+            for pair in pairs:
+                tb = traffic.gdn_bytes(pair, H, HV, K, V, L)
+                rot = pool_rotation(tb.amortized, batch)
+                cache = GDNReplayCache(rot * batch, H, HV, K, V, precision=pair, buffer_len=L,
+                                       act_dtype=act, device=dev, seed=1234)
+                cache.init_from_state(list(range(cache.num_slots)),
+                                      torch.randn(cache.num_slots, HV, V, K, device=dev) * 0.1)
+                _stagger(cache, L)
+                sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
+                        for r in range(rot)]
+
+                def step(i, cache=cache, sets=sets):
+                    ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates,
+                                   state_batch_indices=sets[i % len(sets)], out=out, backend="cute")
+                t = graph_time_us(step, rot * L, replays)
+                cells.append(dict(shape=shape, kind="replay", name=pair, batch=batch, L=L,
+                                  bytes=tb.amortized * batch, **t))
+                if phases:
+                    cells += _phase_cells(shape, pair, batch, L, tb, cache, sets, step, replays)
+                del cache
+                torch.cuda.empty_cache()
+                progress.update(1)
+    return cells
+
+
+def _phase_cells(shape, pair, batch, L, tb, cache, sets, step, replays):
+    """Non-flush-only and flush-only steps: every row pinned at one buffer position."""
+    cells = []
+    for phase, pos, nbytes in (("nonflush", L // 2, tb.nonflush), ("flush", L, tb.flush)):
+        held = torch.full_like(cache.write_pos, pos)
+
+        def step_phase(i, held=held):
+            if i % len(sets) == 0:
+                cache.write_pos.copy_(held)
+            step(i)
+        t = graph_time_us(step_phase, len(sets), replays)
+        cells.append(dict(shape=shape, kind="phase", name=f"{pair} [{phase} only]",
+                          batch=batch, L=L, bytes=nbytes * batch, **t))
+    return cells
 
 
 def render(cells: List[Dict], copy_gbs: float) -> str:
@@ -219,7 +303,8 @@ def run(args) -> int:
         parse_pair(p)
     batches = [int(b) for b in args.batches.split(",")]
     Ls = [int(x) for x in args.L.split(",")]
-    shapes = args.shapes.split(",")
+    shapes = (args.shapes or ("nemotron3-super,nemotron3-nano-4b" if args.layer == "mamba2"
+                              else "qwen3.5-4b,qwen3.5-122b")).split(",")
     os.makedirs(args.out, exist_ok=True)
     copy_gbs = copy_bandwidth_gbs()
     total = len(shapes) * len(batches) * (2 + len(Ls) * len(pairs))
@@ -227,12 +312,12 @@ def run(args) -> int:
     t0 = time.time()
     cells = []
     for shape in shapes:
-        if traffic.SHAPES[shape]["kind"] != "mamba2":
-            raise SystemExit(f"shape {shape} is a GDN layer: use --layer gdn")
-        cells += mamba2_cells(shape, pairs, batches, Ls, args.replays, not args.no_peers, prog,
-                              args.phases)
+        if traffic.SHAPES[shape]["kind"] != args.layer:
+            raise SystemExit(f"shape {shape} is a {traffic.SHAPES[shape]['kind']} layer, not {args.layer}")
+        fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
+        cells += fn(shape, pairs, batches, Ls, args.replays, not args.no_peers, prog, args.phases)
     prog.close()
-    overhead = launch_overhead(shapes[0])
+    overhead = launch_overhead("nemotron3-super")
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
                 seconds=time.time() - t0, replays=args.replays, host_overhead_us=overhead)
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
@@ -249,8 +334,8 @@ def run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("sweep", help="latency sweep across precision pairs x batch x L (GPU)")
-    p.add_argument("--layer", default="mamba2", choices=["mamba2"])
-    p.add_argument("--shapes", default="nemotron3-super,nemotron3-nano-4b")
+    p.add_argument("--layer", default="mamba2", choices=["mamba2", "gdn"])
+    p.add_argument("--shapes", default="", help="comma list (default: both shapes of the layer kind)")
     p.add_argument("--pairs", default="", help="comma list (default: the main pairs)")
     p.add_argument("--batches", default="1,8,32,128,256,512")
     p.add_argument("--L", default="8,16,32")
