@@ -50,18 +50,55 @@ loops over rows at run time (Philox rounds too) to keep the code (and compile ti
 Registers are capped at 128 per thread by default (``min_blocks_per_mp``): the flush path holds
 64 fp32 fold values per thread and would otherwise set the occupancy of the non-flush path.
 
+Two implementations share this interface and semantics. The description above is **v1** (the
+previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=v1``). **v2**
+(:class:`GDNReplayDecodeV2`, the default where supported: K = 128, L <= 32) differs in:
+
+* mapping: warp w owns ``tpw`` tiles of 16 value rows (m16 mma tiles; tpw = 2 for fp16 / bf16 /
+  fp8 / nvfp4 read copies, 128 threads per whole head, 1 for fp32), lane (g, t) holds rows g and
+  g + 8 of each tile; lane t loads 16-byte chunks at byte 64 i + 16 t of a row (coalesced);
+* the read tile, gates and v are loaded before the cursors arrive (they do not depend on them);
+  ring loads are predicated on p < h and overlap the B-fragment build and the main dot;
+* non-flush dot on tensor cores (``mma.sync.m16n8k16``, fp32 accumulate) for fp16 / bf16 / fp8 /
+  nvfp4 read copies: A = the read copy, exactly representable in fp16 (fp16 itself, e4m3 values,
+  e2m1 * block scale * 2^-14 by one ``mul.f16x2``; nvfp4 decode ~2.5 instructions / element),
+  B = 8 columns [kn_hi, kn_mid, kn_lo, qn_hi, qn_mid, qn_lo, 0, 0] (fp16 pieces after a power of
+  two scaling, bf16 pieces for bf16 copies: ~2^-33 / 2^-24 relative), so the dot agrees with the
+  fp32 dot at fp32 rounding level; the mma K order follows the registers and B is permuted to
+  match (built once per CTA in shared memory). fp32 read copies: CUDA-core FMAs;
+* buffer terms: lane t handles positions p = t (mod 4) of its rows (u loads predicated on p < h),
+  combined with the dot partials by one quad butterfly; the decay prefix sums are sequential
+  (like a CUDA cumsum) because exp(G_a - G_b) amplifies any reordering;
+* flush, split pairs, chunked (WY) form instead of the sequential replay: P = S_hi Kn^T (3xTF32
+  mma over all buffered keys at once), R = beta (v - e^{G} P), U = (I + A)^-1 R by forward
+  substitution across the lane quad (A_ji = beta_j e^{G_j - G_i} kn_i.kn_j, Gram on CUDA cores,
+  decays from direct partial sums), then S = e^{G_tot} S_hi + (U diag(w)) Kn as 3xTF32 mma with
+  the fold kept in registers, one 16-row tile at a time; shared pairs: the same rank-L update
+  with the buffered u. nvfp4 copies need the matrix amax first: the fold is then computed twice
+  (amax pass, then re-fold from the still unwritten hi and encode);
+* encoders: hardware RN converts (fp16 / bf16 / e4m3 satfinite, after the same clamps), SR fp16 /
+  bf16 by adding the random bits then ``cvt.rz``, nvfp4 RN by fast IEEE division (the div.rn
+  fast path with a per-block refined reciprocal) + magic-number rounding + fp16 bit layout for
+  the codes; bit-identical to formats.encode, with the generic per-element code as a warp-level
+  fallback for NaN / inf, fp16-SR values in (0, 2^-14) and divisors outside [2^-100, 2^100].
+  Philox is unchanged (10 rounds, straight-line).
+
 Public entry points: :func:`compile_gdn_replay`, :func:`gdn_replay_decode_cute`,
-:func:`compile_only`, :func:`replay_tile`, :func:`choose_block_v`.
+:func:`compile_only`, :func:`replay_tile`, :func:`choose_block_v`, :func:`choose_block_v_v2`,
+:func:`resolve_impl`.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Optional, Tuple
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Int64, Uint8, Uint32, const_expr
+from cutlass import Boolean, Float32, Int32, Int64, Uint8, Uint32, const_expr
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T
 
 import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
 
@@ -381,7 +418,8 @@ class GDNReplayDecode:
         self.dt_bias_dtype, self.b_dtype = cd(dt_bias_dtype), cd(b_dtype)
         self.use_l2 = bool(use_qk_l2norm)
         self.has_idx = bool(has_state_batch_indices)
-        self.tile = replay_tile(read_fmt, rec_fmt, K, V, L, block_v, num_threads)
+        self.block_v_req, self._mbp_req = block_v, min_blocks_per_mp
+        self.tile = self._make_tile(block_v, num_threads)
         self.block_v, self.num_threads = self.tile.block_v, self.tile.num_threads
         self.nwarps = self.num_threads // 32
         self.nsplit = V // self.block_v
@@ -389,8 +427,15 @@ class GDNReplayDecode:
         # them at REG_CAP so the flush path (64 fold values per thread) does not set the
         # occupancy of the non-flush path; 0 lets ptxas choose
         if min_blocks_per_mp is None:
-            min_blocks_per_mp = max(1, 65536 // (self.num_threads * REG_CAP))
+            min_blocks_per_mp = self._default_min_blocks()
         self.min_blocks_per_mp = int(min_blocks_per_mp)
+
+    def _default_min_blocks(self):
+        return max(1, 65536 // (self.num_threads * REG_CAP))
+
+    def _make_tile(self, block_v, num_threads):
+        return replay_tile(self.read_fmt, self.rec_fmt, self.K, self.V, self.L, block_v,
+                           num_threads)
 
     # ---------------------------------------------------------------- host side
     @cute.jit
@@ -901,6 +946,1248 @@ class GDNReplayDecode:
 
 
 # --------------------------------------------------------------------------------------
+# v2: tensor-core read dot, chunked (WY) split fold, fast encoders (see the v2 docstring)
+# --------------------------------------------------------------------------------------
+
+V2_K = 128                       # head_k_dim the v2 kernel is written for
+V2_BLOCK_VS = (128, 64, 32, 16)  # value rows per CTA (16 per warp)
+V2_MAX_L = 32
+MMA_READ_FMTS = ("fp16", "bf16", "fp8", "nvfp4")
+KS_PITCH = 160                   # staged key row pitch (words), see _ks_addr
+IMPL_ENV = "REPLAYSSM_GDN_REPLAY_IMPL"   # "v1" forces the previous kernel
+TPW_ENV = "REPLAYSSM_GDN_REPLAY_TPW"     # v2 row tiles per warp (1 / 2) for tuning runs
+MINB_ENV = "REPLAYSSM_GDN_REPLAY_MINB"   # v2 CTAs per SM hint (register cap) for tuning runs
+
+
+def _env_int(name):
+    v = os.environ.get(name)
+    return int(v) if v else None
+_MMA_OPS = {
+    "f16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    "bf16": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    "tf32": "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+}
+
+
+def _f32asm(ptx, *args):
+    return Float32(lp._asm(T.f32(), ptx, "=f" + ",f" * len(args),
+                           [Float32(a).ir_value() for a in args]))
+
+
+def _fma_rn(a, b, c):
+    """a * b + c, one rounding (``fma.rn.f32``)."""
+    return _f32asm("fma.rn.f32 $0, $1, $2, $3;", a, b, c)
+
+
+def _add_rn(a, b):
+    return _f32asm("add.rn.f32 $0, $1, $2;", a, b)
+
+
+def _sub_rn(a, b):
+    return _f32asm("sub.rn.f32 $0, $1, $2;", a, b)
+
+
+def _rcp_approx(a):
+    return _f32asm("rcp.approx.ftz.f32 $0, $1;", a)
+
+
+def _tf32_bits(x) -> Uint32:
+    return Uint32(lp._asm(T.i32(), "cvt.rna.tf32.f32 $0, $1;", "=r,f", [Float32(x).ir_value()]))
+
+
+def _split_tf32(x):
+    """x = hi + lo with hi, lo tf32 (3xTF32 operands, ~2^-22 relative)."""
+    h = _tf32_bits(x)
+    lo = _tf32_bits(_sub_rn(x, lp.bits_f32(h)))
+    return h, lo
+
+
+def _mma(kind, a, b, c):
+    """One warp-level ``mma.sync`` (m16n8k16 f16/bf16 or m16n8k8 tf32), fp32 accumulate.
+    a: 4 x b32, b: 2 x b32, c: 4 x f32 -> 4 x f32 (PTX fragment layouts)."""
+    st = llvm.StructType.get_literal([T.f32()] * 4)
+    r = llvm.inline_asm(
+        st, [Uint32(x).ir_value() for x in a] + [Uint32(x).ir_value() for x in b]
+        + [Float32(x).ir_value() for x in c],
+        _MMA_OPS[kind] + " {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
+        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=False, is_align_stack=False)
+    return [Float32(llvm.extractvalue(T.f32(), r, [i])) for i in range(4)]
+
+
+def _mma3_tf32(ah, al, bh, bl, c):
+    """3xTF32: c + (ah + al)(bh + bl) without the al*bl term."""
+    c = _mma("tf32", al, bh, c)
+    c = _mma("tf32", ah, bl, c)
+    return _mma("tf32", ah, bh, c)
+
+
+def _f16x2_mul(a, b) -> Uint32:
+    return Uint32(lp._asm(T.i32(), "mul.rn.f16x2 $0, $1, $2;", "=r,r,r",
+                          [Uint32(a).ir_value(), Uint32(b).ir_value()]))
+
+
+def _round_f16(x):
+    """fp32 -> nearest fp16 -> fp32."""
+    return _f32asm("{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }", x)
+
+
+def _round_bf16(x):
+    """fp32 -> nearest bf16 -> fp32."""
+    return _f32asm("{ .reg .b16 h; .reg .b16 z; cvt.rn.bf16.f32 h, $1; mov.b16 z, 0; "
+                   "mov.b32 $0, {z, h}; }", x)
+
+
+def _cvt_rz_x2(fmt, a0, a1) -> Uint32:
+    """Two fp32 -> fp16x2 / bf16x2 rounded toward zero (a0 in the low half)."""
+    ty = "f16x2" if fmt == "fp16" else "bf16x2"
+    return Uint32(lp._asm(T.i32(), f"cvt.rz.{ty}.f32 $0, $2, $1;", "=r,f,f",
+                          [Float32(a0).ir_value(), Float32(a1).ir_value()]))
+
+
+def _cvt_rn_x2(fmt, a0, a1) -> Uint32:
+    return lp.pack_f16x2(a0, a1) if fmt == "fp16" else lp.pack_bf16x2(a0, a1)
+
+
+def _e4m3_bcast_f16x2(b) -> Uint32:
+    """e4m3 byte (low 8 bits of b) -> fp16x2 with the value in both halves (exact)."""
+    b = Uint32(b) & Uint32(0xFF)
+    return lp._e4m3x2_to_f16x2(b | (b << Uint32(8)), False)
+
+
+def _qn_split(x, piece: int, fmt: str):
+    """Piece ``piece`` (0 hi, 1 mid, 2 lo) of fp32 x as fp16 / bf16 values (x = sum of the 3
+    pieces to ~2^-33 relative of x's binade for fp16 after scaling, 24 bits for bf16)."""
+    rnd = _round_f16 if fmt == "f16" else _round_bf16
+    h = rnd(x)
+    if piece == 0:
+        return h
+    r1 = _sub_rn(x, h)
+    m = rnd(r1)
+    if piece == 1:
+        return m
+    return rnd(_sub_rn(r1, m))
+
+
+def _pow2_scale_of_norm(nrm):
+    """(2^s, 2^-s) with 2^s * nrm in [2^14, 2^15) (nrm >= 0; clamped for tiny / huge norms):
+    fp16 B pieces of a vector of that 2-norm never overflow."""
+    e = (lp.f32_bits(nrm) >> Uint32(23)) & Uint32(0xFF)
+    e = cutlass.max(cutlass.min(e, Uint32(254)), Uint32(15))
+    return lp.bits_f32((Uint32(268) - e) << Uint32(23)), lp.bits_f32((e - Uint32(14)) << Uint32(23))
+
+
+def _seq_prefix(x, lane, n: int, upper: bool = False):
+    """Sequential-order prefix sums over the first n lanes of a warp: lane j gets
+    x_0 + x_1 + ... + x_j (``upper``: x_{j+1} + ... + x_{n-1}), summed left to right like a
+    sequential cumsum (the decay weights exp(G_a - G_b) amplify any reordering)."""
+    acc = Float32(0.0)
+    for i in range(n):
+        xi = cute.arch.shuffle_sync(x, i)
+        take = (lane < Int32(i)) if upper else (lane >= Int32(i))
+        acc = acc + Float32(_sel(take, xi, Float32(0.0)))
+    return acc
+
+
+def _ks_addr(j, col):
+    """Word address of staged key j, column col (row pitch KS_PITCH, row offset 8*sigma(j),
+    2 pad words per 16 columns): the F3 (LDS.64) and F5 (LDS.32) B-fragment reads are
+    bank-conflict free."""
+    j = Int32(j)
+    col = Int32(col)
+    jj = j & Int32(7)
+    sig = (jj ^ (jj >> Int32(2))) & Int32(3)
+    return j * Int32(KS_PITCH) + sig * Int32(8) + col + Int32(2) * (col >> Int32(4))
+
+
+def _kq_addr(col):
+    """Word address of column col in the padded kn / qn vectors (4 pad words per 32)."""
+    col = Int32(col)
+    return col + Int32(4) * (col >> Int32(5))
+
+
+def _read_pairs(fmt: str, t, j: int):
+    """(e_lo, e_hi): elements held by half-register j (0..15) of read-copy row data of lane
+    group t (non-flush mma mapping; see the v2 docstring)."""
+    if fmt == "nvfp4":
+        q, i = divmod(j, 4)
+        e = Int32(32) * t + Int32(8 * q + i)
+        return e, e + Int32(4)
+    if fmt == "fp8":
+        q, half = divmod(j, 2)
+        ii, ww = divmod(q, 4)
+        e = Int32(64 * ii + 4 * ww + 2 * half) + Int32(16) * t
+        return e, e + Int32(1)
+    ii, ww = divmod(j, 4)               # fp16 / bf16
+    e = Int32(32 * ii + 2 * ww) + Int32(8) * t
+    return e, e + Int32(1)
+
+
+def _read_pairs_dyn(fmt: str, t, j):
+    """_read_pairs with a run-time half-register index j."""
+    j = Int32(j)
+    if fmt == "nvfp4":
+        e = Int32(32) * t + Int32(8) * (j >> Int32(2)) + (j & Int32(3))
+        return e, e + Int32(4)
+    if fmt == "fp8":
+        q = j >> Int32(1)
+        e = Int32(64) * (q >> Int32(2)) + Int32(4) * (q & Int32(3)) + Int32(2) * (j & Int32(1)) \
+            + Int32(16) * t
+        return e, e + Int32(1)
+    e = Int32(32) * (j >> Int32(2)) + Int32(2) * (j & Int32(3)) + Int32(8) * t
+    return e, e + Int32(1)
+
+
+def _qn_piece(x, piece, fmt: str):
+    """Piece ``piece`` (run-time 0 hi, 1 mid, 2 lo) of x in fp16 / bf16 steps."""
+    rnd = _round_f16 if fmt == "f16" else _round_bf16
+    h = rnd(x)
+    r1 = _sub_rn(x, h)
+    m = rnd(r1)
+    lo = rnd(_sub_rn(r1, m))
+    return Float32(_sel(piece == Int32(0), h, _sel(piece == Int32(1), m, lo)))
+
+
+def _absf(x):
+    return _f32asm("abs.f32 $0, $1;", x)
+
+
+def _amax_acc(acc, x):
+    """max(acc, |x|) ignoring NaN; clamp the final value with _amax_fin: together they equal
+    the max of lp.abs_nan0_inf_sat (NaN -> 0, inf -> FLT_MAX) for acc starting at 0."""
+    return lp.fmax_nq(acc, _absf(x))
+
+
+def _amax_fin(acc):
+    return cute.arch.fmin(Float32(acc), Float32(lp.FLT_MAX))
+
+
+def _ring(origin, p, RING: int):
+    """(origin + p) mod RING for 0 <= origin < RING, 0 <= p < RING (no division)."""
+    x = Int32(origin) + Int32(p)
+    return x - Int32(_sel(x >= Int32(RING), Int32(RING), Int32(0)))
+
+
+def _frag_slot(fmt: str, e):
+    """Inverse of _read_pairs: element e -> (kap, rho, t, eta): chunk, register (0: slots
+    2t..2t+1, 1: 2t+8..2t+9), lane group and half holding it."""
+    e = Int32(e)
+    if fmt == "nvfp4":
+        t = e >> Int32(5)
+        r = e & Int32(31)
+        q = r >> Int32(3)
+        w = r & Int32(7)
+        eta = w >> Int32(2)
+        j = Int32(4) * q + (w & Int32(3))
+    elif fmt == "fp8":
+        t = (e >> Int32(4)) & Int32(3)
+        ii = e >> Int32(6)
+        r = e & Int32(15)
+        ww = r >> Int32(2)
+        half = (r >> Int32(1)) & Int32(1)
+        eta = r & Int32(1)
+        j = Int32(2) * (Int32(4) * ii + ww) + half
+    else:
+        t = (e >> Int32(3)) & Int32(3)
+        ii = e >> Int32(5)
+        r = e & Int32(7)
+        ww = r >> Int32(1)
+        eta = r & Int32(1)
+        j = Int32(4) * ii + ww
+    return j >> Int32(1), j & Int32(1), t, eta
+
+
+def _to_half_bits(fmt: str, x):
+    """fp32 value exactly representable in fp16 / bf16 -> its 16-bit pattern."""
+    ptx = ("{ .reg .b16 h; cvt.rn.f16.f32 h, $1; mov.b16 $0, h; }" if fmt == "f16" else
+           "{ .reg .b16 h; cvt.rn.bf16.f32 h, $1; mov.b16 $0, h; }")
+    return cutlass.Uint16(lp._asm(T.i16(), ptx, "=h,f", [Float32(x).ir_value()]))
+
+
+def _fidx(t, k: int):
+    """Column of flush register k (0..31) of lane group t: runs of 16 at 64 q + 16 t."""
+    return Int32(64 * (k // 16) + (k % 16)) + Int32(16) * t
+
+
+def _e2m1_pack_rn(xs, d14, rcp, sign_src):
+    """8 fp32 x -> 8 packed e2m1 codes (element i at bits [4i, 4i+4)), RN, for a block with
+    d14 = d * 2^14 > 0 in the fast-division range: q = x / d14 (IEEE, Markstein with the
+    refined reciprocal rcp), |q| clamped to 6 * 2^-14, rounded by magic addition, codes via
+    the fp16 bit layout (value * 2^-14 has the e2m1 magnitude code at bits [11:9])."""
+    out = Uint32(0)
+    hs = []
+    for i in range(8):
+        x = Float32(xs[i])
+        q0 = x * rcp
+        rem = _fma_rn(-q0, d14, x)
+        q = _fma_rn(rem, rcp, q0)
+        a = cute.arch.fmin(lp.bits_f32(lp.f32_bits(q) & Uint32(0x7FFFFFFF)),
+                           Float32(6.0 * 2.0 ** -14))
+        m = Float32(_sel(a < Float32(2.0 ** -13), Float32(256.0),
+                         _sel(a < Float32(2.0 ** -12), Float32(512.0), Float32(1024.0))))
+        r = _sub_rn(_add_rn(a, m), m)
+        rs = lp.f32_bits(r) | (lp.f32_bits(sign_src[i]) & Uint32(0x80000000))
+        hs.append(lp.bits_f32(rs))
+    for i in range(4):
+        h = lp.pack_f16x2(hs[i], hs[i + 4])       # element i low, element i + 4 high
+        mag = h & Uint32(0x0E000E00)
+        sgn = h & Uint32(0x80008000)
+        if 9 - 4 * i >= 0:
+            mag = mag >> Uint32(9 - 4 * i)
+        else:
+            mag = mag << Uint32(4 * i - 9)
+        sgn = sgn >> Uint32(12 - 4 * i)
+        out = out | mag | sgn
+    return out
+
+
+class ReplayTileV2:
+    """v2 tiling: ``block_v`` value rows per CTA; each warp owns ``tpw`` tiles of 16 rows
+    (m16 mma tiles), lane (g, t) holds rows g and g + 8 of each tile."""
+
+    def __init__(self, read_fmt: str, rec_fmt: str, K: int, V: int, block_v: int, L: int,
+                 split: bool, tpw: Optional[int] = None):
+        if K != V2_K:
+            raise ValueError(f"v2 needs K = {V2_K}, got {K}")
+        if block_v not in V2_BLOCK_VS or V % block_v:
+            raise ValueError(f"v2 block_v must be one of {V2_BLOCK_VS} and divide V={V}")
+        if "nvfp4" in (read_fmt, rec_fmt) and block_v != V:
+            raise ValueError("pairs involving nvfp4 need block_v = V (global scale)")
+        if not 1 <= L <= V2_MAX_L:
+            raise ValueError(f"v2 needs L <= {V2_MAX_L}")
+        self.mma = read_fmt in MMA_READ_FMTS
+        if tpw is None:
+            # two row tiles per warp for the compact read copies (per-thread fixed work is
+            # amortised over twice the state); fp32 read copies keep one (registers for loads)
+            tpw = 2 if (self.mma and block_v >= 32) else 1
+        if tpw not in (1, 2) or block_v % (16 * tpw):
+            raise ValueError(f"v2 tiles per warp {tpw} invalid for block_v={block_v}")
+        self.tpw = tpw
+        self.block_v = block_v
+        self.nwarps = block_v // (16 * tpw)
+        self.num_threads = 32 * self.nwarps
+        self.reg_cap = 128 * tpw - (1 if tpw == 2 else 0)
+        self.nkt = (L + 7) // 8               # key tiles of 8 in the flush
+        self.lp = 8 * self.nkt                # padded key count
+        self.npw = (L + self.nwarps - 1) // self.nwarps     # coefficient positions per warp
+        self.lw = self.npw * self.nwarps
+        self.nu = (L + 3) // 4                # buffered u entries per lane (non-flush)
+        self.rbits = FMT_BITS[read_fmt]
+        self.hbits = FMT_BITS[rec_fmt]
+        self.split = split
+        # the staged keys are also kept pre-split into tf32 hi / lo when they fit
+        self.ks_split = self.lp <= 16
+        words = (4 + 16 + 2 * (K + K // 8) + 512 + 3 * 32
+                 + (3 if self.ks_split else 1) * self.lp * KS_PITCH + self.lp * self.lp + 5 * 32)
+        self.smem_bytes = 4 * words + 16 * 16
+        if self.smem_bytes > SMEM_LIMIT:
+            raise ValueError("v2 shared memory over budget")
+        self.elems_f = 64
+
+    def __repr__(self):
+        return (f"ReplayTileV2(block_v={self.block_v}, threads={self.num_threads}, "
+                f"tiles/warp={self.tpw}, mma={self.mma}, key tiles={self.nkt}, "
+                f"smem={self.smem_bytes})")
+
+
+def v2_supported(read_fmt, rec_fmt, K, V, L) -> bool:
+    return K == V2_K and 1 <= L <= V2_MAX_L and V % 16 == 0 and (
+        V == 128 or "nvfp4" not in (read_fmt, rec_fmt)) and V >= 16
+
+
+def choose_block_v_v2(batch: int, HV: int, V: int, read_fmt: str, rec_fmt: str,
+                      min_ctas: Optional[int] = None) -> int:
+    """Largest block_v giving at least ``min_ctas`` CTAs (default 2 per SM); nvfp4 pairs use
+    the whole head."""
+    if "nvfp4" in (read_fmt, rec_fmt):
+        return V
+    if min_ctas is None:
+        min_ctas = MIN_CTAS_PER_SM * common.num_sms()
+    cands = [bv for bv in V2_BLOCK_VS if bv <= V and V % bv == 0]
+    for bv in cands:
+        if batch * HV * (V // bv) >= min_ctas:
+            return bv
+    return cands[-1]
+
+
+class GDNReplayDecodeV2(GDNReplayDecode):
+    """v2 device code (same launch interface and semantics as :class:`GDNReplayDecode`).
+
+    Thread <-> data: warp w owns ``tpw`` tiles of 16 value rows; lane (g, t) (g = lane / 4,
+    t = lane % 4) holds rows g and g + 8 of each tile (R2 = 2 tpw rows per thread).
+
+    * non-flush, read copies fp16 / bf16 / fp8 / nvfp4: ``mma.sync.m16n8k16`` (f16 or bf16
+      operands, fp32 accumulate). A = the read copy (exact in fp16: fp16 itself, e4m3 values,
+      e2m1 * block scale * 2^-14), B = 8 columns [kn_hi, kn_mid, kn_lo, qn_hi, qn_mid, qn_lo,
+      0, 0] (kn, qn split into three fp16 pieces after a power-of-two scaling, or bf16 pieces),
+      so the dot is fp32-accurate. Lane t loads 16-byte chunks at byte 64 i + 16 t of each row
+      (coalesced); the K order inside the mma follows the registers, B is permuted to match
+      (built once per CTA in shared memory). fp32 read copies: CUDA-core dot, same mapping.
+      The read tile is loaded before the cursors are known (it does not depend on them).
+    * buffer terms: lane t handles buffered positions p = t (mod 4) for its rows; the partial
+      sums are combined with the dot partials by one quad butterfly.
+    * flush: the hi tile in registers (R2 rows x 32 columns: runs of 16 at 64 q + 16 t).
+      Shared pairs: S = e^{G_tot} S_hi + (U diag(w)) Kn with U = buffered u. Split pairs:
+      P = S_hi Kn^T (3xTF32 mma), R = beta (v - e^{G} P), U = (I + A)^-1 R by forward
+      substitution across the quad (A_ji = beta_j e^{G_j - G_i} kn_i.kn_j, Gram on CUDA
+      cores), then the same rank-L update as 3xTF32 mma with the fold kept in registers;
+      encodes with hardware RN converts, a fast SR path for fp16 / bf16, fast-division nvfp4 /
+      fp8 quantizers (bit-exact; generic per-element code for NaN / inf / extreme ranges).
+    """
+
+    impl = "v2"
+
+    def __init__(self, *args, tpw: Optional[int] = None, **kw):
+        self._tpw_req = tpw
+        super().__init__(*args, **kw)
+
+    def _make_tile(self, block_v, num_threads):
+        bv = self.V if block_v is None else int(block_v)
+        return ReplayTileV2(self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L,
+                            self.split, self._tpw_req)
+
+    def _default_min_blocks(self):
+        return max(1, 65536 // (self.num_threads * self.tile.reg_cap))
+
+    # ---------------------------------------------------------------- device side
+    @cute.kernel
+    def kernel(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+               mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+               mLoG: Optional[cute.Tensor], mKb: cute.Tensor, mKinvb: cute.Tensor,
+               mGb: cute.Tensor, mUb: cute.Tensor, mVb: Optional[cute.Tensor],
+               mBb: Optional[cute.Tensor], mWpos: cute.Tensor, mOrig: cute.Tensor,
+               mFcnt: cute.Tensor, mPend: cute.Tensor, mArr: cute.Tensor,
+               mSeed: Optional[cute.Tensor], mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
+               mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
+               mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
+               mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
+               mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
+               pad_slot_id: Int32):
+        K, BV, L, RING = self.K, self.block_v, self.L, self.ring
+        NT, NW = self.num_threads, self.nwarps
+        tl = self.tile
+        TPW = tl.tpw
+        R2 = 2 * TPW
+        NKT, LP, NPW, LW, NU = tl.nkt, tl.lp, tl.npw, tl.lw, tl.nu
+        RFMT = self.read_fmt
+        MMA = tl.mma
+        MK = "bf16" if RFMT == "bf16" else "f16"
+        KP = K + K // 8
+
+        tidx, _, _ = cute.arch.thread_idx()
+        row_b, hv, vblk = cute.arch.block_idx()
+        lane = tidx % 32
+        warp = tidx // 32
+        g4 = lane // 4
+        t4 = lane % 4
+        hk = hv // self.group
+        v0 = vblk * BV
+        row0 = v0 + warp * (16 * TPW) + g4
+        rows = [row0 + (16 * (r // 2) + 8 * (r % 2)) for r in range(R2)]
+
+        smem = cutlass.memory.SmemAllocator()
+        sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
+        sScal = smem.allocate_tensor(Float32, cute.make_layout(16), byte_alignment=16)
+        sKQ = smem.allocate_tensor(Float32, cute.make_layout(2 * KP), byte_alignment=16)
+        sKn = cute.make_tensor(sKQ.iterator, cute.make_layout(KP))
+        sQn = cute.make_tensor(sKQ.iterator + KP, cute.make_layout(KP))
+        sBf = smem.allocate_tensor(Uint32, cute.make_layout(512 if MMA else 4), byte_alignment=16)
+        sC = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sD = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sWn = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sKs = smem.allocate_tensor(Float32, cute.make_layout(LP * KS_PITCH), byte_alignment=16)
+        KSS = LP * KS_PITCH if tl.ks_split else 4
+        sKh = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
+        sKl = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
+        sA = smem.allocate_tensor(Float32, cute.make_layout(LP * LP), byte_alignment=16)
+        sGv = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sEG = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sW = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sBeta = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sAm = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+
+        wHi = cute.recast_tensor(mHi, Uint32)
+        wRd = wHi
+        wLo = wHi
+        if const_expr(self.split):
+            wLo = cute.recast_tensor(mLo, Uint32)
+            wRd = wLo
+            mRdS, mRdG = mLoS, mLoG
+        else:
+            mRdS, mRdG = mHiS, mHiG
+
+        slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
+        if valid:
+            old = Int32(0)
+            if tidx == 0:
+                sCur[0] = mWpos[slot]
+                sCur[1] = mOrig[slot]
+                sCur[2] = mFcnt[slot]
+                cute.arch.fence_acq_rel_gpu()
+                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
+                                           sem="relaxed", scope="gpu")
+            # ---- speculative loads (independent of the cursors): gates (one thread), v, the
+            # read tile and its scales
+            if tidx == Int32(32 if NW > 1 else 0):
+                g0, b0 = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
+                                   mALog, mA, mDtBias, mB, row_b, hv)
+                sScal[10] = g0
+                sScal[11] = b0
+                sScal[12] = cute.math.exp(g0)
+            rV = cute.make_rmem_tensor((R2,), Float32)
+            for r in cutlass.range_constexpr(R2):
+                rV[r] = mV[row_b, hv, rows[r]].to(Float32)
+            RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
+            rRd = cute.make_rmem_tensor((RW, R2), Uint32)
+            for r in cutlass.range_constexpr(R2):
+                gRow = wRd[slot, hv, rows[r], None]
+                for ii in cutlass.range_constexpr(RW // 4):
+                    cute.autovec_copy(cute.local_tile(gRow, (4,), (ii * 4 + t4,)),
+                                      cute.local_tile(rRd[None, r], (4,), (ii,)))
+            rsc = [Float32(1.0)] * R2
+            rsb = [Uint32(0)] * (2 * R2)
+            rsg = Float32(1.0)
+            if const_expr(RFMT == "fp8"):
+                rsc = [mRdS[slot, hv, rows[r]] for r in range(R2)]
+            if const_expr(RFMT == "nvfp4"):
+                rsb = [Uint32(mRdS[slot, hv, rows[i // 2], 2 * t4 + (i % 2)])
+                       for i in range(2 * R2)]
+                rsg = mRdG[slot, hv] * Float32(16384.0)
+            # ---- q / k (warp 0): kn, qn (padded) in smem, kq, kinv, B-piece scales
+            if warp == 0:
+                kv = []
+                qv = []
+                ssk = Float32(0.0)
+                ssq = Float32(0.0)
+                for i in cutlass.range_constexpr(K // 32):
+                    kx = mK[row_b, hk, lane * (K // 32) + i].to(Float32)
+                    qx = mQ[row_b, hk, lane * (K // 32) + i].to(Float32)
+                    kv.append(kx)
+                    qv.append(qx)
+                    ssk = ssk + kx * kx
+                    ssq = ssq + qx * qx
+                kinv_w = Float32(1.0)
+                qinv_w = Float32(1.0)
+                if const_expr(self.use_l2):
+                    ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=32)
+                    ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=32)
+                    kinv_w = cute.math.rsqrt(ssk + Float32(1e-6))
+                    qinv_w = cute.math.rsqrt(ssq + Float32(1e-6))
+                kq_w = Float32(0.0)
+                nk = Float32(0.0)
+                nq = Float32(0.0)
+                for i in cutlass.range_constexpr(K // 32):
+                    kn = kv[i] * kinv_w
+                    qn = (qv[i] * qinv_w) * scale
+                    kq_w = kq_w + kn * qn
+                    nk = nk + kn * kn
+                    nq = nq + qn * qn
+                    col = lane * (K // 32) + i
+                    sKn[_kq_addr(col)] = kn
+                    sQn[_kq_addr(col)] = qn
+                kq_w = cute.arch.warp_reduction(kq_w, lambda a, b: a + b, threads_in_group=32)
+                if const_expr(MMA and MK == "f16"):
+                    nk = cute.arch.warp_reduction(nk, lambda a, b: a + b, threads_in_group=32)
+                    nq = cute.arch.warp_reduction(nq, lambda a, b: a + b, threads_in_group=32)
+                if lane == 0:
+                    sScal[0] = kq_w
+                    sScal[1] = kinv_w
+                    if const_expr(MMA and MK == "f16"):
+                        s_k, i_k = _pow2_scale_of_norm(cute.math.sqrt(nk))
+                        s_q, i_q = _pow2_scale_of_norm(cute.math.sqrt(nq))
+                        sScal[2] = s_k
+                        sScal[3] = s_q
+                        sScal[4] = i_k
+                        sScal[5] = i_q
+                    else:
+                        sScal[2] = Float32(1.0)
+                        sScal[3] = Float32(1.0)
+                        sScal[4] = Float32(1.0)
+                        sScal[5] = Float32(1.0)
+            cute.arch.barrier()
+            h = sCur[0]
+            origin = sCur[1]
+            gen = sCur[2]
+            kq = sScal[0]
+            kinv = sScal[1]
+            g = sScal[10]
+            beta = sScal[11]
+            alpha = sScal[12]
+            flush = h >= Int32(L)
+            hf = cutlass.min(h, Int32(L))
+            m = Int32(_sel(flush, Int32(0), h))
+            origin2 = Int32(_sel(flush, _ring(origin, h, RING), origin))
+            phys_new = _ring(origin2, m, RING)
+            rP = cute.make_rmem_tensor((2, R2), Float32)     # (kn / qn, row) lane partials
+            if flush:
+                self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mSeed,
+                            wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKl, sA, sGv, sEG, sW,
+                            sBeta, sAm, rP,
+                            slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4)
+            else:
+                # ================= non-flush row =============================================
+                # ring loads: keys of the coefficient dots (warp w: positions w + NW i), u of
+                # the rows (lane t: positions t + 4 i); warp 0 also g and kinv (lane p)
+                gp = Float32(0.0)
+                kvp = Float32(0.0)
+                if warp == 0:
+                    if lane < m:
+                        ph = _ring(origin, lane, RING)
+                        gp = mGb[slot, hv, ph]
+                        kvp = mKinvb[slot, hk, ph]
+                rk = cute.make_rmem_tensor((K // 32, NPW), self.act_dtype)
+                rk.fill(0.0)
+                for i in cutlass.range_constexpr(NPW):
+                    p = warp + i * NW
+                    if p < m:
+                        ph = _ring(origin, p, RING)
+                        cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (K // 32,),
+                                                          (lane,)), rk[None, i])
+                rU = cute.make_rmem_tensor((NU, R2), Float32)
+                rU.fill(0.0)
+                for i in cutlass.range_constexpr(NU):
+                    p = t4 + 4 * i
+                    if p < m:
+                        ph = _ring(origin, p, RING)
+                        for r in cutlass.range_constexpr(R2):
+                            rU[i, r] = mUb[slot, hv, ph, rows[r]]
+                # B fragments of the mma: kn / qn split into pieces, each (vector, element)
+                # scattered to its half-word slot in fragment order (column g' = 3 v + piece)
+                if const_expr(MMA):
+                    sBh = cute.recast_tensor(sBf, cutlass.Uint16)
+                    for it in cutlass.range_constexpr((2 * K + NT - 1) // NT):
+                        e_ = tidx + it * NT
+                        if e_ < Int32(2 * K):
+                            vq = e_ // K
+                            el = e_ % K
+                            x = sKQ[vq * KP + _kq_addr(el)] * sScal[2 + vq]
+                            kap, rho, tt, eta = _frag_slot(RFMT, el)
+                            rnd = _round_f16 if MK == "f16" else _round_bf16
+                            hv0 = rnd(x)
+                            r1 = _sub_rn(x, hv0)
+                            hv1 = rnd(r1)
+                            hv2 = rnd(_sub_rn(r1, hv1))
+                            for pc in cutlass.range_constexpr(3):
+                                col = vq * 3 + pc
+                                hidx = (((kap * 32 + col * 4 + tt) * 2 + rho) * 2) + eta
+                                sBh[hidx] = _to_half_bits(MK, (hv0, hv1, hv2)[pc])
+                    for it in cutlass.range_constexpr((128 + NT - 1) // NT):
+                        e_ = tidx + it * NT
+                        if e_ < Int32(128):
+                            # columns 6, 7 (lanes g' = 6, 7): zero words
+                            kap = e_ // 16
+                            rr = e_ % 16
+                            sBf[(kap * 32 + 24 + rr // 2) * 2 + rr % 2] = Uint32(0)
+                if const_expr(MMA):
+                    cute.arch.barrier()                  # the B fragments
+                # ---- S0 kn, S0 qn partials from the read copy
+                ak = [Float32(0.0)] * R2
+                aq = [Float32(0.0)] * R2
+                if const_expr(MMA):
+                    bfr = cute.make_rmem_tensor((2, 8), Uint32)
+                    for kap in cutlass.range_constexpr(8):
+                        cute.autovec_copy(cute.local_tile(sBf, (2,), (kap * 32 + lane,)),
+                                          bfr[None, kap])
+                    fk = sScal[4] * rsg
+                    fq = sScal[5] * rsg
+                    for tr in cutlass.range_constexpr(TPW):
+                        hreg = [[None] * 16, [None] * 16]
+                        for rr in cutlass.range_constexpr(2):
+                            r = 2 * tr + rr
+                            if const_expr(RFMT == "nvfp4"):
+                                s2 = [_e4m3_bcast_f16x2(rsb[2 * r]),
+                                      _e4m3_bcast_f16x2(rsb[2 * r + 1])]
+                                for q in cutlass.range_constexpr(4):
+                                    hs = _nvfp4_word_f16x2(rRd[q, r])
+                                    for i in cutlass.range_constexpr(4):
+                                        hreg[rr][4 * q + i] = _f16x2_mul(hs[i], s2[q // 2])
+                            elif const_expr(RFMT == "fp8"):
+                                for q in cutlass.range_constexpr(8):
+                                    hreg[rr][2 * q] = lp._e4m3x2_to_f16x2(rRd[q, r], False)
+                                    hreg[rr][2 * q + 1] = lp._e4m3x2_to_f16x2(rRd[q, r], True)
+                            else:
+                                for q in cutlass.range_constexpr(16):
+                                    hreg[rr][q] = rRd[q, r]
+                        acc = [Float32(0.0)] * 4
+                        for kap in cutlass.range_constexpr(8):
+                            acc = _mma(MK, [hreg[0][2 * kap], hreg[1][2 * kap],
+                                            hreg[0][2 * kap + 1], hreg[1][2 * kap + 1]],
+                                       [bfr[0, kap], bfr[1, kap]], acc)
+                        # D columns: 0..2 kn pieces, 3..5 qn pieces (lane t: columns 2t, 2t+1)
+                        z = Float32(0.0)
+                        for rr in cutlass.range_constexpr(2):
+                            c0 = acc[2 * rr]
+                            c1 = acc[2 * rr + 1]
+                            r = 2 * tr + rr
+                            pk_ = Float32(_sel(t4 == Int32(0), c0 + c1,
+                                               _sel(t4 == Int32(1), c0, z)))
+                            pq_ = Float32(_sel(t4 == Int32(1), c1,
+                                               _sel(t4 == Int32(2), c0 + c1, z)))
+                            ak[r] = pk_ * (fk * rsc[r])
+                            aq[r] = pq_ * (fq * rsc[r])
+                else:
+                    for r in cutlass.range_constexpr(R2):
+                        for ii in cutlass.range_constexpr(RW // 4):
+                            base = Int32(16 * ii) + Int32(4) * t4
+                            kk = cute.make_rmem_tensor((4,), Float32)
+                            qq = cute.make_rmem_tensor((4,), Float32)
+                            cute.autovec_copy(cute.local_tile(sKn, (4,), (_kq_addr(base) // 4,)), kk)
+                            cute.autovec_copy(cute.local_tile(sQn, (4,), (_kq_addr(base) // 4,)), qq)
+                            vals = _read_chunk_values(RFMT, [rRd[4 * ii + w, r] for w in range(4)])
+                            for e in cutlass.range_constexpr(4):
+                                ak[r] = ak[r] + vals[e] * kk[e]
+                                aq[r] = aq[r] + vals[e] * qq[e]
+                # warp 0: prefix of g (sequential order), weights * kinv, e^{G_{m-1}}
+                if warp == 0:
+                    Gp = _seq_prefix(gp, lane, L)
+                    Gm1 = cute.arch.shuffle_sync(Gp, cutlass.max(m - Int32(1), Int32(0)))
+                    Gm1 = Float32(_sel(m > Int32(0), Gm1, Float32(0.0)))
+                    sWn[lane] = Float32(_sel(lane < m, cute.math.exp(Gm1 - Gp) * kvp,
+                                             Float32(0.0)))
+                    if lane == 0:
+                        sScal[9] = cute.math.exp(Gm1)
+                # raw coefficient dots kn_p.kn, kn_p.qn (unnormalised keys)
+                for i in cutlass.range_constexpr(NPW):
+                    p = warp + i * NW
+                    dk = Float32(0.0)
+                    dq = Float32(0.0)
+                    base = _kq_addr(lane * (K // 32))
+                    kk = cute.make_rmem_tensor((K // 32,), Float32)
+                    qq = cute.make_rmem_tensor((K // 32,), Float32)
+                    cute.autovec_copy(cute.local_tile(sKn, (K // 32,), (base // (K // 32),)), kk)
+                    cute.autovec_copy(cute.local_tile(sQn, (K // 32,), (base // (K // 32),)), qq)
+                    for e in cutlass.range_constexpr(K // 32):
+                        x = rk[e, i].to(Float32)
+                        dk = dk + x * kk[e]
+                        dq = dq + x * qq[e]
+                    dk = cute.arch.warp_reduction(dk, lambda a, b: a + b, threads_in_group=32)
+                    dq = cute.arch.warp_reduction(dq, lambda a, b: a + b, threads_in_group=32)
+                    if lane == 0:
+                        if p < Int32(32):
+                            sC[p] = dk
+                            sD[p] = dq
+                cute.arch.barrier()                      # coefficients, weights
+                eG = sScal[9]
+                # ---- buffer terms (positions p = t (mod 4)) + the e^G-scaled dot partials
+                bk = [Float32(0.0)] * R2
+                bq = [Float32(0.0)] * R2
+                for i in cutlass.range_constexpr(NU):
+                    p = t4 + 4 * i
+                    pc = cutlass.min(p, Int32(31))
+                    wv = Float32(_sel(p < Int32(LW), sWn[pc], Float32(0.0)))
+                    cc = wv * sC[pc]
+                    dd = wv * sD[pc]
+                    for r in cutlass.range_constexpr(R2):
+                        bk[r] = bk[r] + cc * rU[i, r]
+                        bq[r] = bq[r] + dd * rU[i, r]
+                for r in cutlass.range_constexpr(R2):
+                    rP[0, r] = eG * ak[r] + bk[r]
+                    rP[1, r] = eG * aq[r] + bq[r]
+            # ================= quad butterfly: full sums of every row in every lane ===========
+            for o in cutlass.range_constexpr(2):
+                for r in cutlass.range_constexpr(R2):
+                    for c in cutlass.range_constexpr(2):
+                        rP[c, r] = rP[c, r] + cute.arch.shuffle_sync_bfly(rP[c, r], offset=1 << o)
+            # ================= per value row: u, o, appends (lane t finishes row r = t) =======
+            if t4 < Int32(R2):
+                sk = rP[0, 0]
+                sq = rP[1, 0]
+                vraw = rV[0]
+                vrow = rows[0]
+                for r in cutlass.range_constexpr(1, R2):
+                    isr = t4 == Int32(r)
+                    sk = Float32(_sel(isr, rP[0, r], sk))
+                    sq = Float32(_sel(isr, rP[1, r], sq))
+                    vraw = Float32(_sel(isr, rV[r], vraw))
+                    vrow = Int32(_sel(isr, rows[r], vrow))
+                u = beta * (vraw - alpha * sk)
+                o = alpha * sq + kq * u
+                mOut[row_b, hv, vrow] = o.to(self.act_dtype)
+                mUb[slot, hv, phys_new, vrow] = u
+                if const_expr(self.split):
+                    mVb[slot, hv, phys_new, vrow] = mV[row_b, hv, vrow]
+            if vblk == 0:
+                if hv % self.group == 0:
+                    if tidx < Int32(K // 8):
+                        cute.autovec_copy(cute.local_tile(mK[row_b, hk, None], (8,), (tidx,)),
+                                          cute.local_tile(mKb[slot, hk, phys_new, None], (8,),
+                                                          (tidx,)))
+                    if tidx == 0:
+                        mKinvb[slot, hk, phys_new] = kinv
+                if tidx == 0:
+                    mGb[slot, hv, phys_new] = g
+                    if const_expr(self.split):
+                        mBb[slot, hv, phys_new] = beta
+            if tidx == 0:
+                if old == Int32(self.HV * self.nsplit - 1):
+                    cute.arch.fence_acq_rel_gpu()
+                    mWpos[slot] = m + Int32(1)
+                    mOrig[slot] = origin2
+                    if flush:
+                        mFcnt[slot] = gen + Int32(1)
+                    mPend[slot] = Int32(0)
+                    mArr[slot] = Int32(0)
+
+    # ---------------------------------------------------------------- flush (v2)
+    @cute.jit
+    def _load_hi_tile(self, mHiS: Optional[cute.Tensor], sgl: Float32,
+                      wHi: cute.Tensor, S: cute.Tensor, slot: Int32, hv: Int32, rt: Int32,
+                      t4: Int32):
+        """Rows rt, rt + 8 of the hi copy, runs of 16 at 64 q + 16 t, decoded exactly
+        (nvfp4: ``sgl`` = the global scale read before any write)."""
+        HFMT = self.rec_fmt
+        WH = 16 * FMT_BITS[HFMT] // 32
+        rHW = cute.make_rmem_tensor((WH, 2, 2), Uint32)
+        for r in cutlass.range_constexpr(2):
+            gRow = wHi[slot, hv, rt + 8 * r, None]
+            for q in cutlass.range_constexpr(2):
+                cute.autovec_copy(cute.local_tile(gRow, (WH,), (4 * q + t4,)),
+                                  rHW[None, q, r])
+        hsc = [Float32(1.0)] * 4
+        if const_expr(HFMT == "fp8"):
+            hsc = [mHiS[slot, hv, rt + 8 * (i // 2)] for i in range(4)]
+        if const_expr(HFMT == "nvfp4"):
+            hsc = [lp.mul_rn(lp.e4m3_byte_to_f32(Uint32(mHiS[slot, hv, rt + 8 * (i // 2),
+                                                             4 * (i % 2) + t4])), sgl)
+                   for i in range(4)]
+        for r in cutlass.range_constexpr(2):
+            for q in cutlass.range_constexpr(2):
+                vals = _decode_exact(HFMT, [rHW[w, q, r] for w in range(WH)], hsc[2 * r + q])
+                for e in cutlass.range_constexpr(16):
+                    S[r, 16 * q + e] = vals[e]
+
+    @cute.jit
+    def _fold_tile(self, S: cute.Tensor, rUw: cute.Tensor, sKs: cute.Tensor, sKh: cute.Tensor,
+                   sKl: cute.Tensor, eT: Float32, tr: cutlass.Constexpr, g4: Int32, t4: Int32):
+        """S = e^{G_tot} S + (U diag(w)) Kn for one row tile (3xTF32 mma)."""
+        NKT = self.tile.nkt
+        for r in cutlass.range_constexpr(2):
+            for k in cutlass.range_constexpr(32):
+                S[r, k] = eT * S[r, k]
+        for kap in cutlass.range_constexpr(NKT):
+            jb = Int32(8 * kap) + Int32(2) * t4
+            ah = []
+            al = []
+            for x in (rUw[0, kap, 2 * tr], rUw[0, kap, 2 * tr + 1], rUw[1, kap, 2 * tr],
+                      rUw[1, kap, 2 * tr + 1]):
+                hh, ll = _split_tf32(x)
+                ah.append(hh)
+                al.append(ll)
+            for nu in cutlass.range_constexpr(16):
+                colB = Int32(64 * (nu // 8) + 2 * (nu % 8)) + (g4 % Int32(2)) \
+                    + Int32(16) * (g4 // Int32(2))
+                a0 = _ks_addr(jb, colB)
+                a1 = _ks_addr(jb + Int32(1), colB)
+                if const_expr(self.tile.ks_split):
+                    b0h, b0l, b1h, b1l = sKh[a0], sKl[a0], sKh[a1], sKl[a1]
+                else:
+                    b0h, b0l = _split_tf32(sKs[a0])
+                    b1h, b1l = _split_tf32(sKs[a1])
+                acc = _mma3_tf32(ah, al, [b0h, b1h], [b0l, b1l],
+                                 [S[0, 2 * nu], S[0, 2 * nu + 1], S[1, 2 * nu],
+                                  S[1, 2 * nu + 1]])
+                S[0, 2 * nu] = acc[0]
+                S[0, 2 * nu + 1] = acc[1]
+                S[1, 2 * nu] = acc[2]
+                S[1, 2 * nu + 1] = acc[3]
+
+    @cute.jit
+    def _flush(self, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+               mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor], mKb: cute.Tensor,
+               mKinvb: cute.Tensor, mGb: cute.Tensor, mUb: cute.Tensor,
+               mVb: Optional[cute.Tensor], mBb: Optional[cute.Tensor],
+               mSeed: Optional[cute.Tensor], wHi: cute.Tensor, wLo: cute.Tensor,
+               sScal: cute.Tensor, sKn: cute.Tensor, sQn: cute.Tensor, sKs: cute.Tensor,
+               sKh: cute.Tensor, sKl: cute.Tensor,
+               sA: cute.Tensor, sGv: cute.Tensor, sEG: cute.Tensor, sW: cute.Tensor,
+               sBeta: cute.Tensor, sAm: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32,
+               hk: Int32, row0: Int32, origin: Int32, hf: Int32, gen: Int32, tidx: Int32,
+               lane: Int32, warp: Int32, g4: Int32, t4: Int32):
+        K, L, RING = self.K, self.L, self.ring
+        NT, NW = self.num_threads, self.nwarps
+        NKT, LP = self.tile.nkt, self.tile.lp
+        TPW = self.tile.tpw
+        R2 = 2 * TPW
+        HFMT = self.rec_fmt
+        copies = [(HFMT, self.rec_sr, 0)]
+        if const_expr(self.split):
+            copies.append((self.read_fmt, self.read_sr, 1))
+        two_pass = any(c[0] == "nvfp4" for c in copies)
+        rows = [row0 + (16 * (r // 2) + 8 * (r % 2)) for r in range(R2)]
+        sgl_old = Float32(1.0)
+        if const_expr(HFMT == "nvfp4"):
+            sgl_old = mHiG[slot, hv]
+        # ---- per-lane ring values of rows x keys 8 tau + 2 t + e (split: raw v; shared: u)
+        rU = cute.make_rmem_tensor((2, NKT, R2), Float32)      # (e, key tile, row)
+        rU.fill(0.0)
+        for tau in cutlass.range_constexpr(NKT):
+            for e in cutlass.range_constexpr(2):
+                j = Int32(8 * tau + e) + Int32(2) * t4
+                if j < hf:
+                    ph = _ring(origin, j, RING)
+                    for r in cutlass.range_constexpr(R2):
+                        if const_expr(self.split):
+                            rU[e, tau, r] = mVb[slot, hv, ph, rows[r]].to(Float32)
+                        else:
+                            rU[e, tau, r] = mUb[slot, hv, ph, rows[r]]
+        # ---- stage kn_j (fp32, padded rows), zero A, G prefix / weights (warp 0)
+        NCH = LP * K // 8
+        for it in cutlass.range_constexpr((NCH + NT - 1) // NT):
+            c = tidx + it * NT
+            if c < Int32(NCH):
+                j = c // (K // 8)
+                cc = c % (K // 8)
+                xs = cute.make_rmem_tensor((8,), self.act_dtype)
+                xs.fill(0.0)
+                kj = Float32(0.0)
+                if j < hf:
+                    ph = _ring(origin, j, RING)
+                    cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (8,), (cc,)), xs)
+                    kj = mKinvb[slot, hk, ph]
+                for e in cutlass.range_constexpr(8):
+                    ka = _ks_addr(j, cc * 8 + e)
+                    kx = xs[e].to(Float32) * kj
+                    sKs[ka] = kx
+                    if const_expr(self.tile.ks_split):
+                        kh, kl = _split_tf32(kx)
+                        sKh[ka] = kh
+                        sKl[ka] = kl
+        if const_expr(self.split):
+            for it in cutlass.range_constexpr((LP * LP + NT - 1) // NT):
+                c = tidx + it * NT
+                if c < Int32(LP * LP):
+                    sA[c] = Float32(0.0)
+        if warp == 0:
+            gj = Float32(0.0)
+            bj = Float32(0.0)
+            if lane < hf:
+                ph = _ring(origin, lane, RING)
+                gj = mGb[slot, hv, ph]
+                if const_expr(self.split):
+                    bj = mBb[slot, hv, ph]
+            G = _seq_prefix(gj, lane, LP)
+            Gt = cute.arch.shuffle_sync(G, cutlass.max(hf - Int32(1), Int32(0)))
+            Gt = Float32(_sel(hf > Int32(0), Gt, Float32(0.0)))
+            if const_expr(self.split):
+                # split: the decay of u_j in the fold is exp(g_{j+1} + ... + g_{h-1}) (no
+                # cancellation of two long prefix sums)
+                wl = cute.math.exp(_seq_prefix(gj, lane, LP, upper=True))
+            else:
+                wl = cute.math.exp(Gt - G)       # as reference.gdn_fold: exp(tot - G)
+            if lane < Int32(LP):
+                sGv[lane] = gj
+                sEG[lane] = cute.math.exp(G)
+                sW[lane] = Float32(_sel(lane < hf, wl, Float32(0.0)))
+                sBeta[lane] = bj
+            if lane == 0:
+                sScal[8] = cute.math.exp(Gt)
+        cute.arch.barrier()
+        if const_expr(self.split):
+            # ---- Gram: A_ji = beta_j e^{G_j - G_i} kn_i.kn_j (i < j), halves of K per lane pair
+            NP = LP * (LP - 1) // 2
+            for it in cutlass.range_constexpr((2 * NP + NT - 1) // NT):
+                item = tidx + it * NT
+                pr = item // 2
+                half = item % 2
+                jx = Int32(0)
+                for jj in cutlass.range_constexpr(1, LP):
+                    jx = jx + Int32(_sel(pr >= Int32(jj * (jj - 1) // 2), Int32(1), Int32(0)))
+                ix = pr - jx * (jx - Int32(1)) // Int32(2)
+                icl = cutlass.min(ix, Int32(LP - 1))
+                jc = cutlass.min(jx, Int32(LP - 1))
+                dacc = [Float32(0.0), Float32(0.0)]
+                for cc in cutlass.range_constexpr(K // 4):
+                    col = half * (K // 2) + 2 * cc
+                    ai = _ks_addr(icl, col)
+                    aj = _ks_addr(jc, col)
+                    va = cute.make_rmem_tensor((2,), Float32)
+                    vb = cute.make_rmem_tensor((2,), Float32)
+                    cute.autovec_copy(cute.local_tile(sKs, (2,), (ai // 2,)), va)
+                    cute.autovec_copy(cute.local_tile(sKs, (2,), (aj // 2,)), vb)
+                    dacc[cc % 2] = dacc[cc % 2] + va[0] * vb[0] + va[1] * vb[1]
+                dot = dacc[0] + dacc[1]
+                dot = dot + cute.arch.shuffle_sync_bfly(dot, offset=1)
+                if item < Int32(2 * NP):
+                    if half == 0:
+                        gs = Float32(0.0)
+                        for ll in cutlass.range_constexpr(1, LP):
+                            gs = gs + Float32(_sel((Int32(ll) > icl) & (Int32(ll) <= jc),
+                                                   sGv[ll], Float32(0.0)))
+                        av = sBeta[jc] * cute.math.exp(gs) * dot
+                        sA[jc * LP + icl] = Float32(_sel(jc < hf, av, Float32(0.0)))
+            cute.arch.barrier()
+        eT = sScal[8]
+        S = cute.make_rmem_tensor((2, 32), Float32)
+        amx = Float32(0.0)
+        for tr in cutlass.range_constexpr(TPW):
+            rt = rows[2 * tr]
+            self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
+            if const_expr(self.split):
+                # ---- F3: P = S_hi Kn^T (3xTF32), keys 8 tau + 2 t + e; R = beta (v - e^G P)
+                P = cute.make_rmem_tensor((4, NKT), Float32)
+                P.fill(0.0)
+                for kap in cutlass.range_constexpr(16):
+                    ah = []
+                    al = []
+                    for x in (S[0, 2 * kap], S[1, 2 * kap], S[0, 2 * kap + 1],
+                              S[1, 2 * kap + 1]):
+                        hh, ll = _split_tf32(x)
+                        ah.append(hh)
+                        al.append(ll)
+                    col = _fidx(t4, 2 * kap)
+                    for tau in cutlass.range_constexpr(NKT):
+                        ad = _ks_addr(g4 + Int32(8 * tau), col)
+                        if const_expr(self.tile.ks_split):
+                            bh = cute.make_rmem_tensor((2,), Uint32)
+                            bl = cute.make_rmem_tensor((2,), Uint32)
+                            cute.autovec_copy(cute.local_tile(sKh, (2,), (ad // 2,)), bh)
+                            cute.autovec_copy(cute.local_tile(sKl, (2,), (ad // 2,)), bl)
+                            b0h, b1h, b0l, b1l = bh[0], bh[1], bl[0], bl[1]
+                        else:
+                            bb = cute.make_rmem_tensor((2,), Float32)
+                            cute.autovec_copy(cute.local_tile(sKs, (2,), (ad // 2,)), bb)
+                            b0h, b0l = _split_tf32(bb[0])
+                            b1h, b1l = _split_tf32(bb[1])
+                        acc = _mma3_tf32(ah, al, [b0h, b1h], [b0l, b1l],
+                                         [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
+                        for i in cutlass.range_constexpr(4):
+                            P[i, tau] = acc[i]
+                for tau in cutlass.range_constexpr(NKT):
+                    for e in cutlass.range_constexpr(2):
+                        j = Int32(8 * tau + e) + Int32(2) * t4
+                        bj = sBeta[j]
+                        egj = sEG[j]
+                        for rr in cutlass.range_constexpr(2):
+                            r = 2 * tr + rr
+                            rU[e, tau, r] = bj * (rU[e, tau, r] - egj * P[2 * rr + e, tau])
+                # ---- forward substitution u_j = R_j - sum_{i<j} A_ji u_i across the quad
+                for j in cutlass.range_constexpr(LP):
+                    tau_o, rem = divmod(j, 8)
+                    t_o, e_o = divmod(rem, 2)
+                    src = lane - t4 + Int32(t_o)
+                    uj = [cute.arch.shuffle_sync(rU[e_o, tau_o, 2 * tr + rr], src)
+                          for rr in range(2)]
+                    for tau in cutlass.range_constexpr(NKT):
+                        for e in cutlass.range_constexpr(2):
+                            jj = Int32(8 * tau + e) + Int32(2) * t4
+                            a = sA[jj * LP + j]
+                            for rr in cutlass.range_constexpr(2):
+                                r = 2 * tr + rr
+                                rU[e, tau, r] = rU[e, tau, r] - a * uj[rr]
+            # ---- U diag(w) for this tile's rows, then the fold
+            for tau in cutlass.range_constexpr(NKT):
+                for e in cutlass.range_constexpr(2):
+                    wj = sW[Int32(8 * tau + e) + Int32(2) * t4]
+                    for rr in cutlass.range_constexpr(2):
+                        rU[e, tau, 2 * tr + rr] = rU[e, tau, 2 * tr + rr] * wj
+            self._fold_tile(S, rU, sKs, sKh, sKl, eT, tr, g4, t4)
+            # ---- output partials S_new kn, S_new qn (this lane's 32 columns of each row)
+            for rr in cutlass.range_constexpr(2):
+                rP[0, 2 * tr + rr] = Float32(0.0)
+                rP[1, 2 * tr + rr] = Float32(0.0)
+            for k4 in cutlass.range_constexpr(8):
+                kk = cute.make_rmem_tensor((4,), Float32)
+                qq = cute.make_rmem_tensor((4,), Float32)
+                a4 = _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
+                cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
+                cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
+                for e in cutlass.range_constexpr(4):
+                    for rr in cutlass.range_constexpr(2):
+                        r = 2 * tr + rr
+                        rP[0, r] = rP[0, r] + S[rr, 4 * k4 + e] * kk[e]
+                        rP[1, r] = rP[1, r] + S[rr, 4 * k4 + e] * qq[e]
+            if const_expr(two_pass):
+                for r in cutlass.range_constexpr(2):
+                    for k in cutlass.range_constexpr(32):
+                        amx = _amax_acc(amx, S[r, k])
+            else:
+                for ci in cutlass.range_constexpr(len(copies)):
+                    fmt, sr, sid = copies[ci]
+                    wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
+                    self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
+                                 Float32(0.0))
+        if const_expr(two_pass):
+            # ---- the nvfp4 global scale needs the whole fold: CTA amax, then fold again from
+            # the (still unwritten) old hi and encode every copy
+            amx = cute.arch.warp_reduction(_amax_fin(amx), lp.fmax_nq, threads_in_group=32)
+            if lane == 0:
+                sAm[warp] = amx
+            cute.arch.barrier()
+            amx = sAm[0]
+            for w in cutlass.range_constexpr(1, NW):
+                amx = lp.fmax_nq(amx, sAm[w])
+            s_glob = lp.nvfp4_global_scale(amx)
+            if tidx == 0:
+                if const_expr(HFMT == "nvfp4"):
+                    mHiG[slot, hv] = s_glob
+                else:
+                    mLoG[slot, hv] = s_glob
+            for tr in cutlass.range_constexpr(TPW):
+                rt = rows[2 * tr]
+                self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
+                self._fold_tile(S, rU, sKs, sKh, sKl, eT, tr, g4, t4)
+                for ci in cutlass.range_constexpr(len(copies)):
+                    fmt, sr, sid = copies[ci]
+                    wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
+                    self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
+                                 s_glob)
+
+    # ---------------------------------------------------------------- encode (v2)
+    @cute.jit
+    def _encode(self, S: cute.Tensor, fmt: cutlass.Constexpr, sr: cutlass.Constexpr,
+                stream_id: cutlass.Constexpr, wDst: cute.Tensor, mDS: Optional[cute.Tensor],
+                mSeed: Optional[cute.Tensor], slot: Int32, hv: Int32, rt: Int32, gen: Int32,
+                t4: Int32, s_glob: Float32):
+        """Encode rows rt, rt + 8 (S[r, 16 q + e] = column 64 q + 16 t + e) into ``fmt``
+        (formats.encode bit for bit; nvfp4: ``s_glob`` = the matrix's global scale)."""
+        K = self.K
+        NRUN = 4
+        WC = 16 * FMT_BITS[fmt] // 32
+        PW = 4 if WC >= 4 else WC
+        rows = [rt, rt + 8]
+        generic = (fmt == "fp8" and sr) or (fmt == "nvfp4" and sr)
+        needs_fallback = (fmt in ("fp8", "nvfp4") and not sr) or (fmt == "fp16" and sr)
+        k0 = Uint32(0)
+        k1 = Uint32(0)
+        w3 = Uint32(0)
+        if const_expr(sr):
+            k0, k1 = lp.sr_key_from_seed(mSeed[0])
+            w3 = lp.sr_counter_word3(stream_id, gen)
+        special = Boolean(False)
+        if const_expr(needs_fallback):
+            # NaN / inf anywhere in the lane's values -> the generic path for its warp
+            nacc = Float32(0.0)
+            for r in cutlass.range_constexpr(2):
+                for k in cutlass.range_constexpr(32):
+                    nacc = _fma_rn(S[r, k], Float32(0.0), nacc)
+            special = nacc != nacc
+        # scales: fp8 row scale, nvfp4 block scales; run i = (row i // 2, half i % 2)
+        dsc = [Float32(1.0)] * NRUN
+        if const_expr(fmt == "fp8"):
+            for r in cutlass.range_constexpr(2):
+                am = Float32(0.0)
+                for k in cutlass.range_constexpr(32):
+                    am = _amax_acc(am, S[r, k])
+                am = _amax_fin(am)
+                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
+                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
+                rsc = lp.fp8_row_scale(am)
+                if t4 == 0:
+                    mDS[slot, hv, rows[r]] = rsc
+                dsc[2 * r] = rsc
+                dsc[2 * r + 1] = rsc
+                special = special | ((rsc != Float32(0.0)) & ((rsc < Float32(2.0 ** -100))
+                                                              | (rsc > Float32(2.0 ** 100))))
+        if const_expr(fmt == "nvfp4"):
+            for i in cutlass.range_constexpr(NRUN):
+                a_ = Float32(0.0)
+                for e in cutlass.range_constexpr(16):
+                    a_ = _amax_acc(a_, S[i // 2, 16 * (i % 2) + e])
+                s_blk = lp.nvfp4_block_scale(_amax_fin(a_), s_glob)
+                dsc[i] = lp.mul_rn(s_blk, s_glob)
+                mDS[slot, hv, rows[i // 2], 4 * (i % 2) + t4] = (
+                    lp.pack_e4m3x4(s_blk, 0.0, 0.0, 0.0) & Uint32(0xFF)).to(Uint8)
+                d14 = dsc[i] * Float32(16384.0)
+                special = special | ((dsc[i] != Float32(0.0)) & ((d14 < Float32(2.0 ** -100))
+                                                                 | (d14 > Float32(2.0 ** 100))))
+        if const_expr(fmt == "fp16" and sr):
+            for r in cutlass.range_constexpr(2):
+                for k in cutlass.range_constexpr(32):
+                    mg = lp.f32_bits(S[r, k]) & Uint32(0x7FFFFFFF)
+                    special = special | ((mg - Uint32(1)) < Uint32(0x387FFFFF))
+        use_generic = Boolean(True)
+        if const_expr(not generic):
+            use_generic = Boolean(False)
+            if const_expr(needs_fallback):
+                use_generic = cute.arch.vote_any_sync(special)
+        if use_generic:
+            # generic per-element path (formats.encode bit for bit), runs in a run-time loop
+            for rq in cutlass.range(NRUN, unroll=1):
+                r = rq // 2
+                q = rq % 2
+                xs = []
+                for e in cutlass.range_constexpr(16):
+                    x = S[0, e]
+                    for alt in cutlass.range_constexpr(1, NRUN):
+                        x = Float32(_sel(rq == Int32(alt), S[alt // 2, 16 * (alt % 2) + e], x))
+                    xs.append(x)
+                dd = dsc[0]
+                for alt in cutlass.range_constexpr(1, NRUN):
+                    dd = Float32(_sel(rq == Int32(alt), dsc[alt], dd))
+                row = rt + Int32(8) * r
+                wds = None
+                if const_expr(sr):
+                    quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16) * Uint32(q) \
+                        + Uint32(4) * Uint32(t4)
+                    wds = _sr_words16(quad0, Uint32(hv), Uint32(slot), w3, k0, k1)
+                ow = _encode_chunk(fmt, sr, xs, wds, dd)
+                rW = cute.make_rmem_tensor((WC,), Uint32)
+                for i in cutlass.range_constexpr(WC):
+                    rW[i] = ow[i]
+                gDst = wDst[slot, hv, row, None]
+                for i in cutlass.range_constexpr(WC // PW):
+                    cute.autovec_copy(cute.local_tile(rW, (PW,), (i,)),
+                                      cute.local_tile(gDst, (PW,), ((4 * q + t4) * (WC // PW) + i,)))
+        else:
+            if const_expr(not generic):
+                for rq in cutlass.range_constexpr(NRUN):
+                    r, q = divmod(rq, 2)
+                    row = rows[r]
+                    xs = [S[r, 16 * q + e] for e in range(16)]
+                    wds = None
+                    if const_expr(sr):
+                        quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16 * q) \
+                            + Uint32(4) * Uint32(t4)
+                        wds = _sr_words16(quad0, Uint32(hv), Uint32(slot), w3, k0, k1)
+                    ow = self._fast_chunk(fmt, sr, xs, wds, dsc[rq])
+                    rW = cute.make_rmem_tensor((WC,), Uint32)
+                    for i in cutlass.range_constexpr(WC):
+                        rW[i] = ow[i]
+                    gDst = wDst[slot, hv, row, None]
+                    for i in cutlass.range_constexpr(WC // PW):
+                        cute.autovec_copy(cute.local_tile(rW, (PW,), (i,)),
+                                          cute.local_tile(gDst, (PW,),
+                                                          ((4 * q + t4) * (WC // PW) + i,)))
+
+    def _fast_chunk(self, fmt, sr, xs, wds, dd):
+        """16 fp32 -> storage words (fast paths; bit-identical to formats.encode for inputs
+        without NaN / inf, fp16-SR values outside (0, 2^-14), divisors in [2^-100, 2^100])."""
+        if fmt == "fp32":
+            return [lp.f32_bits(x) for x in xs]
+        if fmt in ("fp16", "bf16"):
+            vmax = lp.FP16_MAX if fmt == "fp16" else lp.BF16_MAX
+            ys = []
+            for j, x in enumerate(xs):
+                xc = cute.arch.fmin(cute.arch.fmax(x, Float32(-vmax)), Float32(vmax))
+                if sr:
+                    low = 0x1FFF if fmt == "fp16" else 0xFFFF
+                    xc = lp.bits_f32(lp.f32_bits(xc) + (Uint32(wds[j]) & Uint32(low)))
+                ys.append(Float32(_sel(x != x, x, xc)))
+            if sr:
+                return [_cvt_rz_x2(fmt, ys[2 * i], ys[2 * i + 1]) for i in range(8)]
+            return [_cvt_rn_x2(fmt, ys[2 * i], ys[2 * i + 1]) for i in range(8)]
+        if fmt == "fp8":
+            z = dd == Float32(0.0)
+            d1 = Float32(_sel(z, Float32(1.0), dd))
+            r0 = _rcp_approx(d1)
+            rc = _fma_rn(r0, _fma_rn(-d1, r0, Float32(1.0)), r0)
+            qs = []
+            for x in xs:
+                x = Float32(_sel(z, lp.mul_rn(x, Float32(0.0)), x))
+                q0 = x * rc
+                qs.append(_fma_rn(_fma_rn(-q0, d1, x), rc, q0))
+            return [lp.pack_e4m3x4(qs[4 * i], qs[4 * i + 1], qs[4 * i + 2], qs[4 * i + 3])
+                    for i in range(4)]
+        # nvfp4 RN
+        z = dd == Float32(0.0)
+        d14 = Float32(_sel(z, Float32(1.0), dd * Float32(16384.0)))
+        r0 = _rcp_approx(d14)
+        rc = _fma_rn(r0, _fma_rn(-d14, r0, Float32(1.0)), r0)
+        xin = [Float32(_sel(z, lp.mul_rn(x, Float32(0.0)), x)) for x in xs]
+        return [_e2m1_pack_rn(xin[0:8], d14, rc, xs[0:8]),
+                _e2m1_pack_rn(xin[8:16], d14, rc, xs[8:16])]
+
+
+# --------------------------------------------------------------------------------------
 # compile (tensor-free, cached) and launch
 # --------------------------------------------------------------------------------------
 
@@ -911,13 +2198,44 @@ def _dn(d):
     return None if d is None else dtype_name(d)
 
 
+def resolve_impl(read_fmt, rec_fmt, K, V, L, impl=None) -> str:
+    """"v2" (default) when the v2 kernel supports the shape, else "v1"; ``impl`` or the
+    environment variable REPLAYSSM_GDN_REPLAY_IMPL ("v1" / "v2") overrides."""
+    if impl is None:
+        impl = os.environ.get(IMPL_ENV, "v2")
+    if impl not in ("v1", "v2"):
+        raise ValueError(f"impl must be 'v1' or 'v2', got {impl!r}")
+    if impl == "v2" and not v2_supported(read_fmt, rec_fmt, K, V, L):
+        impl = "v1"
+    return impl
+
+
+def make_op(kw):
+    kw = dict(kw)
+    impl = kw.pop("impl", "v1")
+    tpw = kw.pop("tpw", None)
+    if impl == "v2":
+        return GDNReplayDecodeV2(**kw, tpw=tpw)
+    return GDNReplayDecode(**kw)
+
+
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads,
-             min_blocks_per_mp=None):
+             min_blocks_per_mp=None, impl=None):
     rf, rr, cf, cr, split = pair_key(pair)
-    tile = replay_tile(rf, cf, K, V, L, block_v, num_threads)
+    impl = resolve_impl(rf, cf, K, V, L, impl)
+    tpw = None
+    if impl == "v2":
+        tile = ReplayTileV2(rf, cf, K, V, V if block_v is None else int(block_v), L, split,
+                            _env_int(TPW_ENV))
+        tpw = tile.tpw
+        if min_blocks_per_mp is None:
+            min_blocks_per_mp = _env_int(MINB_ENV)
+    else:
+        tile = replay_tile(rf, cf, K, V, L, block_v, num_threads)
     if min_blocks_per_mp is None:
-        min_blocks_per_mp = max(1, 65536 // (tile.num_threads * REG_CAP))
+        min_blocks_per_mp = max(1, 65536 // (tile.num_threads * getattr(tile, "reg_cap",
+                                                                        REG_CAP)))
     has_g = g_dtype is not None
     kw = dict(
         read_fmt=rf, read_rounding=rr, rec_fmt=cf, rec_rounding=cr, split=split,
@@ -928,7 +2246,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
         b_dtype=None if beta_dtype is not None else _dn(b_dtype),
         use_qk_l2norm=bool(use_qk_l2norm), has_state_batch_indices=bool(has_idx),
         block_v=tile.block_v, num_threads=tile.num_threads,
-        min_blocks_per_mp=int(min_blocks_per_mp),
+        min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
     )
     key = ("gdn_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
@@ -991,22 +2309,24 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                        has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                        num_threads: Optional[int] = None,
-                       min_blocks_per_mp: Optional[int] = None) -> CompiledKernel:
+                       min_blocks_per_mp: Optional[int] = None,
+                       impl: Optional[str] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN replay decode kernel for precision
     ``pair`` (name or PrecisionPair), buffer length ``L`` and ring capacity ``ring``.
 
     Call ``k.ffi(hi_words, hi_scale, hi_gscale, lo_words, lo_scale, lo_gscale, k_buf, kinv_buf,
     g_buf, u_buf, v_buf, beta_buf, write_pos, ring_origin, flush_count, pending, arrive, seed, q,
     k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale, pad_slot_id)`` (``None``
-    for what the variant does not use; see :func:`gdn_replay_decode_cute`)."""
+    for what the variant does not use; see :func:`gdn_replay_decode_cute`). ``impl``: "v2"
+    (default where supported) or "v1" (the previous kernel; see :func:`resolve_impl`)."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, num_threads, min_blocks_per_mp)
+                       block_v, num_threads, min_blocks_per_mp, impl)
 
     def build() -> CompiledKernel:
-        op = GDNReplayDecode(**kw)
+        op = make_op(kw)
         compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True)
         return CompiledKernel(compiled, key, secs, use_ffi=True,
                               meta={"tile": op.tile, "any_sr": op.any_sr, "split": op.split})
@@ -1019,7 +2339,7 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  a_dtype="bfloat16", dt_bias_dtype="float32", b_dtype="bfloat16",
                  use_qk_l2norm=True, has_state_batch_indices=True, block_v=None,
                  num_threads=None, min_blocks_per_mp=None, keep_ptx: bool = False,
-                 dump_dir: Optional[str] = None):
+                 dump_dir: Optional[str] = None, impl: Optional[str] = None):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + 1 if ring is None else ring
@@ -1027,11 +2347,11 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
         return compile_gdn_replay(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                                   alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
                                   has_state_batch_indices, block_v, num_threads,
-                                  min_blocks_per_mp), None
+                                  min_blocks_per_mp, impl), None
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, num_threads, min_blocks_per_mp)
-    op = GDNReplayDecode(**kw)
+                       block_v, num_threads, min_blocks_per_mp, impl)
+    op = make_op(kw)
     with common.dump_ptx(cubin=dump_dir is not None, dir=dump_dir) as d:
         compiled, secs = common.cute_compile(op, *_fake_args(op), dump=d)
         k = CompiledKernel(compiled, key, secs, use_ffi=common.HAS_TVM_FFI,
@@ -1105,7 +2425,7 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
                            b=None, scale=None, use_qk_l2norm: bool = True,
                            state_batch_indices=None, pad_slot_id: int = -1, out=None,
                            block_v: Optional[int] = None, num_threads: Optional[int] = None,
-                           min_blocks_per_mp: Optional[int] = None):
+                           min_blocks_per_mp: Optional[int] = None, impl: Optional[str] = None):
     """One GDN ReplaySSM decode step (T = 1, committed) on a ``GDNReplayCache`` on CUDA.
 
     Inputs validated by the torch layer: q, k [batch, H, K], v / out [batch, HV, V] in the cache's
@@ -1129,17 +2449,22 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
                 None if g is not None else _dt(A_log), None if g is not None else _dt(a),
                 None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
                 bool(use_qk_l2norm), state_batch_indices is None,
-                batch if block_v is None else -block_v, num_threads, min_blocks_per_mp)
+                batch if block_v is None else -block_v, num_threads, min_blocks_per_mp,
+                impl or os.environ.get(IMPL_ENV), os.environ.get(TPW_ENV),
+                os.environ.get(MINB_ENV))
     ent = _LAUNCH.get(fast_key)
     if ent is None:
+        im = resolve_impl(rf, cf, K, Vd, L, impl)
         bv = block_v
         if bv is None:
-            bv = choose_block_v(batch, HV, K, Vd, rf, cf, L)
+            bv = (choose_block_v_v2(batch, HV, Vd, rf, cf) if im == "v2"
+                  else choose_block_v(batch, HV, K, Vd, rf, cf, L))
         kern = compile_gdn_replay(
             cache.pair, q.dtype, H, HV, K, Vd, L, ring, _dt(g), _dt(beta),
             None if g is not None else _dt(A_log), None if g is not None else _dt(a),
             None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
-            use_qk_l2norm, state_batch_indices is not None, bv, num_threads, min_blocks_per_mp)
+            use_qk_l2norm, state_batch_indices is not None, bv, num_threads, min_blocks_per_mp,
+            im)
         ent = (kern.ffi, kern.meta["any_sr"])
         _LAUNCH[fast_key] = ent
     fn, any_sr = ent

@@ -24,41 +24,56 @@ buffer entry j at physical ring index ``(origin + j) % R``):
   entirely: no ``out`` write, no cache access.
 
 Launch: grid ``(H / heads_per_cta, batch)``, 128 threads. A CTA owns one row and ``heads_per_cta``
-consecutive heads of one group (:func:`choose_heads_per_cta`). Per CTA:
+consecutive heads of one group (:func:`choose_heads_per_cta`: 1 / 2 / 4 heads by batch size, so a
+flushing row never serialises many head-folds in one CTA). Per CTA:
 
-1. preamble: cursors; C (fp32) to smem; ``cb_j = B_j·C`` of the buffered entries (non-flush rows;
-   one warp per entry, lanes over N) and ``cb_cur``; per head (one warp per head): dt', the inclusive
-   warp scan of the log decays (current token included on non-flush rows), the coefficients
-   ``coef_j`` (non-flush) or fold weights ``w_j = exp(Λ_{h−1} − Λ_j)·dt'_j`` (flush) to smem, and the
-   dt'/dA append.
-2. non-flush rows, per head (runtime loop): the read copy is streamed with 16-byte loads, a thread
-   owns one 16-byte chunk of ``rows_per_thread`` rows (``TN`` lanes per state row, see
-   :class:`ReplayTile`), dequantizes in registers and dots with C (fp32 registers); the partial row
-   sums plus the lane's share of ``Σ_j coef_j x_j[p]`` are reduced with one butterfly over the TN
-   lanes; lane 0 of a row adds the current-token and D terms, gates with z and stores ``out``.
-   :meth:`Mamba2ReplayDecode._read_row_dot` is the only format-specific piece (swap point for an
-   mma.sync version).
-3. flush rows, per head: thread t owns the 16-element chunks ``q = t + 128·it`` of the row-major
-   P×N matrix (chunk = one nvfp4 block = four Philox quads; ``N/16`` lanes per row): load + decode
-   hi, fold from smem (``w_j·x_j[p]`` and ``B_j[n]`` staged as fp32), dot with C for the output, encode
-   hi and lo, store. nvfp4 targets need the matrix amax before any block: a first pass folds and
-   reduces the amax (CTA reduction), the second pass re-folds (same instructions, bit-identical) and
-   encodes, so no P×N fp32 buffer is kept in registers or smem.
-4. append, then the cursor update by the last CTA of the row.
+1. cursors, then at once the non-flush read set: nvfp4 read copies (``staged``): cp.async of every
+   head's state rows, block-scale rows, global scale and x_j rows into smem, plus x / z / D loads
+   (:meth:`Mamba2ReplayDecode._snf_issue`); other formats: the first head's read copy into
+   registers. The preamble below then hides that latency.
+2. preamble: C (fp32) to smem; ``cb_j = B_j·C`` of the buffered entries (non-flush rows; one warp
+   per entry, lanes over N) and ``cb_cur``; per head (one warp per head): dt', the inclusive warp
+   scan of the log decays (current token included on non-flush rows), the coefficients ``coef_j``
+   (non-flush) or fold weights ``w_j = exp(Λ_{h−1} − Λ_j)·dt'_j`` (flush) to smem, the dt'/dA append.
+3. non-flush rows, per head: a thread owns one 16-byte chunk of ``rows_per_thread`` rows (``TN``
+   lanes per state row, see :class:`ReplayTile`) -- from smem (staged) or registers (the next head
+   prefetched for nvfp4 / fp8 without staging); the dot with C: nvfp4 with 16-bit acts on the
+   tensor cores (:meth:`Mamba2ReplayDecode._mma_rows`: A = e2m1·s_blk exact in fp16, B = C scaled
+   exactly into fp16, fp32 accumulation), otherwise dequantised in registers
+   (:meth:`Mamba2ReplayDecode._read_row_dot`); plus the lane's share of ``Σ_j coef_j x_j[p]``,
+   one butterfly over the TN lanes; lane 0 of a row adds the current-token and D terms, gates
+   with z and stores ``out``.
+4. flush rows (:meth:`Mamba2ReplayDecode._flush2`, "v2"), per head: thread t owns the 16-element
+   chunks ``q = t + 128·it`` of the row-major P×N matrix (chunk = one nvfp4 block = four Philox
+   quads; ``N/16`` lanes per row): fold from smem (``w_j·x_j[p]`` and ``B_j[n]`` staged as fp32) +
+   the decayed hi chunk (cp.async'ed into a per-thread smem slot one chunk earlier: software
+   pipeline over chunks and heads; the next head's x_j rows likewise), dot with C for the output,
+   encode + store the targets that need no matrix amax. nvfp4 targets need the matrix amax before
+   any block: the fp32 chunks go to smem (the last one stays in registers), and after the CTA amax a
+   second loop encodes them from there -- one fold per element. nvfp4 RN encodes use the
+   ``div.rn.f32`` fast-path sequence with the reciprocal hoisted per block and the code straight
+   from the quotient (:meth:`Mamba2ReplayDecode._encode_nvfp4_rn`). ``flush_impl=1`` selects the
+   original version (hi loaded after the fold, a second fold pass for the amax).
+5. append, then the cursor update by the last CTA of the row.
+
+Shared memory: one union buffer holds either the flush buffers (sB, sWX, the S_new tile, the
+cp.async landing zones) or the non-flush staging, since a CTA is one or the other
+(:meth:`Mamba2ReplayDecode._ulayout`); ~44 KB at P=64, N=128, L=16 with nvfp4 targets (5 CTAs/SM).
 
 All accumulation is fp32. Every stored byte of hi/lo is computed with the primitives of
-:mod:`cute_kernels.lowprec` (``div.rn.f32`` divisions, Philox-4x32-10 with the round keys staged in
-smem once per CTA, software RN/SR rounding).
+:mod:`cute_kernels.lowprec` (``div.rn.f32`` divisions or their fast-path sequence where it is exact,
+Philox-4x32-10 with the round keys staged in smem once per CTA, software RN/SR rounding), bit for
+bit as ``formats.encode``.
 
 Registers / occupancy (sm_90a builds, ptxas 13.4 as bundled with nvidia-cutlass-dsl 4.8.1): the
-non-flush path alone needs 35-80 registers; the flush path (fold + two encoders) drives the count.
-With one head per CTA ptxas settles at 70-110 registers without spills; with several heads per CTA
-the head loop makes it use 110-128, so those variants pass ``.minnctapersm``
-(:func:`default_min_blocks_per_mp`, 80-96 registers) to keep the memory-bound non-flush path at 5-6
-CTAs per SM. Loop-invariant hoisting is held back on purpose (``_dep_i32`` / ``_opaque_i32``: a
-``mov`` with a false dependency) where LLVM would otherwise keep ~10 64-bit pointers or the 20 Philox
-round keys live across a loop. Non-flush rows with nvfp4 / fp8 read copies and several heads per
-CTA prefetch the next head's read copy (two heads' loads in flight per thread).
+flush path drives the count; :func:`default_min_blocks_per_mp` caps it (96 registers, 5 CTAs/SM for
+nvfp4 / fp8 read copies; 128 / 4 for 16-bit and fp32 read copies). Loop-invariant hoisting is held
+back on purpose (``_dep_i32`` / ``_opaque_i32``: a ``mov`` with a false dependency) where LLVM
+would otherwise keep ~10 64-bit pointers or the 20 Philox round keys live across a loop.
+
+Implementation switches (part of the compile key; env defaults for A/B runs and fallbacks):
+``flush_impl`` (``REPLAYSSM_M2_FLUSH``, 2), ``staged`` (``REPLAYSSM_M2_STAGED``, 1),
+``nonflush_mma`` (``REPLAYSSM_M2_MMA``, 1); ``REPLAYSSM_M2_HEADS_PER_CTA`` forces heads_per_cta.
 
 Public entry points: :func:`compile_mamba2_replay` (tensor-free, cached), :func:`mamba2_replay_decode_cute`
 (launcher on a :class:`replayssm_lp.Mamba2ReplayCache`), :func:`compile_only` (CPU compile tests),
@@ -76,6 +91,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Float32, Int32, Int64, Uint8, Uint32, const_expr
 from cutlass._mlir.dialects import llvm
+from cutlass.cute.nvgpu import cpasync
 from cutlass.cutlass_dsl import T
 
 try:  # annotations only; the TVM-FFI path takes the stream from the torch environment
@@ -196,24 +212,46 @@ class ReplayTile:
                 f"JB={self.jb} NJB={self.njb})")
 
 
+def _flush_impl_default() -> int:
+    """``REPLAYSSM_M2_FLUSH`` (1 or 2; default 2): the flush implementation (tuning / fallback)."""
+    return int(os.environ.get("REPLAYSSM_M2_FLUSH", "2"))
+
+
+def _nonflush_mma_default() -> bool:
+    """``REPLAYSSM_M2_MMA`` (0 / 1; default 1): nvfp4 read copies with 16-bit acts dot on the
+    tensor cores (mma.sync) in non-flush rows; 0 = the CUDA-core path (fallback / A-B runs)."""
+    return os.environ.get("REPLAYSSM_M2_MMA", "1") != "0"
+
+
+def _staged_default() -> bool:
+    """``REPLAYSSM_M2_STAGED`` (0 / 1; default 1): non-flush rows with nvfp4 read copies stage
+    every head's read set in smem with cp.async before the preamble; 0 = register loads."""
+    return os.environ.get("REPLAYSSM_M2_STAGED", "1") != "0"
+
+
 def choose_heads_per_cta(batch: int, H: int, G: int, min_ctas: Optional[int] = None) -> int:
-    """Launch heuristic: the largest power-of-two ``heads_per_cta`` dividing ``H/G`` that still
-    yields about ``min_ctas`` CTAs (default 2 per SM, 132 SMs without a GPU, with 5 % slack so that a
-    batch of 32 Nemotron-3-Super rows (H=128, G=8) gets whole groups). Small batches get one head per
-    CTA (more CTAs in flight), large batches whole groups (cb_j, C and the cursors amortised over
-    more heads)."""
+    """Launch heuristic for ``heads_per_cta`` (a divisor of ``H/G``, at most 4).
+
+    A flush row's CTA folds and re-encodes its heads one after the other, so a CTA that holds a
+    flushing row lasts ``heads_per_cta`` head-flushes (several µs each) while a non-flush CTA of
+    the same launch streams its heads in a fraction of that: with whole groups per CTA (16 heads
+    at H=128, G=8, the previous default for batch >= 32) the few flush CTAs of a staggered batch
+    formed a tail of ~400 µs at batch 32 (vs 75 µs with one head per CTA). Per-CTA fixed costs
+    (cursors, C, the cb_j dots, the decay scan: a chain of dependent loads and barriers) favour
+    more heads per CTA; the first head's state loads go out before that preamble, which hides it
+    for one head (fully at heads_per_cta = 1). Rule (H/G = 16): 1 head below batch 128, 2 below
+    384, 4 from there (the tail is then a small part of a long launch, and 4 heads per CTA
+    amortise the preamble). ``min_ctas``: kept for API compatibility (ignored).
+    ``REPLAYSSM_M2_HEADS_PER_CTA`` overrides (tuning runs)."""
     hpg = H // G
     forced = os.environ.get("REPLAYSSM_M2_HEADS_PER_CTA")  # tuning experiments only
     if forced:
         return int(forced)
-    if min_ctas is None:
-        min_ctas = 2 * common.num_sms()
+    want = 1 if batch < 128 else (2 if batch < 384 else 4)
     best = 1
-    c = 1
-    while c <= hpg:
-        if hpg % c == 0 and batch * (H // c) >= 0.95 * min_ctas:
+    for c in (1, 2, 4):
+        if c <= want and hpg % c == 0:
             best = c
-        c *= 2
     return best
 
 
@@ -281,6 +319,87 @@ def _e2m1x8_to_f16x2(w):
     return out
 
 
+def _f16x2_mul(a, b) -> Uint32:
+    """``mul.rn.f16x2`` (subnormals kept)."""
+    return Uint32(_asm(T.i32(), "mul.rn.f16x2 $0, $1, $2;", "=r,r,r",
+                       [Uint32(a).ir_value(), Uint32(b).ir_value()]))
+
+
+def _prmt(a, sel: int) -> Uint32:
+    """``prmt.b32 d, a, a, sel`` (byte permute of one word)."""
+    return Uint32(_asm(T.i32(), f"prmt.b32 $0, $1, $1, {sel:#x};", "=r,r", [Uint32(a).ir_value()]))
+
+
+def _mma_f16_16816(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`` (PTX ISA fragment layout: lane =
+    4·g + t; a0 = A[g][2t:2t+2], a1 = A[g+8][2t:2t+2], a2 = A[g][2t+8:2t+10], a3 = A[g+8][2t+8:2t+10];
+    b0 = B[2t:2t+2][g], b1 = B[2t+8:2t+10][g]; c0/c1 = D[g][2t, 2t+1], c2/c3 = D[g+8][2t, 2t+1]).
+    Volatile asm: a warp-collective op must not be sunk into a lane-divergent branch."""
+    st = llvm.StructType.get_literal([T.f32()] * 4)
+    res = llvm.inline_asm(
+        st, [Uint32(v).ir_value() for v in (a0, a1, a2, a3, b0, b1)]
+        + [Float32(v).ir_value() for v in (c0, c1, c2, c3)],
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, "
+        "{$8, $9}, {$10, $11, $12, $13};",
+        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=True, is_align_stack=False)
+    return tuple(Float32(llvm.extractvalue(T.f32(), res, [i])) for i in range(4))
+
+
+def _rows_plan(n: int, tn: int):
+    """Static plan of :func:`_rows_reduce` for ``n`` row values over ``tn`` lanes: per butterfly
+    level (offset o = tn/2 .. 1) the number of values before it (halving while > 1)."""
+    plan = []
+    o = tn // 2
+    while o >= 1:
+        plan.append((o, n))
+        n = -(-n // 2) if n > 1 else 1
+        o //= 2
+    return plan
+
+
+def _rows_lane_row(n: int, tn: int, lir):
+    """(row, writer) of this lane after :func:`_rows_reduce` of ``n`` values over ``tn`` lanes:
+    the row whose sum it ends with (>= n on padding lanes), and whether it is the one lane of the
+    lanes holding that row that should store it."""
+    row = Int32(0)
+    wmask = 0
+    for o, m in _rows_plan(n, tn):
+        if m > 1:
+            row = row + _sel_i32((lir & o) != 0, Int32(-(-m // 2)), Int32(0))
+        else:
+            wmask |= o
+    return row, (lir & wmask) == 0
+
+
+def _rows_reduce(vals, tn: int, lir):
+    """Sums ``vals[i]`` (one partial per row i, lane-distributed over the ``tn`` lanes of a row
+    group) over the lanes, transposed: at each butterfly level a lane keeps one half of its
+    values and trades the other half with its partner, so ``len(vals)`` rows cost ~len(vals)
+    shuffles instead of len(vals)·log2(tn). Returns ``(sum, row)``: this lane's row index
+    (lane-bit function, Int32; >= len(vals) for padding lanes) and its full sum; the lanes that
+    share a row hold the same sum (bit-identical: every pair adds in the same order)."""
+    cur = list(vals)
+    row = Int32(0)
+    for o, n in _rows_plan(len(vals), tn):
+        hi = (lir & o) != 0
+        if n > 1:
+            h = -(-n // 2)
+            A = cur[:h]
+            B = cur[h:] + [Float32(0.0)] * (h - (n - h))
+            nxt = []
+            for a, b in zip(A, B):
+                send = lp.sel_f32(hi, a, b)
+                keep = lp.sel_f32(hi, b, a)
+                recv = cute.arch.shuffle_sync_bfly(send, offset=o)
+                nxt.append(keep + recv)
+            cur = nxt
+            row = row + _sel_i32(hi, Int32(h), Int32(0))
+        else:
+            v = cur[0]
+            cur = [v + cute.arch.shuffle_sync_bfly(v, offset=o)]
+    return cur[0], row
+
+
 def _row_reduce(v, op, cb: int, rw: int):
     """Butterfly over the ``cb`` lanes of a flush row (lanes ``rw`` apart in the warp)."""
     off = (cb // 2) * rw
@@ -294,13 +413,76 @@ def _silu_gate(y, z):
     return y * z / (Float32(1.0) + cute.math.exp(-z))
 
 
+def _absmax16(acc, n: int = CHUNK) -> Float32:
+    """``max_e nan_to_num(|acc[e]|)`` (NaN -> 0, inf -> FLT_MAX), bit-identical to a chain of
+    ``fmax_nq(a, abs_nan0_inf_sat(x))`` from 0: maxNum ignores NaN operands, and saturating the max
+    once equals saturating every element (min(max(a, b), F) = max(min(a, F), min(b, F)))."""
+    a = Float32(0.0)
+    for e in range(n):
+        a = lp.fmax_nq(a, lp.bits_f32(lp.f32_bits(acc[e]) & Uint32(0x7FFFFFFF)))
+    return lp.fmin_nq(a, Float32(lp.FLT_MAX))
+
+
+def _rcp_nv(d) -> Float32:
+    """The reciprocal of the ``div.rn.f32`` fast path as ptxas emits it (sm_90a SASS): ``r0 =
+    MUFU.RCP(d)``, ``r1 = fma(r0, fma(-d, r0, 1), r0)``. With :func:`_div_nv` it reproduces the
+    fast path's quotient bit for bit (Markstein correction), for operands the fast path accepts."""
+    return Float32(_asm(T.f32(),
+                        "{ .reg .f32 r0, e, nd; rcp.approx.ftz.f32 r0, $1; neg.f32 nd, $1; "
+                        "fma.rn.f32 e, r0, nd, 0f3F800000; fma.rn.f32 $0, r0, e, r0; }",
+                        "=f,f", [Float32(d).ir_value()]))
+
+
+def _div_nv(x, r1, nd) -> Float32:
+    """``x / d`` by the fast path of ``div.rn.f32``: ``q0 = x·r1``, ``rem = fma(q0, -d, x)``,
+    ``q = fma(rem, r1, q0)`` (``nd = -d``). Correctly rounded (= ``div.rn.f32``) when d is normal,
+    x/d and the remainder stay in the normal range (no over/underflow) -- the cases ptxas' FCHK lets
+    through; see :meth:`Mamba2ReplayDecode._encode_nvfp4_rn` for where the kernel relies on it.
+    The sign of a zero quotient is not reliable (take it from x)."""
+    return Float32(_asm(T.f32(),
+                        "{ .reg .f32 q0, rm; mul.rn.f32 q0, $1, $2; fma.rn.f32 rm, q0, $3, $1; "
+                        "fma.rn.f32 $0, rm, $2, q0; }",
+                        "=f,f,f,f", [Float32(x).ir_value(), Float32(r1).ir_value(),
+                                     Float32(nd).ir_value()]))
+
+
+def _e2m1_rn_code(q, x) -> Uint32:
+    """4-bit code of ``round_e2m1(clamp(q, +-6))`` (RN, ties to even; NaN -> magnitude 0), sign from
+    the fp32 sign bit of ``x`` -- equal to ``e2m1_code(round_to_grid(clamp(q), 'e2m1', RN))`` for
+    every fp32 q with the sign of x (``formats.float_to_e2m1_codes``). |q| >= 1: RN to one
+    mantissa bit on the bits (the code is then ``(bits >> 22) - 252``: 1.0 -> 2 ... 6.0 -> 7);
+    |q| < 1 (the e2m1 subnormal 0.5 and 0): two compares (0.25 rounds to 0, 0.75 to 1.0)."""
+    mag = lp.f32_bits(q) & Uint32(0x7FFFFFFF)
+    a = lp.bits_f32(mag)
+    mc = lp.sel_u32(mag < Uint32(0x40C00000), mag, Uint32(0x40C00000))   # clamp |q| to 6
+    t = mc + Uint32(0x1FFFFF) + ((mc >> Uint32(22)) & Uint32(1))
+    c_hi = (t >> Uint32(22)) - Uint32(252)
+    c_lo = lp.sel_u32(a >= Float32(0.75), Uint32(2), lp.sel_u32(a > Float32(0.25), Uint32(1),
+                                                                 Uint32(0)))
+    c = lp.sel_u32(a >= Float32(1.0), c_hi, c_lo)          # NaN: both compares false -> 0
+    return c | ((lp.f32_bits(x) >> Uint32(28)) & Uint32(8))
+
+
+def _e2m1_grid_code(q) -> Uint32:
+    """4-bit code of an on-grid e2m1 value q (as returned by ``round_to_grid(., 'e2m1')``), sign
+    from q's sign bit, NaN -> 0 | sign: ``lowprec.e2m1_code`` in 6 integer ops instead of a
+    7-compare chain (0.5 -> 1, 0 -> 0, 1.0 .. 6.0 -> (bits >> 22) - 252)."""
+    b = lp.f32_bits(q)
+    mag = b & Uint32(0x7FFFFFFF)
+    ci = Int32(mag >> Uint32(22)) - Int32(252)
+    c = cutlass.max(ci, Int32(lp.sel_u32(mag > Uint32(0), Uint32(1), Uint32(0))))
+    c = lp.sel_u32(mag > Uint32(0x7F800000), Uint32(0), Uint32(c))
+    return c | ((b >> Uint32(28)) & Uint32(8))
+
+
 # --------------------------------------------------------------------------------------
 # the kernel
 # --------------------------------------------------------------------------------------
 
 
 def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int = 0,
-                              both_sr: bool = False) -> int:
+                              both_sr: bool = False, smem_ctas: int = 0,
+                              flush_v2: bool = False) -> int:
     """Default ``.minnctapersm`` (= register cap 64K / (k·128)) of a variant.
 
     One head per CTA: ptxas' own choice (70-110 registers, no spills in the sm_90a builds we
@@ -310,8 +492,20 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
     registers) for nvfp4 / fp8 read copies when the per-thread read set of two heads (prefetch) is
     <= 32 registers, else 5; 4 (128) for 16-bit read copies and when both copies are written with
     SR; fp32 read copies (64 state registers per head): ptxas' choice.
-    ``state_regs``: state registers per thread for one head's read copy (RPT·CN·4)."""
-    if heads_per_cta <= 1 or read_fmt == "fp32":
+    ``state_regs``: state registers per thread for one head's read copy (RPT·CN·4).
+    Flush v2 (``flush_v2``; :meth:`Mamba2ReplayDecode._flush2`, every head count): 5 CTAs (96
+    registers; 4 / 128 when both copies are written with SR), fewer when shared memory
+    (``smem_ctas``: the CTAs per SM it allows, when it binds) allows fewer. The v2 flush's
+    prefetches go through cp.async into smem (no registers held); at 80 registers ptxas still
+    spills in the encoders. Built at P = 64, N = 128 with z: 0-48 spill bytes, none in the fold
+    or the non-flush loops (fp32 read copies: 96 registers, no spill, with the transposed row
+    reduction)."""
+    if flush_v2:
+        k = 4 if both_sr else 5
+        return min(k, smem_ctas) if smem_ctas else k
+    if read_fmt == "fp32":
+        return 4      # 64 state registers per thread, live through the preamble (loaded early)
+    if heads_per_cta <= 1:
         return 0
     if read_fmt in ("fp16", "bf16") or both_sr:
         return 4
@@ -325,7 +519,8 @@ class Mamba2ReplayDecode:
                  ngroups: int, buffer_len: int, ring: int, has_D: bool, has_z: bool,
                  has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True, prefetch: Optional[bool] = None,
-                 min_blocks_per_mp: Optional[int] = None):
+                 min_blocks_per_mp: Optional[int] = None, flush_impl: Optional[int] = None,
+                 nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None):
         p: PrecisionPair = parse_pair(pair)
         self.pair = p
         self.split = not p.shared
@@ -354,19 +549,97 @@ class Mamba2ReplayDecode:
         if self.split:
             self.flush_targets.append((self.read_fmt, self.read_sr, 1))
         self.needs_gamax = any(f == "nvfp4" for f, _, _ in self.flush_targets)
+        # flush implementation: 2 = single fold pass (fp32 S_new tile in smem for nvfp4 targets,
+        # software-pipelined hi / x_buf loads, fast nvfp4 RN encoder); 1 = the original two-pass
+        # version (kept as a fallback; also used when the fold needs several staging rounds)
+        fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
+        if fi not in (1, 2):
+            raise ValueError(f"flush_impl must be 1 or 2, got {fi}")
+        self.flush_impl = fi if (self.cfg.njb == 1 and
+                                 (self.P * (self.act_dtype.width // 8)) % 16 == 0) else 1
+        # non-flush nvfp4 read copies: every head's state, scales and x_j staged in smem with
+        # cp.async right after the cursors (:meth:`_snf_issue`), in the smem the flush path
+        # uses for its own buffers (a CTA is either)
+        ab = self.act_dtype.width // 8
+        sg = _staged_default() if staged is None else bool(staged)
+        self.snf = bool(sg and self.read_fmt == "nvfp4" and self.N in (64, 128, 256)
+                        and (self.P * ab) % 16 == 0)
+        # non-flush nvfp4 read copies with 16-bit acts: the row dots on the tensor cores
+        # (:meth:`_mma_rows`); needs 4 lanes per state row (N = 128)
+        mm = _nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma)
+        self.mma = bool(mm and self.read_fmt == "nvfp4" and dtype_name(self.act_dtype) != "float32"
+                        and self.cfg.tn == 4 and self.cfg.cn == 1)
+        # targets encoded in the fold pass (pass 1) / after the matrix amax (pass 2)
+        if self.flush_impl == 2 and self.needs_gamax:
+            self.flush_p1 = [t for t in self.flush_targets if t[0] != "nvfp4"]
+            self.flush_p2 = [t for t in self.flush_targets if t[0] == "nvfp4"]
+        else:
+            self.flush_p1, self.flush_p2 = list(self.flush_targets), []
         # non-flush: prefetch the next head's read copy while reducing the current one (formats
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
         self.prefetch = (bool(prefetch) if prefetch is not None else
                          (self.read_fmt in ("nvfp4", "fp8") and self.hpc > 1))
-        if self.hpc == 1:
+        if self.hpc == 1 or self.snf:   # (staged: every head is in smem already)
             self.prefetch = False
         # occupancy hint (CTAs of 128 threads per SM) -> .minnctapersm, i.e. a register cap of
         # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp.
         c = self.cfg
         self.min_blocks_per_mp = int(
             default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
-                                      self.split and self.read_sr and self.rec_sr)
+                                      self.split and self.read_sr and self.rec_sr,
+                                      self._smem_ctas(), self.flush_impl == 2)
             if min_blocks_per_mp is None else min_blocks_per_mp)
+
+    def _ulayout(self):
+        """Byte offsets in the shared union buffer (``sU``) and its size. Flush rows: sB
+        [JB, N] f32, sWX [JB, P] f32, sS (v2 with nvfp4 targets). Non-flush rows with staging
+        (nvfp4 read copies): per head the state words [P, N/8], block scales [P, N/16] bytes, the
+        global scale, x_j [L-1, P] (act dtype; entries j < h <= L-1), x and z [2, P] f32, D."""
+        c, N, P, NT, HPC = self.cfg, self.N, self.P, self.cfg.nt, self.hpc
+        al = lambda b: -(-b // 16) * 16  # noqa: E731
+        off = {}
+        o = 0
+        off["sB"] = o
+        o += al(4 * c.jb * N)
+        off["sWX"] = o
+        o += al(4 * c.jb * P)
+        if self.flush_impl == 2 and self.needs_gamax:
+            off["sS"] = o
+            o += 64 * NT * max(c.nit - 1, 1)
+        if self.flush_impl == 2:
+            # cp.async landing zones: the next hi chunk of every thread, its scale word, and the
+            # next head's x_j rows (JB x P, act dtype)
+            off["hw"] = o
+            o += al(NT * CHUNK * _BITS[self.rec_fmt] // 8)
+            off["hs"] = o
+            o += al(4 * NT)
+            off["xr"] = o
+            o += al(c.jb * P * (self.act_dtype.width // 8))
+        size = o
+        if self.snf:
+            ab = self.act_dtype.width // 8
+            o = 0
+            for name, b in (("st", HPC * P * N // 2), ("sc", HPC * P * (N // 16)), ("gs", 4 * HPC),
+                            ("dd", 4 * HPC), ("xb", HPC * max(self.L - 1, 1) * P * ab),
+                            ("xz", HPC * 2 * P * 4)):
+                off[name] = o
+                o += al(b)
+            size = max(size, o)
+        return off, size
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of one CTA (the allocations of :meth:`kernel`, 16-byte aligned)."""
+        c, N, P, NT = self.cfg, self.N, self.P, self.cfg.nt
+        al = lambda b: -(-b // 16) * 16  # noqa: E731
+        b = al(4 * N) + al(4 * (max(self.L, 1) + 1)) + al(4 * self.hpc * c.hm) + al(16 * self.hpc)
+        b += al(4 * (NT // 32)) + al(8 * lp.PHILOX_ROUNDS) + self._ulayout()[1]
+        return b
+
+    def _smem_ctas(self) -> int:
+        """CTAs per SM allowed by shared memory when it binds below 8 (else 0); 228 KiB per SM
+        (H100 / H200, with the max carveout), 1 KiB reserved per CTA."""
+        k = (228 * 1024) // (self.smem_bytes() + 1024)
+        return k if k < 8 else 0
 
     # ---------------------------------------------------------------- host side
     @cute.jit
@@ -394,7 +667,9 @@ class Mamba2ReplayDecode:
             # .minnctapersm k -> ptxas caps registers at 64K / (k * 128); an explicit carveout
             # stops the DSL from querying the device (GPU-less compiles), as in mamba2_standard
             min_blocks_per_mp=self.min_blocks_per_mp,
-            preferred_smem_carveout=-1 if self.min_blocks_per_mp > 1 else None,
+            # smem-bound variants ask for the max carveout (100 %: 228 KiB per SM)
+            preferred_smem_carveout=(100 if self._smem_ctas() else
+                                     (-1 if self.min_blocks_per_mp > 1 else None)),
         )
 
     # ---------------------------------------------------------------- device helpers
@@ -469,6 +744,73 @@ class Mamba2ReplayDecode:
                             part = part + hi * creg[e0 + pi + 4]
                     acc = acc + part * sblk[i, cc, b]
         return acc
+
+    def _mma_b_frags(self, sC, bfr, tq):
+        """B fragments of the mma path (once per CTA): every column of B is C' = C·2^s in fp16,
+        k permuted so that lane (g, tq) of step i = 2w + hh holds, for its state chunk tq (codes
+        32tq .. 32tq+31) and word w, the pairs of :func:`_e2m1x8_to_f16x2` (codes c, c+4):
+        ``bfr[2i] = (C'[n0], C'[n0+4])``, ``bfr[2i+1] = (C'[n0+1], C'[n0+5])``, n0 = 32tq+8w+2hh.
+        fp16 acts: s = 0 (C' = C exactly). bf16 acts: s = 14 - floor(log2 max|C|) (clamped to
+        +-100), an exact power-of-two scaling into fp16's range; elements more than 2^28 below
+        max|C| lose bits in fp16's subnormal range (relative error of the dot < N·2^-39).
+        Returns the fp32 factor 2^(7 - s) that undoes s and the 2^-7 of the A operand."""
+        s_exp = Int32(0)
+        if const_expr(dtype_name(self.act_dtype) == "bfloat16"):
+            lane = cute.arch.lane_idx()
+            a = Float32(0.0)
+            for m in range(self.N // 32):
+                a = lp.fmax_nq(a, lp.bits_f32(lp.f32_bits(sC[lane + 32 * m]) & Uint32(0x7FFFFFFF)))
+            a = cute.arch.warp_reduction(a, lp.fmax_nq)
+            e = Int32((lp.f32_bits(a) >> Uint32(23)) & Uint32(0xFF)) - Int32(127)
+            s_exp = cutlass.min(cutlass.max(Int32(14) - e, Int32(-100)), Int32(100))
+            s_exp = _sel_i32(a == Float32(0.0), Int32(0), s_exp)
+        cs = lp.bits_f32(Uint32(s_exp + Int32(127)) << Uint32(23))          # 2^s
+        for i in range(8):
+            n0 = 32 * tq + 8 * (i // 2) + 2 * (i % 2)
+            bfr[2 * i] = lp.pack_f16x2(sC[n0] * cs, sC[n0 + 4] * cs).to(Int32)
+            bfr[2 * i + 1] = lp.pack_f16x2(sC[n0 + 1] * cs, sC[n0 + 5] * cs).to(Int32)
+        return lp.bits_f32(Uint32(Int32(7 + 127) - s_exp) << Uint32(23))   # 2^(7 - s)
+
+    def _mma_rows(self, raw, bsc, bfr, dm):
+        """nvfp4 state dots on the tensor cores: ``dm[i]`` = sum_n e2m1[p_i, n]·s_blk[p_i, n]·C'[n]·2^-7
+        for the thread's rows p_i (RPT of them; the TN = 4 lanes of a row get the same value).
+        Rows (2m, 2m+1) of the thread are rows g, g+8 of one m16n8k16 tile (lane = 4g + tq owns
+        16-byte chunk tq of each, as loaded by :meth:`_issue_read`); 8 k-steps cover N = 128.
+        A = e2m1·2^-14 (fp16 bit trick) times the block scale s_blk·2^7 (``mul.rn.f16x2``, exact:
+        <= 6 significant bits, lowest bit >= 2^-22), so every product A·C' is exact and the sums
+        are fp32 (tensor-core accumulation)."""
+        RPT = self.cfg.rpt
+        for m in range(-(-RPT // 2)):
+            i0 = 2 * m
+            i1 = 2 * m + 1
+            sc = []
+            for i in (i0, i1):
+                if i < RPT:
+                    sv = lp._e4m3x2_to_f16x2(Uint32(bsc[i, 0]), False)        # (s_blk0, s_blk1)
+                    sv = _f16x2_mul(sv, Uint32(0x58005800))                  # * 128 (exact)
+                    sc.append((_prmt(sv, 0x1010), _prmt(sv, 0x3232)))
+                else:
+                    sc.append(None)
+            acc = [Float32(0.0)] * 8         # two chains (hh = 0, 1) of 4 accumulators
+            for w in range(4):
+                fr = []
+                for r, i in enumerate((i0, i1)):
+                    if i < RPT:
+                        d = _e2m1x8_to_f16x2(Uint32(raw[i, 0, w]))
+                        bs = sc[r][0] if w < 2 else sc[r][1]
+                        fr.append([_f16x2_mul(v, bs) for v in d])
+                    else:
+                        fr.append([Uint32(0)] * 4)
+                for hh in range(2):
+                    k = 2 * w + hh
+                    c = acc[4 * hh: 4 * hh + 4]
+                    d0, d1, d2, d3 = _mma_f16_16816(fr[0][2 * hh], fr[1][2 * hh], fr[0][2 * hh + 1],
+                                                    fr[1][2 * hh + 1], bfr[2 * k], bfr[2 * k + 1],
+                                                    c[0], c[1], c[2], c[3])
+                    acc[4 * hh: 4 * hh + 4] = [d0, d1, d2, d3]
+            dm[i0] = acc[0] + acc[4]
+            if i1 < RPT:
+                dm[i1] = acc[2] + acc[6]
 
     def _decode_add_chunk(self, fmt, rW, acc, gf, scale, d_blk):
         """``acc[e] = fl(gf · decode(chunk)[e]) + acc[e]`` with ``decode`` exactly
@@ -559,7 +901,7 @@ class Mamba2ReplayDecode:
                 elif fmt == "fp8":
                     q.append(lp.fp8_quantize(x, scale, sr, w[i]))
                 else:
-                    q.append(lp.e2m1_code(lp.nvfp4_quantize(x, d, sr, w[i])))
+                    q.append(_e2m1_grid_code(lp.nvfp4_quantize(x, d, sr, w[i])))
             if fmt == "fp16":
                 rW[2 * jq] = lp.pack_f16x2(q[0], q[1]).to(Int32)
                 rW[2 * jq + 1] = lp.pack_f16x2(q[2], q[3]).to(Int32)
@@ -684,18 +1026,75 @@ class Mamba2ReplayDecode:
                                      byte_alignment=16)
         sScal = smem.allocate_tensor(Float32, cute.make_layout((HPC, 4), stride=(4, 1)),
                                      byte_alignment=16)
-        sB = smem.allocate_tensor(Float32, cute.make_layout((cfg.jb, N), stride=(N, 1)),
-                                  byte_alignment=16)
-        sWX = smem.allocate_tensor(Float32, cute.make_layout((cfg.jb, P), stride=(P, 1)),
-                                   byte_alignment=16)
         sRed = smem.allocate_tensor(Float32, cute.make_layout(NT // 32), byte_alignment=16)
         sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * lp.PHILOX_ROUNDS),
                                     byte_alignment=16)
+        # one union buffer: the flush buffers, or the non-flush staging (a CTA is either)
+        uoff, usize = self._ulayout()
+        sU = smem.allocate_tensor(Int32, cute.make_layout(usize // 4), byte_alignment=16)
+
+        def uview(name, dtype, layout):
+            return cute.make_tensor(cute.recast_ptr(sU.iterator + uoff[name] // 4, dtype=dtype),
+                                    layout)
+
+        sB = uview("sB", Float32, cute.make_layout((cfg.jb, N), stride=(N, 1)))
+        sWX = uview("sWX", Float32, cute.make_layout((cfg.jb, P), stride=(P, 1)))
+        sS = None
+        if const_expr(self.flush_impl == 2 and self.needs_gamax):
+            # the fp32 S_new of one head (flush rows, nvfp4 targets): float4 (it, g) of thread t
+            # at row (it*4 + g)*NT + t -> conflict-free 16-byte accesses
+            # (the last chunk stays in registers: NIT - 1 chunks per thread here)
+            sS = uview("sS", Float32, cute.make_layout((max(cfg.nit - 1, 1) * 4 * NT, 4),
+                                                       stride=(4, 1)))
+        sHW = sHS = sXR = None
+        if const_expr(self.flush_impl == 2):
+            wpc = CHUNK * _BITS[self.rec_fmt] // 32
+            V = min(4, wpc)
+            sHW = uview("hw", Int32, cute.make_layout((wpc // V, NT, V), stride=(NT * V, V, 1)))
+            sHS = uview("hs", Int32, cute.make_layout(NT))
+            sXR = uview("xr", self.act_dtype, cute.make_layout((cfg.jb, P), stride=(P, 1)))
+        sSt = sSc = sGs = sDD = sXB = sXZ = None
+        if const_expr(self.snf):
+            WPR = N // 8
+            NB = N // 16
+            LB = max(L - 1, 1)
+            sSt = uview("st", Int32, cute.make_layout((HPC, P, WPR), stride=(P * WPR, WPR, 1)))
+            sSc = uview("sc", Uint8, cute.make_layout((HPC, P, NB), stride=(P * NB, NB, 1)))
+            sGs = uview("gs", Float32, cute.make_layout(HPC))
+            sDD = uview("dd", Float32, cute.make_layout(HPC))
+            sXB = uview("xb", self.act_dtype, cute.make_layout((HPC, LB, P), stride=(LB * P, P, 1)))
+            sXZ = uview("xz", Float32, cute.make_layout((HPC, 2, P), stride=(2 * P, P, 1)))
 
         if const_expr(self.has_idx):
             slot = mIdx[row]
         else:
             slot = row
+        # the row's slot-independent inputs (C, B_cur, dt) are loaded now, in the shadow of the
+        # slot -> cursor load chain
+        grp0 = (hc * HPC) // self.hpg
+        NCL = -(-N // NT)
+        c_pre = cute.make_rmem_tensor((NCL,), Float32)
+        for i in cutlass.range_constexpr(NCL):
+            n = tidx + i * NT
+            if const_expr(N % NT == 0):
+                c_pre[i] = mC[row, grp0, n].to(Float32)
+            else:
+                if n < N:
+                    c_pre[i] = mC[row, grp0, n].to(Float32)
+        NBL = -(-N // 32)
+        b_pre = cute.make_rmem_tensor((NBL,), Float32)
+        for m in cutlass.range_constexpr(NBL):
+            n = lane + 32 * m
+            if const_expr(N % 32 == 0):
+                b_pre[m] = mB[row, grp0, n].to(Float32)
+            else:
+                b_pre[m] = mB[row, grp0, cutlass.min(n, N - 1)].to(Float32)
+        NDT = -(-HPC // 4)
+        dt_pre = cute.make_rmem_tensor((NDT,), Float32)
+        for i in cutlass.range_constexpr(NDT):
+            k = warp + 4 * i
+            if k < HPC:
+                dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
         num_slots = mWPos.shape[0]
         valid = slot != pad_slot_id
         if slot < 0:
@@ -718,21 +1117,44 @@ class Mamba2ReplayDecode:
             head0 = hc * HPC
             group = head0 // self.hpg
 
-            for i in cutlass.range_constexpr(-(-N // NT)):
+            # non-flush rows: the first head's read-copy loads go out now, so that the preamble's
+            # dependent loads and barriers hide their latency (registers: RPT*CN*4 words)
+            TN = cfg.tn
+            raw_l = cute.make_ordered_layout((cfg.rpt, cfg.cn, 4), order=(2, 1, 0))
+            raw = cute.make_rmem_tensor(raw_l, Int32)
+            rsc = cute.make_rmem_tensor((cfg.rpt,), Float32)
+            bsc = cute.make_rmem_tensor((cfg.rpt, cfg.cn), Int32)
+            gsc = cute.make_rmem_tensor((1,), Float32)
+            NXZ = -(-(HPC * (2 if self.has_z else 1) * P) // NT)
+            xzr = cute.make_rmem_tensor((NXZ + 1,), Float32)
+            if not flush:
+                if const_expr(self.snf):
+                    self._snf_issue(mLo if const_expr(self.split) else mHi,
+                                    mLoS if const_expr(self.split) else mHiS,
+                                    mLoG if const_expr(self.split) else mHiG,
+                                    mXBuf, mX, mZ, mD, sSt, sSc, sGs, sXB, xzr, slot, row, head0,
+                                    origin, h, tidx)
+                else:
+                    self._issue_read(mLo if const_expr(self.split) else mHi,
+                                     mLoS if const_expr(self.split) else mHiS,
+                                     mLoG if const_expr(self.split) else mHiG,
+                                     raw, rsc, bsc, gsc, slot, head0, tidx // TN, tidx % TN)
+
+            for i in cutlass.range_constexpr(NCL):
                 n = tidx + i * NT
                 if n < N:
-                    sC[n] = mC[row, group, n].to(Float32)
+                    sC[n] = c_pre[i]
             cute.arch.barrier()
 
             # cb_cur (every warp computes it; warp 0 stores) and the buffered cb_j (non-flush)
             cbc = Float32(0.0)
-            for m in cutlass.range_constexpr(-(-N // 32)):
+            for m in cutlass.range_constexpr(NBL):
                 n = lane + 32 * m
                 if const_expr(N % 32 == 0):
-                    cbc = cbc + mB[row, group, n].to(Float32) * sC[n]
+                    cbc = cbc + b_pre[m] * sC[n]
                 else:
                     if n < N:
-                        cbc = cbc + mB[row, group, n].to(Float32) * sC[n]
+                        cbc = cbc + b_pre[m] * sC[n]
             cbc = cute.arch.warp_reduction(cbc, operator.add)
             if tidx == 0:
                 sCB[LC] = cbc
@@ -761,7 +1183,7 @@ class Mamba2ReplayDecode:
                 k = warp + 4 * i
                 if k < HPC:
                     head = head0 + k
-                    dtv = mDt[row, head].to(Float32)
+                    dtv = dt_pre[i]
                     if const_expr(self.has_dt_bias):
                         dtv = dtv + mDtBias[head].to(Float32)
                     if const_expr(self.dt_softplus):
@@ -801,15 +1223,24 @@ class Mamba2ReplayDecode:
                         sScal[k, 2] = cute.math.exp(dA_cur)
                         mDtBuf[slot, head, phys_cur] = dtv
                         mDABuf[slot, head, phys_cur] = dA_cur
+            if const_expr(self.snf):
+                if not flush:
+                    self._snf_finish(sXZ, sDD, xzr, tidx)
             cute.arch.barrier()
 
             if not flush:
                 self._nonflush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
-                               sC, sCoef, sScal, row, slot, head0, origin, h, tidx)
+                               sC, sCoef, sScal, raw, rsc, bsc, gsc, sSt, sSc, sGs, sDD, sXB, sXZ,
+                               row, slot, head0, origin, h, tidx)
             else:
-                self._flush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
-                            mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot, head0, group,
-                            origin, h, gen, tidx)
+                if const_expr(self.flush_impl == 2):
+                    self._flush2(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                                 mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
+                                 sKey, row, slot, head0, group, origin, h, gen, tidx)
+                else:
+                    self._flush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                                mBBuf, mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot,
+                                head0, group, origin, h, gen, tidx)
 
             # ------------------------------------------------------------ append
             for i in cutlass.range_constexpr(-(-(HPC * P) // NT)):
@@ -845,12 +1276,127 @@ class Mamba2ReplayDecode:
 
     # ---------------------------------------------------------------- non-flush rows
     @cute.jit
+    def _snf_issue(self, mRd: cute.Tensor, mRdS: cute.Tensor, mRdG: cute.Tensor,
+                   mXBuf: cute.Tensor, mX: cute.Tensor, mZ: Optional[cute.Tensor],
+                   mD: Optional[cute.Tensor], sSt: cute.Tensor, sSc: cute.Tensor,
+                   sGs: cute.Tensor, sXB: cute.Tensor, xzr: cute.Tensor, slot: Int32, row: Int32,
+                   head0: Int32, origin: Int32, h: Int32, tidx: Int32):
+        """Staged non-flush read set of every head of the CTA, issued right after the cursors:
+        cp.async (one group) of the state rows (16 B), block-scale rows (N/16 B), global scales
+        (4 B) and the x_j rows j < h (16 B); x, z and D with plain loads into ``xzr`` (stored to
+        smem by :meth:`_snf_finish`: their tensors may be unaligned views). Nothing waits here."""
+        HPC, P, N, L, NT = self.hpc, self.P, self.N, self.L, self.cfg.nt
+        CPR = N // 32                    # 16-byte chunks per state row
+        NB = N // 16                     # scale bytes per row
+        LB = max(L - 1, 1)
+        ab = self.act_dtype.width // 8
+        EPC = 16 // ab                   # act elements per 16-byte chunk
+        CX = P // EPC                    # chunks per x_j row
+        a16 = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
+                                  Int32, num_bits_per_copy=128)
+        asc = cute.make_copy_atom(cpasync.CopyG2SOp(), Uint8, num_bits_per_copy=8 * NB)
+        ags = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+        ax = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
+                                 self.act_dtype, num_bits_per_copy=128)
+        tot = HPC * P * CPR
+        for i in cutlass.range_constexpr(-(-tot // NT)):
+            c = tidx + NT * i
+            k = c // (P * CPR)
+            p = (c // CPR) % P
+            q = c % CPR
+            if const_expr(tot % NT == 0):
+                cute.copy(a16, cute.local_tile(mRd[slot, head0 + k, p, None], (4,), (q,)),
+                          cute.local_tile(sSt[k, p, None], (4,), (q,)))
+            else:
+                if c < tot:
+                    cute.copy(a16, cute.local_tile(mRd[slot, head0 + k, p, None], (4,), (q,)),
+                              cute.local_tile(sSt[k, p, None], (4,), (q,)))
+        for i in cutlass.range_constexpr(-(-(HPC * P) // NT)):
+            c = tidx + NT * i
+            if c < HPC * P:
+                k = c // P
+                p = c % P
+                cute.copy(asc, mRdS[slot, head0 + k, p, None], sSc[k, p, None])
+        if tidx < HPC:
+            cute.copy(ags, cute.local_tile(mRdG[slot, None], (1,), (head0 + tidx,)),
+                      cute.local_tile(sGs, (1,), (tidx,)))
+        totx = HPC * (L - 1) * CX
+        for i in cutlass.range_constexpr(-(-totx // NT)):
+            c = tidx + NT * i
+            k = c // ((L - 1) * CX)
+            j = (c // CX) % (L - 1)
+            q = c % CX
+            if c < totx:
+                if j < h:
+                    cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, self._phys(origin, j),
+                                                        None], (EPC,), (q,)),
+                              cute.local_tile(sXB[k, j, None], (EPC,), (q,)))
+        cute.arch.cp_async_commit_group()
+        NZ = 2 if self.has_z else 1
+        for i in cutlass.range_constexpr(-(-(HPC * NZ * P) // NT)):
+            e = tidx + NT * i
+            if e < HPC * NZ * P:
+                k = e // (NZ * P)
+                w = (e // P) % NZ
+                p = e % P
+                if const_expr(self.has_z):
+                    if w == 0:
+                        xzr[i] = mX[row, head0 + k, p].to(Float32)
+                    else:
+                        xzr[i] = mZ[row, head0 + k, p].to(Float32)
+                else:
+                    xzr[i] = mX[row, head0 + k, p].to(Float32)
+        if const_expr(self.has_D):
+            if tidx < HPC:
+                xzr[xzr.shape[0] - 1] = mD[head0 + tidx].to(Float32)
+
+    def _snf_read(self, sSt, sSc, sGs, raw, bsc, gsc, k, rp, lir):
+        """Head k's read set from the staging buffers (the layout of :meth:`_issue_read`)."""
+        cfg, P = self.cfg, self.P
+        for i in range(cfg.rpt):
+            p = rp + cfg.rpp * i
+            if P % cfg.rpp != 0:
+                p = cutlass.min(p, P - 1)
+            for cc in range(cfg.cn):
+                c = lir + cfg.tn * cc
+                cute.autovec_copy(cute.local_tile(sSt[k, p, None], (4,), (c,)), raw[i, cc, None])
+                b0 = Uint32(sSc[k, p, 2 * c])
+                b1 = Uint32(sSc[k, p, 2 * c + 1])
+                bsc[i, cc] = (b0 | (b1 << Uint32(8))).to(Int32)
+        gsc[0] = sGs[k]
+
+    @cute.jit
+    def _snf_finish(self, sXZ: cute.Tensor, sDD: cute.Tensor, xzr: cute.Tensor, tidx: Int32):
+        """x, z, D (loaded by :meth:`_snf_issue`) to smem; wait for this thread's cp.async group
+        (the barrier that follows makes every thread's copies visible)."""
+        HPC, P, NT = self.hpc, self.P, self.cfg.nt
+        NZ = 2 if self.has_z else 1
+        for i in cutlass.range_constexpr(-(-(HPC * NZ * P) // NT)):
+            e = tidx + NT * i
+            if e < HPC * NZ * P:
+                k = e // (NZ * P)
+                w = (e // P) % NZ
+                p = e % P
+                sXZ[k, w, p] = xzr[i]
+        if const_expr(self.has_D):
+            if tidx < HPC:
+                sDD[tidx] = xzr[xzr.shape[0] - 1]
+        cute.arch.cp_async_wait_group(0)
+
+    @cute.jit
     def _nonflush(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],
                   mOut: cute.Tensor, mHi: cute.Tensor, mHiS: Optional[cute.Tensor],
                   mHiG: Optional[cute.Tensor], mLo: Optional[cute.Tensor],
                   mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor,
-                  sC: cute.Tensor, sCoef: cute.Tensor, sScal: cute.Tensor, row: Int32,
+                  sC: cute.Tensor, sCoef: cute.Tensor, sScal: cute.Tensor, raw: cute.Tensor,
+                  rsc: cute.Tensor, bsc: cute.Tensor, gsc: cute.Tensor,
+                  sSt: Optional[cute.Tensor], sSc: Optional[cute.Tensor],
+                  sGs: Optional[cute.Tensor], sDD: Optional[cute.Tensor],
+                  sXB: Optional[cute.Tensor], sXZ: Optional[cute.Tensor], row: Int32,
                   slot: Int32, head0: Int32, origin: Int32, h: Int32, tidx: Int32):
+        """Non-flush rows. ``raw``/``rsc``/``bsc``/``gsc``: the first head's read-copy load set,
+        issued by the caller before the preamble; with staging (``self.snf``) every head's read
+        set, x_j, x, z and D are in smem instead (sSt ... sXZ)."""
         cfg = self.cfg
         P, L, R = self.P, self.L, self.R
         TN, CN, RPP, RPT, MJ, VEC = cfg.tn, cfg.cn, cfg.rpp, cfg.rpt, cfg.mj, cfg.vec
@@ -864,35 +1410,47 @@ class Mamba2ReplayDecode:
         rp = tidx // TN                 # row in pass
         # C at this lane's columns, fp32 registers (once per CTA)
         creg = cute.make_rmem_tensor((CN * VEC,), Float32)
-        for cc in cutlass.range_constexpr(CN):
-            for e in cutlass.range_constexpr(VEC):
-                creg[cc * VEC + e] = sC[(lir + TN * cc) * VEC + e]
-        # per-head load set: state words, fp8 row scales / nvfp4 block-scale byte pairs, global
+        bfr = cute.make_rmem_tensor((16,), Int32)
+        cpow = Float32(1.0)               # mma path: 2^(7 - s), see _mma_b_frags
+        if const_expr(self.mma):
+            cpow = self._mma_b_frags(sC, bfr, lir)
+        else:
+            for cc in cutlass.range_constexpr(CN):
+                for e in cutlass.range_constexpr(VEC):
+                    creg[cc * VEC + e] = sC[(lir + TN * cc) * VEC + e]
+        # per-head load set (state words, fp8 row scales / nvfp4 block-scale byte pairs, global
+        # scale): head 0's is in raw/rsc/bsc/gsc already
         raw_l = cute.make_ordered_layout((RPT, CN, 4), order=(2, 1, 0))
-        raw = cute.make_rmem_tensor(raw_l, Int32)
-        rsc = cute.make_rmem_tensor((RPT,), Float32)
-        bsc = cute.make_rmem_tensor((RPT, CN), Int32)
-        gsc = cute.make_rmem_tensor((1,), Float32)
         pf = self.prefetch
         if const_expr(pf):
             raw2 = cute.make_rmem_tensor(raw_l, Int32)
             rsc2 = cute.make_rmem_tensor((RPT,), Float32)
             bsc2 = cute.make_rmem_tensor((RPT, CN), Int32)
             gsc2 = cute.make_rmem_tensor((1,), Float32)
-            self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head0, rp, lir)
+        # the row this lane ends up storing after the transposed reduction (static per lane)
+        myrow, mywr = _rows_lane_row(RPT, TN, lir)
+        my_store = mywr & (myrow < Int32(RPT))
+        if const_expr(P % RPP != 0):
+            my_store = my_store & (rp + RPP * myrow < Int32(P))
         for k in cutlass.range(self.hpc, unroll=1):
             head = _opaque_i32(head0 + k)
             gam = sScal[k, 0]
             ccur = sScal[k, 1]
             # ---- every state load of the head (or of the next head, prefetched) first
-            if const_expr(pf):
-                nxt = _opaque_i32(head0 + cutlass.min(k + 1, self.hpc - 1))
-                self._issue_read(mRd, mRdS, mRdG, raw2, rsc2, bsc2, gsc2, slot, nxt, rp, lir)
+            if const_expr(self.snf):
+                self._snf_read(sSt, sSc, sGs, raw, bsc, gsc, k, rp, lir)
+            elif const_expr(pf):
+                if k + 1 < self.hpc:
+                    nxt = _opaque_i32(head0 + k + 1)
+                    self._issue_read(mRd, mRdS, mRdG, raw2, rsc2, bsc2, gsc2, slot, nxt, rp, lir)
             else:
-                self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir)
+                if k > 0:
+                    self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir)
             sblk = cute.make_rmem_tensor((RPT, CN, 2), Float32)
             hsc = gam
-            if const_expr(fmt == "nvfp4"):
+            if const_expr(self.mma):
+                hsc = gam * (gsc[0] * cpow)
+            elif const_expr(fmt == "nvfp4"):
                 hsc = gam * (gsc[0] * Float32(16384.0))
                 for i in cutlass.range_constexpr(RPT):
                     for cc in cutlass.range_constexpr(CN):
@@ -915,39 +1473,53 @@ class Mamba2ReplayDecode:
                         p = rp + RPP * i
                         if const_expr(P % RPP != 0):
                             p = cutlass.min(p, P - 1)
-                        xj[i, mm] = lp.sel_f32(j < h, mXBuf[slot, head, ph, p].to(Float32),
-                                               Float32(0.0))
+                        if const_expr(self.snf):
+                            xv = sXB[k, cutlass.min(j, max(L - 2, 0)), p].to(Float32)
+                        else:
+                            xv = mXBuf[slot, head, ph, p].to(Float32)
+                        xj[i, mm] = lp.sel_f32(j < h, xv, Float32(0.0))
                 for i in cutlass.range_constexpr(RPT):
                     for mm in cutlass.range_constexpr(MG):
                         ybuf[i] = ybuf[i] + cf[mm] * xj[i, mm]
-            xc = cute.make_rmem_tensor((RPT,), Float32)
-            zc = cute.make_rmem_tensor((RPT,), Float32)
-            for i in cutlass.range_constexpr(RPT):
-                p = rp + RPP * i
-                if const_expr(P % RPP != 0):
-                    p = cutlass.min(p, P - 1)
-                xc[i] = mX[row, head, p].to(Float32)
+            # x / z of the one row this lane stores (see _rows_reduce), loaded before the math
+            prow = rp + RPP * cutlass.min(myrow, Int32(RPT - 1))
+            if const_expr(P % RPP != 0):
+                prow = cutlass.min(prow, P - 1)
+            zmy = Float32(0.0)
+            if const_expr(self.snf):
+                xmy = sXZ[k, 0, prow]
                 if const_expr(self.has_z):
-                    zc[i] = mZ[row, head, p].to(Float32)
+                    zmy = sXZ[k, 1, prow]
+            else:
+                xmy = mX[row, head, prow].to(Float32)
+                if const_expr(self.has_z):
+                    zmy = mZ[row, head, prow].to(Float32)
             dsk = Float32(0.0)
             if const_expr(self.has_D):
-                dsk = mD[head].to(Float32)
-            # ---- math: partial row sums, one butterfly per row over the TN lanes
-            part = cute.make_rmem_tensor((RPT,), Float32)
+                if const_expr(self.snf):
+                    dsk = sDD[k]
+                else:
+                    dsk = mD[head].to(Float32)
+            # ---- math: partial row sums, reduced over the TN lanes of a row (transposed)
+            dm = cute.make_rmem_tensor((RPT,), Float32)
+            if const_expr(self.mma):
+                self._mma_rows(raw, bsc, bfr, dm)
+            ys = []
             for i in cutlass.range_constexpr(RPT):
                 sc = hsc
                 if const_expr(fmt == "fp8"):
                     sc = gam * rsc[i]
-                y = self._read_row_dot(raw, i, creg, sblk) * sc + ybuf[i]
-                part[i] = cute.arch.warp_reduction(y, operator.add, threads_in_group=TN)
-            if lir == 0:
-                for i in cutlass.range_constexpr(RPT):
-                    p = rp + RPP * i
-                    if p < P:
-                        y = part[i] + (ccur + dsk) * xc[i]
-                        if const_expr(self.has_z):
-                            y = _silu_gate(y, zc[i])
-                        mOut[row, head, p] = y.to(self.act_dtype)
+                if const_expr(self.mma):
+                    # the state dot of the whole row is in every lane of the row: lane 0 adds it
+                    ys.append(lp.sel_f32(lir == 0, dm[i] * sc, Float32(0.0)) + ybuf[i])
+                else:
+                    ys.append(self._read_row_dot(raw, i, creg, sblk) * sc + ybuf[i])
+            tot, _ = _rows_reduce(ys, TN, lir)
+            if my_store:
+                y = tot + (ccur + dsk) * xmy
+                if const_expr(self.has_z):
+                    y = _silu_gate(y, zmy)
+                mOut[row, head, prow] = y.to(self.act_dtype)
             if const_expr(pf):
                 raw.store(raw2.load())
                 rsc.store(rsc2.load())
@@ -1088,6 +1660,358 @@ class Mamba2ReplayDecode:
                         if const_expr(fmt == "nvfp4"):
                             mSc[slot_i, head_i, r, cbi] = sc.to(Uint8)
 
+    # ---------------------------------------------------------------- flush rows, v2
+    @cute.jit
+    def _encode_nvfp4_rn(self, acc: cute.Tensor, s_glob: Float32, rW: cute.Tensor,
+                         scb: cute.Tensor):
+        """nvfp4 RN encode of one 16-element block ``acc`` (= ``_encode_chunk('nvfp4', False)``,
+        bit for bit): rW[0:2] the packed codes, scb[0] the block-scale byte.
+
+        Fast path (every block of sane data): ``d = s_blk·s_glob`` in [2^-60, 2^60] and no inf in
+        the block. Then ``q = x/d`` comes from the ``div.rn.f32`` fast-path sequence with the
+        reciprocal hoisted out of the element loop (:func:`_rcp_nv` once, 3 FMA-pipe ops per
+        element, :func:`_div_nv`), and the code straight from q (:func:`_e2m1_rn_code`). Where the
+        code depends on q's value (|x/d| >= 1/4, q <= ~9.6 for finite data), x, q and the
+        remainder are normal numbers (|x| >= 2^-62, |rem| >= 2^-109): the range where the fast path
+        is the correctly rounded quotient (ptxas' FCHK passes it). Below 1/4 the code is 0 | sign
+        whatever the last bits of q (tiny / subnormal x included), and the sign is taken from x.
+        Otherwise (inf in the block, extreme scales) the exact per-element path of v1."""
+        a = _absmax16(acc)
+        s_blk = lp.nvfp4_block_scale(a, s_glob)
+        d = lp.mul_rn(s_blk, s_glob)
+        scb[0] = (lp.pack_e4m3x4(s_blk, 0.0, 0.0, 0.0) & Uint32(0xFF)).to(Int32)
+        fast = d >= Float32(2.0 ** -60)
+        if a >= Float32(lp.FLT_MAX):
+            fast = Boolean(False)
+        if d > Float32(2.0 ** 60):
+            fast = Boolean(False)
+        if fast:
+            r1 = _rcp_nv(d)
+            nd = -d
+            nib0 = Uint32(0)
+            nib1 = Uint32(0)
+            for e in cutlass.range_constexpr(CHUNK):
+                c = _e2m1_rn_code(_div_nv(acc[e], r1, nd), acc[e])
+                if const_expr(e < 8):
+                    nib0 = nib0 | (c << Uint32(4 * e))
+                else:
+                    nib1 = nib1 | (c << Uint32(4 * (e - 8)))
+            rW[0] = nib0.to(Int32)
+            rW[1] = nib1.to(Int32)
+        else:
+            nib0 = Uint32(0)
+            nib1 = Uint32(0)
+            for e in cutlass.range_constexpr(CHUNK):
+                c = _e2m1_grid_code(lp.nvfp4_quantize(acc[e], d, False, None))
+                if const_expr(e < 8):
+                    nib0 = nib0 | (c << Uint32(4 * e))
+                else:
+                    nib1 = nib1 | (c << Uint32(4 * (e - 8)))
+            rW[0] = nib0.to(Int32)
+            rW[1] = nib1.to(Int32)
+
+    @cute.jit
+    def _encode_fp8_rn(self, acc: cute.Tensor, rW: cute.Tensor, scf: cute.Tensor):
+        """fp8 RN encode of one 16-element chunk (= ``_encode_chunk('fp8', False)``, bit for bit;
+        warp-collective: the row amax is reduced over the CB lanes of the row): rW[0:4] the e4m3
+        bytes, scf[0] the row scale. Fast path as :meth:`_encode_nvfp4_rn`: scale in [2^-60, 2^60]
+        and no inf in the row -> ``x/scale`` by the ``div.rn.f32`` fast-path sequence (exact where
+        the rounding depends on it: |x/scale| >= 2^-11, the e4m3 RN tiny threshold being 2^-10),
+        the sign of zero taken from x; else ``div.rn.f32``."""
+        a = _absmax16(acc)
+        a = _row_reduce(a, lp.fmax_nq, self.cfg.cb, self.cfg.rw)
+        scale = lp.fp8_row_scale(a)
+        scf[0] = scale
+        qv = cute.make_rmem_tensor((CHUNK,), Float32)
+        fast = scale >= Float32(2.0 ** -60)
+        if a >= Float32(lp.FLT_MAX):
+            fast = Boolean(False)
+        if scale > Float32(2.0 ** 60):
+            fast = Boolean(False)
+        if fast:
+            r1 = _rcp_nv(scale)
+            nd = -scale
+            for e in cutlass.range_constexpr(CHUNK):
+                q = _div_nv(acc[e], r1, nd)
+                qv[e] = lp.bits_f32((lp.f32_bits(q) & Uint32(0x7FFFFFFF))
+                                    | (lp.f32_bits(acc[e]) & Uint32(0x80000000)))
+        else:
+            for e in cutlass.range_constexpr(CHUNK):
+                qv[e] = lp._safe_div(acc[e], scale)
+        for jq in cutlass.range_constexpr(4):
+            q = [lp.round_to_grid(qv[4 * jq + i], "e4m3", False) for i in range(4)]
+            rW[jq] = lp.pack_e4m3x4(q[0], q[1], q[2], q[3]).to(Int32)
+
+    @cute.jit
+    def _encode_store(self, second: cutlass.Constexpr, acc: cute.Tensor, qc: Int32, r: Int32,
+                      cbi: Int32, vq: Boolean, slot: Int32, head: Int32, w3_hi: Uint32,
+                      w3_lo: Uint32, sKey: cute.Tensor, s_glob: Float32, mHi: cute.Tensor,
+                      mHiS: Optional[cute.Tensor], mLo: Optional[cute.Tensor],
+                      mLoS: Optional[cute.Tensor]):
+        """Encode chunk ``acc`` into the flush targets of pass 1 (``second`` False) or pass 2 and
+        store them (row r, chunk-in-row cbi; only when ``vq``). Several targets are encoded one
+        after the other (``_dep_f32`` chain: one working set at a time)."""
+        targets = self.flush_p2 if const_expr(second) else self.flush_p1
+        tok = None
+        for fmt, sr, stream in targets:
+            if const_expr(tok is not None):
+                for e in cutlass.range_constexpr(CHUNK):
+                    acc[e] = _dep_f32(acc[e], tok)
+            mDat = mHi if const_expr(stream == 0) else mLo
+            mSc = mHiS if const_expr(stream == 0) else mLoS
+            wpc = CHUNK * _BITS[fmt] // 32
+            rW = cute.make_rmem_tensor((wpc,), Int32)
+            scb = cute.make_rmem_tensor((1,), Int32)
+            scf = cute.make_rmem_tensor((1,), Float32)
+            sc = None
+            if const_expr(fmt == "nvfp4" and not sr):
+                self._encode_nvfp4_rn(acc, s_glob, rW, scb)
+            elif const_expr(fmt == "fp8" and not sr):
+                self._encode_fp8_rn(acc, rW, scf)
+                sc = scf[0]
+            else:
+                sc = self._encode_chunk(fmt, sr, acc, qc, head, slot,
+                                        w3_hi if stream == 0 else w3_lo, sKey, s_glob, rW)
+            tok = rW[wpc - 1]
+            if vq:
+                gD = cute.local_tile(mDat[slot, head, r, None], (wpc,), (cbi,))
+                cute.autovec_copy(rW, gD)
+                if const_expr(fmt == "fp8"):
+                    if cbi == 0:
+                        mSc[slot, head, r] = sc
+                if const_expr(fmt == "nvfp4"):
+                    if const_expr(sr):
+                        mSc[slot, head, r, cbi] = sc.to(Uint8)
+                    else:
+                        mSc[slot, head, r, cbi] = scb[0].to(Uint8)
+
+    @cute.jit
+    def _cpa_hi_chunk(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], sHW: cute.Tensor,
+                      sHS: cute.Tensor, slot: Int32, head: Int32, r: Int32, cbi: Int32,
+                      tidx: Int32):
+        """cp.async of hi chunk (row r, chunk-in-row cbi) into this thread's landing slot: the
+        words (16-byte vectors, 8 bytes for nvfp4), the fp8 row scale / the aligned 4-byte word
+        that holds the nvfp4 block-scale byte. Not committed here."""
+        fmt = self.rec_fmt
+        wpc = CHUNK * _BITS[fmt] // 32
+        V = min(4, wpc)
+        if const_expr(V == 4):
+            a = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
+                                    Int32, num_bits_per_copy=128)
+        else:
+            a = cute.make_copy_atom(cpasync.CopyG2SOp(), Int32, num_bits_per_copy=32 * V)
+        for g in cutlass.range_constexpr(wpc // V):
+            cute.copy(a, cute.local_tile(mHi[slot, head, r, None], (V,), (cbi * (wpc // V) + g,)),
+                      sHW[g, tidx, None])
+        if const_expr(fmt == "fp8"):
+            a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+            cute.copy(a4, cute.local_tile(mHiS[slot, head, None], (1,), (r,)),
+                      cute.local_tile(cute.make_tensor(cute.recast_ptr(sHS.iterator,
+                                                                       dtype=Float32),
+                                                       sHS.layout), (1,), (tidx,)))
+        if const_expr(fmt == "nvfp4"):
+            a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Uint8, num_bits_per_copy=32)
+            cute.copy(a4, cute.local_tile(mHiS[slot, head, r, None], (4,), (cbi // 4,)),
+                      cute.local_tile(cute.make_tensor(cute.recast_ptr(sHS.iterator, dtype=Uint8),
+                                                       cute.make_layout(4 * self.cfg.nt)),
+                                      (4,), (tidx,)))
+
+    @cute.jit
+    def _cpa_xrows(self, mXBuf: cute.Tensor, sXR: cute.Tensor, slot: Int32, head: Int32,
+                   origin: Int32, h: Int32, tidx: Int32):
+        """cp.async of one head's x_j rows (j < h) into sXR (thread's share; not committed)."""
+        JB, P, NT = self.cfg.jb, self.P, self.cfg.nt
+        EPC = 128 // self.act_dtype.width
+        CX = P // EPC
+        a = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
+                                self.act_dtype, num_bits_per_copy=128)
+        for i in cutlass.range_constexpr(-(-(JB * CX) // NT)):
+            c = tidx + NT * i
+            jj = c // CX
+            q = c % CX
+            if jj < h:                   # (h <= JB)
+                cute.copy(a, cute.local_tile(mXBuf[slot, head, self._phys(origin, jj), None],
+                                             (EPC,), (q,)),
+                          cute.local_tile(sXR[jj, None], (EPC,), (q,)))
+
+    @cute.jit
+    def _flush2(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],
+                mOut: cute.Tensor, mHi: cute.Tensor, mHiS: Optional[cute.Tensor],
+                mHiG: Optional[cute.Tensor], mLo: Optional[cute.Tensor],
+                mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor,
+                mBBuf: cute.Tensor, mSeed: Optional[cute.Tensor], sC: cute.Tensor,
+                sB: cute.Tensor, sWX: cute.Tensor, sS: Optional[cute.Tensor],
+                sHW: cute.Tensor, sHS: cute.Tensor, sXR: cute.Tensor,
+                sCoef: cute.Tensor, sScal: cute.Tensor, sRed: cute.Tensor, sKey: cute.Tensor,
+                row: Int32, slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32,
+                gen: Int32, tidx: Int32):
+        """Flush rows, single fold pass (one staging round, NJB == 1). Per head: sWX from the
+        x_j rows that cp.async brought in during the previous head; per chunk: fold, + the
+        decayed hi chunk (cp.async'ed into this thread's landing slot during the previous chunk:
+        software pipeline over chunks and heads, no registers held), output, then the targets
+        that need no matrix amax are encoded and stored at once; with nvfp4 targets the fp32
+        chunk also goes to smem (sS) and, after the CTA amax, a second loop encodes it from
+        there -- the fold runs once."""
+        cfg = self.cfg
+        NT, CB, NIT, RW, RPF, P, N = cfg.nt, cfg.cb, cfg.nit, cfg.rw, cfg.rpf, self.P, self.N
+        HPC, JB = self.hpc, cfg.jb
+        NXW = -(-(JB * P) // NT)
+        V = min(4, CHUNK * _BITS[self.rec_fmt] // 32)
+        warp = tidx // 32
+        lane = tidx % 32
+        cbi = lane // RW                 # chunk-in-row of every chunk this thread owns
+        rrow = warp * RW + lane % RW     # its row within a pass of RPF rows
+        fmt_hi = self.rec_fmt
+        wpc_hi = CHUNK * _BITS[fmt_hi] // 32
+        if const_expr(self.any_sr):
+            # Philox key schedule once per CTA (visible after the first barrier of the head loop)
+            if tidx < lp.PHILOX_ROUNDS:
+                k0, k1 = lp.sr_key_from_seed(mSeed[0])
+                for rr in cutlass.range_constexpr(1, lp.PHILOX_ROUNDS):
+                    if tidx == rr:
+                        k0 = k0 + Uint32((rr * lp.PHILOX_W0) & 0xFFFFFFFF)
+                        k1 = k1 + Uint32((rr * lp.PHILOX_W1) & 0xFFFFFFFF)
+                sKey[2 * tidx] = Int32(k0)
+                sKey[2 * tidx + 1] = Int32(k1)
+        w3_hi = lp.sr_counter_word3(0, gen)
+        w3_lo = lp.sr_counter_word3(1, gen)
+        # first copies out: x_j rows and hi chunk 0 of the first head
+        self._cpa_xrows(mXBuf, sXR, slot, head0, origin, h, tidx)
+        r0 = rrow
+        if const_expr(not cfg.full):
+            r0 = cutlass.min(r0, P - 1)
+        self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, slot, head0, r0, cbi, tidx)
+        cute.arch.cp_async_commit_group()
+        hw = cute.make_rmem_tensor((wpc_hi,), Int32)
+        # the group's B entries once per CTA
+        for it in cutlass.range(-(-(JB * N) // NT), unroll=4):
+            idx = tidx + it * NT
+            jj = idx // N
+            n = idx % N
+            if jj < h:                   # h <= hm = jb here
+                sB[jj, n] = mBBuf[slot, group, self._phys(origin, jj), n].to(Float32)
+        dsk = Float32(0.0)
+        for k in cutlass.range(HPC, unroll=1):
+            head = _opaque_i32(head0 + k)
+            gf = sScal[k, 0]
+            ccur = sScal[k, 1]
+            gout = sScal[k, 2]
+            if const_expr(self.has_D):
+                dsk = mD[head].to(Float32)
+            hig = Float32(0.0)           # the hi global scale before this flush rewrites it
+            if const_expr(fmt_hi == "nvfp4"):
+                hig = mHiG[slot, head]
+            cute.arch.cp_async_wait_group(0)   # this head's x_j rows (and hi chunk 0) landed
+            cute.arch.barrier()          # ... for every thread; sWX / sRed of the previous head
+            for i in cutlass.range_constexpr(NXW):  # are consumed
+                idx = tidx + i * NT
+                jj = idx // P
+                p = idx % P
+                if jj < h:
+                    sWX[jj, p] = sCoef[k, jj] * sXR[jj, p].to(Float32)
+            cute.arch.barrier()          # (sXR free again: the next head's rows may come in)
+            acc = cute.make_rmem_tensor((CHUNK,), Float32)
+            amax = Float32(0.0)
+            s_glob = Float32(0.0)
+            for it in cutlass.range(NIT, unroll=1):
+                # per-chunk copies of the indices (see v1): addresses recomputed per chunk
+                slot_i = _dep_i32(slot, it)
+                head_i = _dep_i32(head, it)
+                r = rrow + it * RPF
+                vq = r < P
+                if const_expr(not cfg.full):
+                    r = cutlass.min(r, P - 1)
+                qc = r * CB + cbi        # chunk id: elements 16qc .. 16qc+15 of the P x N matrix
+                # ---- fold: sum_j fma(w_j x_j[r], B_j[16 cbi + e]) from 0, then the decayed hi
+                for e in cutlass.range_constexpr(CHUNK):
+                    acc[e] = Float32(0.0)
+                bj = cute.make_rmem_tensor((CHUNK,), Float32)
+                for j in cutlass.range(h, unroll=1):
+                    wx = sWX[j, r]
+                    cute.autovec_copy(cute.local_tile(sB[j, None], (CHUNK,), (cbi,)), bj)
+                    for e in cutlass.range_constexpr(CHUNK):
+                        acc[e] = _fma_rn(wx, bj[e], acc[e])
+                # + the decayed checkpoint (this chunk's hi: cp.async issued one chunk ago)
+                cute.arch.cp_async_wait_group(0)
+                for g in cutlass.range_constexpr(wpc_hi // V):
+                    cute.autovec_copy(sHW[g, tidx, None], cute.local_tile(hw, (V,), (g,)))
+                hsw = sHS[tidx]
+                d_blk = Float32(0.0)
+                if const_expr(fmt_hi == "nvfp4"):
+                    sbyte = (Uint32(hsw) >> (Uint32(8) * Uint32(cbi % 4))) & Uint32(0xFF)
+                    d_blk = lp.mul_rn(lp.e4m3_byte_to_f32(sbyte), hig)
+                self._decode_add_chunk(fmt_hi, hw, acc, gf, lp.bits_f32(Uint32(hsw)), d_blk)
+                # ---- output from the fp32 fold
+                cj = cute.make_rmem_tensor((CHUNK,), Float32)
+                cute.autovec_copy(cute.local_tile(sC, (CHUNK,), (cbi,)), cj)
+                y = Float32(0.0)
+                for e in cutlass.range_constexpr(CHUNK):
+                    y = y + acc[e] * cj[e]
+                y = _row_reduce(y, operator.add, CB, RW)
+                if vq:
+                    if cbi == 0:
+                        xv = mX[row, head_i, r].to(Float32)
+                        yo = gout * y + (ccur + dsk) * xv
+                        if const_expr(self.has_z):
+                            yo = _silu_gate(yo, mZ[row, head_i, r].to(Float32))
+                        mOut[row, head_i, r] = yo.to(self.act_dtype)
+                if const_expr(self.needs_gamax):
+                    # rows past P (clamped duplicates) hold a valid row's values: amax unchanged
+                    amax = lp.fmax_nq(amax, _absmax16(acc))
+                    if it < NIT - 1:     # the last chunk stays in registers (acc)
+                        for g in cutlass.range_constexpr(4):
+                            cute.autovec_copy(cute.local_tile(acc, (4,), (g,)),
+                                              sS[(it * 4 + g) * NT + tidx, None])
+                # ---- encode + store the targets that need no matrix amax
+                if const_expr(len(self.flush_p1) > 0):
+                    self._encode_store(False, acc, qc, r, cbi, vq, slot_i, head_i, w3_hi, w3_lo,
+                                       sKey, s_glob, mHi, mHiS, mLo, mLoS)
+                # ---- cp.async of the next chunk's hi (in flight during its fold), and after the
+                # last chunk of a head the next head's x_j rows
+                wrap = it + 1 >= NIT
+                nit = _sel_i32(wrap, Int32(0), it + 1)
+                nk = k + _sel_i32(wrap, Int32(1), Int32(0))
+                if nk < HPC:
+                    rn = rrow + nit * RPF
+                    if const_expr(not cfg.full):
+                        rn = cutlass.min(rn, P - 1)
+                    hn = _opaque_i32(head0 + nk)
+                    self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, _dep_i32(slot, it), hn, rn, cbi,
+                                       tidx)
+                    if wrap:
+                        self._cpa_xrows(mXBuf, sXR, _dep_i32(slot, it), hn, origin, h, tidx)
+                cute.arch.cp_async_commit_group()
+            if const_expr(self.needs_gamax):
+                amax = cute.arch.warp_reduction(amax, lp.fmax_nq)
+                if lane == 0:
+                    sRed[warp] = amax
+                cute.arch.barrier()
+                amax = sRed[0]
+                for w in cutlass.range_constexpr(1, NT // 32):
+                    amax = lp.fmax_nq(amax, sRed[w])
+                s_glob = lp.nvfp4_global_scale(amax)
+                if tidx == 0:
+                    if const_expr(self.rec_fmt == "nvfp4"):
+                        mHiG[slot, head] = s_glob
+                    if const_expr(self.split and self.read_fmt == "nvfp4"):
+                        mLoG[slot, head] = s_glob
+                # the last chunk first (still in acc), then the others from smem
+                for it2 in cutlass.range(NIT, unroll=1):
+                    it = _sel_i32(it2 == 0, Int32(NIT - 1), it2 - 1)
+                    slot_i = _dep_i32(slot, it2)
+                    head_i = _dep_i32(head, it2)
+                    r = rrow + it * RPF
+                    vq = r < P
+                    if const_expr(not cfg.full):
+                        r = cutlass.min(r, P - 1)
+                    qc = r * CB + cbi
+                    if it2 > 0:
+                        for g in cutlass.range_constexpr(4):
+                            cute.autovec_copy(sS[(it * 4 + g) * NT + tidx, None],
+                                              cute.local_tile(acc, (4,), (g,)))
+                    self._encode_store(True, acc, qc, r, cbi, vq, slot_i, head_i, w3_hi, w3_lo,
+                                       sKey, s_glob, mHi, mHiS, mLo, mLoS)
+
 
 # --------------------------------------------------------------------------------------
 # compile (tensor-free, cached) and launch
@@ -1097,7 +2021,8 @@ _CACHE = KernelCache("mamba2_replay")
 
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
-             dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None):
+             dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
+             flush_impl=None, nonflush_mma=None, staged=None):
     pair = parse_pair(pair_name)
     kw = dict(
         pair=pair.name, act_dtype=dtype_name(act_dtype), dt_dtype=dtype_name(dt_dtype),
@@ -1107,6 +2032,9 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         has_state_batch_indices=bool(has_idx),
         prefetch=None if prefetch is None else bool(prefetch),
         min_blocks_per_mp=None if min_blocks_per_mp is None else int(min_blocks_per_mp),
+        flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
+        nonflush_mma=_nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma),
+        staged=_staged_default() if staged is None else bool(staged),
     )
     key = ("mamba2_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
@@ -1122,7 +2050,8 @@ def _fake_copy(fmt: str, slots, H: int, P: int, N: int):
         scale = f(Float32, (slots, H, P), ("dyn", P, 1), align_bytes=4)
     elif fmt == "nvfp4":
         nb = N // CHUNK
-        scale = f(Uint8, (slots, H, P, nb), (("dyn", 2), P * nb, nb, 1), align_bytes=2)
+        al = min(16, nb & -nb)           # a row of block scales is one cp.async (staged path)
+        scale = f(Uint8, (slots, H, P, nb), (("dyn", al), P * nb, nb, 1), align_bytes=al)
         gscale = f(Float32, (slots, H), ("dyn", 1), align_bytes=4)
     return data, scale, gscale
 
@@ -1151,7 +2080,10 @@ def _fake_args(op: Mamba2ReplayDecode):
     lo = lo_s = lo_g = None
     if op.split:
         lo, lo_s, lo_g = _fake_copy(op.read_fmt, slots, H, P, N)
-    x_buf = f(at, (slots, H, R, P), ("dyn", R * P, P, 1))
+    ab = op.act_dtype.width // 8
+    x_buf = f(at, (slots, H, R, P), (("dyn", 16 // ab), R * P, P, 1), align_bytes=16)
+    if (P * ab) % 16:
+        x_buf = f(at, (slots, H, R, P), ("dyn", R * P, P, 1))
     B_buf = f(at, (slots, G, R, N), ("dyn", R * N, N, 1))
     dt_buf = f(Float32, (slots, H, R), ("dyn", R, 1))
     dA_buf = f(Float32, (slots, H, R), ("dyn", R, 1))
@@ -1171,7 +2103,10 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           heads_per_cta: int, has_state_batch_indices: bool = True,
                           prefetch: Optional[bool] = None,
                           min_blocks_per_mp: Optional[int] = None,
-                          dump: Optional["common.dump_ptx"] = None) -> CompiledKernel:
+                          dump: Optional["common.dump_ptx"] = None,
+                          flush_impl: Optional[int] = None,
+                          nonflush_mma: Optional[bool] = None,
+                          staged: Optional[bool] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -1181,11 +2116,15 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     (non-flush rows load the next head's read copy before reducing the current one; default: on for
     nvfp4 / fp8 read copies when ``heads_per_cta > 1``) and ``min_blocks_per_mp`` (``.minnctapersm``
     occupancy hint = register cap for ptxas; 0 = ptxas' choice; None = :func:`default_min_blocks_per_mp`).
-    With ``dump`` the compile bypasses the cache."""
+    Implementation switches (part of the key; None = the env default): ``flush_impl`` 2 (single
+    fold pass, default; ``REPLAYSSM_M2_FLUSH``) or 1 (the original two-pass flush), ``staged``
+    (nvfp4 non-flush read sets staged in smem by cp.async; ``REPLAYSSM_M2_STAGED``),
+    ``nonflush_mma`` (nvfp4 non-flush dots on the tensor cores with 16-bit acts;
+    ``REPLAYSSM_M2_MMA``). With ``dump`` the compile bypasses the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
-                       min_blocks_per_mp)
+                       min_blocks_per_mp, flush_impl, nonflush_mma, staged)
 
     def build() -> CompiledKernel:
         op = Mamba2ReplayDecode(**kw)
@@ -1236,14 +2175,18 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
                               dt_softplus: bool = True, state_batch_indices=None,
                               pad_slot_id: int = -1, out=None, heads_per_cta: Optional[int] = None,
                               prefetch: Optional[bool] = None,
-                              min_blocks_per_mp: Optional[int] = None):
+                              min_blocks_per_mp: Optional[int] = None,
+                              flush_impl: Optional[int] = None, staged: Optional[bool] = None,
+                              nonflush_mma: Optional[bool] = None):
     """One ReplaySSM decode step of a :class:`replayssm_lp.Mamba2ReplayCache` on CUDA tensors
     (inputs validated by the torch layer: x, z, out [batch, H, P] act dtype; dt [batch, H] fp32 or
     act; A, D, dt_bias [H] fp32; B, C [batch, G, N] act; ``state_batch_indices`` int32 [batch] or
     None = row i -> slot i). Updates the cache (flush rows: hi/lo, scales, flush_count; every valid
     row: its buffer entry and cursors) and writes ``out``. Allocates no device memory, no host sync;
     launches on the current torch stream (CUDA-graph capturable once compiled: warm every
-    heads_per_cta variant up before capture). Returns ``out``."""
+    heads_per_cta variant up before capture). Returns ``out``. ``flush_impl`` / ``staged`` /
+    ``nonflush_mma``: implementation switches (None = the defaults, env-overridable; see
+    :func:`compile_mamba2_replay`)."""
     batch, H, P = x.shape
     if out is None:
         out = x.new_empty(x.shape)
@@ -1256,7 +2199,8 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
     k = compile_mamba2_replay(pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
                               D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, state_batch_indices is not None, prefetch,
-                              min_blocks_per_mp)
+                              min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
+                              staged=staged)
     hi = _copy_args(cache.hi, pair.rec_fmt)
     lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
     op = k.meta["op"]

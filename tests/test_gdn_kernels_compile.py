@@ -4,10 +4,13 @@
   given gates, at (H, HV, K, V) = (2, 4, 128, 128) with bf16 activations: the state moves with
   128-bit loads and stores only, no local memory;
 * ReplaySSM decode (cute_kernels.gdn_replay): every precision pair
-  (``precision_pairs(include_extra=True)``), same shape, L = 16: 128-bit (nvfp4: 64-bit) read-copy
-  loads, no local memory in the PTX.
+  (``precision_pairs(include_extra=True)``), same shape, L = 16, both implementations:
+  v2 (default: tensor-core read dot for fp16 / bf16 / fp8 / nvfp4 read copies, 3xTF32 chunked
+  fold) and v1 (the previous kernel, kept selectable with REPLAYSSM_GDN_REPLAY_IMPL=v1):
+  128-bit (v1 nvfp4: 64-bit) read-copy loads, the expected mma instructions, no local memory
+  in the PTX.
 
-Skips visibly when nvidia-cutlass-dsl (or apache-tvm-ffi) is missing. ~60 s on 2 cores.
+Skips visibly when nvidia-cutlass-dsl (or apache-tvm-ffi) is missing. ~3 min on 2 cores.
 """
 import os
 
@@ -63,7 +66,29 @@ PAIRS = list(precision_pairs(include_extra=True))
 
 @pytest.mark.parametrize("pair", PAIRS)
 def test_gdn_replay_compiles(pair):
-    k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True)
+    """v2 (the default)."""
+    k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, impl="v2")
+    assert k.compile_seconds < 30
+    st = common.ptx_stats(ptx)
+    rf, _, cf, _, split = GR.pair_key(pair)
+    tile = k.meta["tile"]
+    assert isinstance(tile, GR.ReplayTileV2)
+    # read copy: 16-byte loads (2 tpw rows x K * bits / 512 per thread)
+    assert st["ld.global.v4"] >= 2 * tile.tpw * (K * GR.FMT_BITS[rf] // 512), st
+    assert st["ld.local"] == 0 and st["st.local"] == 0, st  # no dynamically indexed registers
+    if rf in GR.MMA_READ_FMTS:
+        kind = "bf16" if rf == "bf16" else "f16"
+        assert ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32") >= 8, rf
+    # the fold's rank-L update (and the split pairs' S Kn^T) on tensor cores, 3xTF32
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") >= 3 * 16
+    if "nvfp4" in (rf, cf):
+        assert tile.block_v == V  # the nvfp4 global scale needs the whole matrix in one CTA
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_gdn_replay_v1_compiles(pair):
+    """The previous kernel stays selectable (REPLAYSSM_GDN_REPLAY_IMPL=v1)."""
+    k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, impl="v1")
     assert k.compile_seconds < 30
     st = common.ptx_stats(ptx)
     rf, _, cf, _, split = GR.pair_key(pair)
@@ -84,8 +109,22 @@ def test_gdn_replay_tiles():
         for bv, nt in GR._valid_block_vs(rf, cf, 128, 128, 16):
             t = GR.replay_tile(rf, cf, 128, 128, 16, bv)
             assert t.elems_f <= GR.MAX_FLUSH_ELEMS and t.smem_bytes <= GR.SMEM_LIMIT
+        for bv in GR.V2_BLOCK_VS:
+            if "nvfp4" in (rf, cf) and bv != 128:
+                continue
+            for L_ in (4, 16, 32):
+                t = GR.ReplayTileV2(rf, cf, 128, 128, bv, L_, rf != cf)
+                assert t.smem_bytes <= GR.SMEM_LIMIT and t.num_threads == 32 * t.nwarps
     # small batches of a non-nvfp4 pair split V over more CTAs; nvfp4 pairs never do
     assert GR.choose_block_v(1, 32, 128, 128, "fp8", "fp32", 16, min_ctas=264) < 128
     assert GR.choose_block_v(1, 32, 128, 128, "nvfp4", "fp16", 16, min_ctas=264) == 128
+    assert GR.choose_block_v_v2(1, 32, 128, "fp8", "fp32", min_ctas=264) < 128
+    assert GR.choose_block_v_v2(256, 32, 128, "fp8", "fp32", min_ctas=264) == 128
+    assert GR.choose_block_v_v2(1, 32, 128, "nvfp4", "fp16", min_ctas=264) == 128
     with pytest.raises(ValueError, match="too large"):
         GR.replay_tile("fp32", "fp32", 128, 128, 64, 128, 256)
+    # v2 where supported, v1 otherwise or on request
+    assert GR.resolve_impl("nvfp4", "fp16", 128, 128, 16) == "v2"
+    assert GR.resolve_impl("nvfp4", "fp16", 128, 128, 16, "v1") == "v1"
+    assert GR.resolve_impl("fp32", "fp32", 64, 64, 16) == "v1"       # v2 needs K = 128
+    assert GR.resolve_impl("fp32", "fp32", 128, 128, 48) == "v1"     # v2 needs L <= 32

@@ -1,10 +1,13 @@
 """CPU compile tests of the Mamba-2 ReplaySSM decode kernel (cute_kernels/mamba2_replay.py).
 
 Compiles every precision pair for Hopper (``CUTE_DSL_ARCH=sm_90a``, no GPU needed) and reads the
-PTX / CUBIN: no local-memory arrays in the PTX, no approximate division anywhere (every stored byte
-goes through ``div.rn.f32``), 128-bit state loads; registers and ptxas spill bytes are printed (and
-a spill is reported, not failed: ptxas' choice, see the kernel notes). Numerical checks need the GPU:
-``tests/gpu_scripts/check_mamba2_replay.py``.
+PTX / CUBIN: no local-memory arrays in the PTX, no approximate division (every stored byte goes
+through ``div.rn.f32``, or -- nvfp4 RN blocks of sane data -- through the same fast-path sequence
+ptxas emits for it, with the reciprocal hoisted per block), 128-bit state loads (or 16-byte
+cp.async for the staged nvfp4 non-flush path), mma.sync where the tensor-core dot is selected;
+the fallback paths (flush v1, register non-flush, CUDA-core dot) still compile. Registers and ptxas
+spill bytes are printed (a spill is reported, not failed: ptxas' choice, see the kernel notes).
+Numerical checks need the GPU: ``tests/gpu_scripts/check_mamba2_replay.py``.
 """
 import os
 import struct
@@ -34,7 +37,17 @@ def _variants():
     out.append(("fp32", "float32", 64, 2, 16))
     out.append(("nvfp4/fp16sr", "bfloat16", 80, 2, 16))   # P=80 (Nano-4B headdim): row tails
     out.append(("fp8/fp32", "float16", 80, 1, 4))
+    out.append(("nvfp4/fp16sr", "float16", 64, 4, 16))    # fp16 acts: mma without C scaling
+    out.append(("nvfp4/fp8sr", "float32", 64, 2, 32))     # fp32 acts: staged, CUDA-core dot
     return out
+
+
+# the fallback paths (env REPLAYSSM_M2_FLUSH=1 / REPLAYSSM_M2_STAGED=0 / REPLAYSSM_M2_MMA=0)
+FALLBACKS = [
+    ("nvfp4/fp16sr", "bfloat16", 64, 4, 16, dict(flush_impl=1, staged=False, nonflush_mma=False)),
+    ("nvfp4/fp16sr", "bfloat16", 64, 2, 16, dict(staged=False)),
+    ("fp32", "bfloat16", 64, 4, 16, dict(flush_impl=1)),
+]
 
 
 VARIANTS = _variants()
@@ -71,21 +84,25 @@ def _cubin_info(path):
     return regs, frame
 
 
-@pytest.mark.parametrize("pair,act,P,hpc,L", VARIANTS,
-                         ids=[f"{v[0]}-{v[1]}-P{v[2]}-hpc{v[3]}-L{v[4]}" for v in VARIANTS])
-def test_compile_variant(pair, act, P, hpc, L):
+_ALL = [v + ({},) for v in VARIANTS] + FALLBACKS
+
+
+@pytest.mark.parametrize("pair,act,P,hpc,L,opts", _ALL,
+                         ids=[f"{v[0]}-{v[1]}-P{v[2]}-hpc{v[3]}-L{v[4]}"
+                              + "".join(f"-{k}{int(x)}" for k, x in v[5].items()) for v in _ALL])
+def test_compile_variant(pair, act, P, hpc, L, opts):
     H, N, G = SMALL["H"], SMALL["N"], SMALL["G"]
     t0 = time.perf_counter()
     with common.dump_ptx(cubin=True) as d:
         k = M.compile_mamba2_replay(pair, act, "float32", H, P, N, G, L, L + 1, True, True, True,
-                                    True, hpc, dump=d)
+                                    True, hpc, dump=d, **opts)
         ptx = d.read()
         cubins = d.files("cubin")
         regs, frame = _cubin_info(cubins[0]) if cubins else (None, None)
         d.cleanup()
     secs = time.perf_counter() - t0
     st = common.ptx_stats(ptx)
-    _REPORT.append((pair, act, P, hpc, L, secs, regs, frame, st["ld.global.v4"]))
+    _REPORT.append((pair, act, P, hpc, L, secs, regs, frame, st["ld.global.v4"], opts))
     print(f"\n{pair:16s} {act:9s} P={P} hpc={hpc} L={L}: compile {secs:5.2f}s, regs={regs}, "
           f"spill/stack bytes={frame}, ld.global.v4={st['ld.global.v4']}, "
           f"st.global.v4={st['st.global.v4']}, {k.meta['cfg']}")
@@ -94,7 +111,17 @@ def test_compile_variant(pair, act, P, hpc, L):
     for bad in ("div.approx", "div.full", "rcp.approx.ftz.f64"):
         assert bad not in ptx, f"{bad} in the PTX: encoders must use div.rn.f32"
     assert "div.rn.f32" in ptx
-    assert st["ld.global.v4"] > 0, "state chunks are not loaded with 128-bit loads"
+    op = k.meta["op"]
+    if op.snf:       # staged non-flush: 16-byte cp.async of the state rows
+        assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group" in ptx
+    else:
+        assert st["ld.global.v4"] > 0, "state chunks are not loaded with 128-bit loads"
+    if op.mma:
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assert op.snf == (op.read_fmt == "nvfp4" and opts.get("staged", True))
+    assert op.mma == (op.read_fmt == "nvfp4" and act != "float32"
+                      and opts.get("nonflush_mma", True))
+    assert op.flush_impl == opts.get("flush_impl", 2)
     assert "atom.global.add" in ptx or k.meta["cfg"].ctas_per_row == 1
     if frame:
         print(f"  note: ptxas used a {frame}-byte stack frame (register spills) for this variant")
@@ -105,26 +132,30 @@ def test_compile_report():
     if not _REPORT:
         pytest.skip("no variant compiled in this session")
     tot = sum(r[5] for r in _REPORT)
-    print("\npair             act       P  hpc  L  compile[s] regs spill  v4-loads")
+    print("\npair             act       P  hpc  L  compile[s] regs spill  v4-loads  options")
     for r in _REPORT:
         print(f"{r[0]:16s} {r[1]:9s} {r[2]:3d} {r[3]:3d} {r[4]:3d} {r[5]:9.2f} {r[6]!s:>5s} "
-              f"{r[7]!s:>5s} {r[8]:6d}")
+              f"{r[7]!s:>5s} {r[8]:6d}  {r[9] or ''}")
     print(f"total compile time {tot:.1f}s for {len(_REPORT)} variants")
 
 
 # ------------------------------------------------------------------------------------------------
 # pure-Python parts (no compile)
 # ------------------------------------------------------------------------------------------------
-def test_choose_heads_per_cta():
+def test_choose_heads_per_cta(monkeypatch):
+    monkeypatch.delenv("REPLAYSSM_M2_HEADS_PER_CTA", raising=False)
     # Nemotron-3-Super: H=128, G=8 -> 16 heads per group; 132 SMs without a GPU
     assert M.choose_heads_per_cta(1, 128, 8) == 1
     assert M.choose_heads_per_cta(2, 128, 8) == 1
-    assert M.choose_heads_per_cta(8, 128, 8) == 4
-    assert M.choose_heads_per_cta(32, 128, 8) == 16
-    assert M.choose_heads_per_cta(256, 128, 8) == 16
+    assert M.choose_heads_per_cta(32, 128, 8) == 1
+    assert M.choose_heads_per_cta(256, 128, 8) == 2
+    assert M.choose_heads_per_cta(512, 128, 8) == 4
     for b in (1, 3, 17, 64, 512):
         h = M.choose_heads_per_cta(b, 96, 8)          # Nano-4B: 12 heads per group
-        assert 12 % h == 0
+        assert 12 % h == 0 and h <= 4
+    assert M.choose_heads_per_cta(512, 24, 8) == 1     # 3 heads per group: only 1 divides
+    monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "8")
+    assert M.choose_heads_per_cta(1, 128, 8) == 8      # the tuning override still wins
 
 
 def test_tile_config_and_errors():

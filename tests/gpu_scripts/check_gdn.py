@@ -8,6 +8,11 @@ Run on a CUDA (sm_90+) machine from the project root, e.g. on the H200 machine:
     ... --no-bench           correctness only
     ... --bench-only         timing only
     ... --pairs fp32,nvfp4/fp16sr   restrict the replay pairs (default: every pair incl. extras)
+    ... --impl v1|v2|both    replay kernel(s) checked for correctness (default v2; the
+                             REPLAYSSM_GDN_REPLAY_IMPL environment variable selects the kernel
+                             gdn_replay_decode_cute launches)
+    ... --tune               also time the v2 occupancy variants (REPLAYSSM_GDN_REPLAY_TPW = 1 / 2,
+                             REPLAYSSM_GDN_REPLAY_MINB = 2 / 3)
     ... --cpu-selftest       run the harness on the CPU with the torch reference on both sides
                              (checks the script itself; works without a GPU)
 
@@ -30,7 +35,8 @@ Benchmark (CUDA graphs, state pools rotated so the timed state is > 4x the 60 MB
 replays): Qwen3.5-4B GDN layer (H=16, HV=32, K=V=128), fp32 state, bf16 activations, batch
 1 / 64 / 256 / 512: our standard kernel ("vk" and "kv"), FLA's ``fused_recurrent_gated_delta_rule``
 when importable (anchor: 96 us at batch 64 on an H200), and the replay kernel for a few pairs
-(L = 16, staggered rows, whole L-cycles); prints us / step and GB/s (bytes of bench/traffic.py).
+(L = 16, staggered rows, whole L-cycles), v2 and v1; prints us / step and GB/s (bytes of
+bench/traffic.py).
 
 Exits 0 without doing anything when no CUDA device is present (unless --cpu-selftest); exits 1 on
 any mismatch.
@@ -59,6 +65,32 @@ SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 MANT = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
 FAILS = []
 EXPECT_FAIL = [False]
+
+
+IMPL_ENV = "REPLAYSSM_GDN_REPLAY_IMPL"
+
+
+class _env:
+    """Temporarily set environment variables (None removes)."""
+
+    def __init__(self, **kv):
+        self.kv = kv
+        self.old = {}
+
+    def __enter__(self):
+        for k, v in self.kv.items():
+            self.old[k] = os.environ.get(k)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = str(v)
+
+    def __exit__(self, *a):
+        for k, v in self.old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def log_fail(msg):
@@ -377,7 +409,8 @@ def replay_trace(pair, L, act, dims, batch=6, pool_extra=7, steps=None, gates="r
     snap = {n: t[~owned].clone() for n, t in cache_tensors(cut).items()}
     steps = steps if steps is not None else 4 * L + 3
     st = dict(pair=pair, L=L, act=SHORT[act], steps=steps, out_err=0.0, u_err=0.0,
-              hi_frac=0.0, lo_frac=0.0, hi_units=0, lo_units=0, flushes=0, ok=True, seed=seed)
+              hi_frac=0.0, lo_frac=0.0, hi_units=0, lo_units=0, hi_sunits=0, lo_sunits=0,
+              flushes=0, ok=True, seed=seed)
     rf, cf = cut.pair.read_fmt, cut.pair.rec_fmt
     ok = True
     for step in range(steps):
@@ -458,6 +491,7 @@ def replay_trace(pair, L, act, dims, batch=6, pool_extra=7, steps=None, gates="r
             if f"{side}.scale" in tc:
                 sfmt = "fp32" if fmt == "fp8" else "e4m3"
                 ds, _ = unit_diff(tc[f"{side}.scale"][s], tr[f"{side}.scale"][s], sfmt)
+                st[f"{side}_sunits"] = max(st[f"{side}_sunits"], ds)
                 if ds > (16 if sfmt == "fp32" else 1):
                     msgs.append(f"{side}.scale differs by {ds} units")
             if f"{side}.gscale" in tc:
@@ -483,8 +517,14 @@ def replay_trace(pair, L, act, dims, batch=6, pool_extra=7, steps=None, gates="r
     return st
 
 
-def replay_correctness(pairs, Ls, quick, device="cuda", impl="cute"):
-    print(f"== ReplaySSM GDN decode vs torch reference cache ({impl})")
+def replay_correctness(pairs, Ls, quick, device="cuda", impl="cute", kernel_impls=("v2",)):
+    for ki in kernel_impls:
+        with _env(**{IMPL_ENV: ki}):
+            _replay_correctness(pairs, Ls, quick, device, impl, ki)
+
+
+def _replay_correctness(pairs, Ls, quick, device, impl, ki):
+    print(f"== ReplaySSM GDN decode vs torch reference cache ({impl}, kernel {ki})")
     rows = []
     acts = [torch.bfloat16] if quick else [torch.bfloat16, torch.float32]
     for L in Ls:
@@ -500,26 +540,27 @@ def replay_correctness(pairs, Ls, quick, device="cuda", impl="cute"):
                                       steps=(3 * L + 3) if quick else None)
                 except Exception:
                     traceback.print_exc()
-                    log_fail(f"replay {pair} L={L}: exception")
+                    log_fail(f"replay {pair} L={L} ({ki}): exception")
                     continue
                 st["secs"] = time.time() - t0
                 rows.append(st)
-                print(f"  {'ok  ' if st['ok'] else 'FAIL'} {pair:15s} L={L:2d} act={st['act']} "
+                print(f"  {'ok  ' if st['ok'] else 'FAIL'} [{ki}] {pair:15s} L={L:2d} act={st['act']} "
                       f"gates={gates:5s} steps={st['steps']} flushes={st['flushes']} "
                       f"out err/rms={st['out_err']:.1e} u err/rms={st['u_err']:.1e} "
                       f"hi: {st['hi_units']} unit(s) on {st['hi_frac']:.3%} "
-                      f"lo: {st['lo_units']} unit(s) on {st['lo_frac']:.3%} ({st['secs']:.1f}s)",
+                      f"lo: {st['lo_units']} unit(s) on {st['lo_frac']:.3%} "
+                      f"scales: {st['hi_sunits']}/{st['lo_sunits']} unit(s) ({st['secs']:.1f}s)",
                       flush=True)
     if impl == "cute":
         # one Qwen-shaped trace (whole-head CTAs, 32 heads, 16 key heads)
         for pair in (pairs[:1] if quick else ["fp32", "nvfp4/fp16sr"]):
             try:
                 st = replay_trace(pair, 16, torch.bfloat16, QWEN, batch=5, steps=20)
-                print(f"  {'ok  ' if st['ok'] else 'FAIL'} qwen {pair} L=16 out err/rms="
+                print(f"  {'ok  ' if st['ok'] else 'FAIL'} [{ki}] qwen {pair} L=16 out err/rms="
                       f"{st['out_err']:.1e} hi frac {st['hi_frac']:.3%}", flush=True)
             except Exception:
                 traceback.print_exc()
-                log_fail(f"replay qwen {pair}: exception")
+                log_fail(f"replay qwen {pair} ({ki}): exception")
     return rows
 
 
@@ -528,7 +569,7 @@ def replay_correctness(pairs, Ls, quick, device="cuda", impl="cute"):
 # --------------------------------------------------------------------------------------
 
 
-def bench(batches, pairs, replays=20):
+def bench(batches, pairs, replays=20, tune=False):
     from bench import traffic
     from bench.timing import copy_bandwidth_gbs, graph_time_us, pool_rotation
     from cute_kernels.gdn_replay import gdn_replay_decode_cute
@@ -589,7 +630,12 @@ def bench(batches, pairs, replays=20):
         except Exception as e:  # noqa: BLE001
             print(f"# FLA peer failed: {type(e).__name__}: {e}")
         L = 16
-        for pair in pairs:
+        variants = [("v2", {IMPL_ENV: "v2"}), ("v1", {IMPL_ENV: "v1"})]
+        if tune:
+            variants += [(f"v2 tpw={t} minb={mb}", {IMPL_ENV: "v2", "REPLAYSSM_GDN_REPLAY_TPW": t,
+                                                    "REPLAYSSM_GDN_REPLAY_MINB": mb})
+                         for t in (1, 2) for mb in (2, 3)]
+        for pair, (vname, venv) in [(p, v) for p in pairs for v in variants]:
             try:
                 tb = traffic.gdn_bytes(pair, H, HV, K, V, L)
                 rot_r = pool_rotation(tb.amortized, batch)
@@ -607,15 +653,17 @@ def bench(batches, pairs, replays=20):
                     gdn_replay_decode_cute(cache, kw["q"], kw["k"], kw["v"], None, None,
                                            kw["A_log"], kw["a"], kw["dt_bias"], kw["b"], None,
                                            True, sets[i % len(sets)], -1, out)
-                t = graph_time_us(step_r, rot_r * L, replays)
+                with _env(**venv):
+                    t = graph_time_us(step_r, rot_r * L, replays)
                 gbs = tb.amortized * batch / (t["median_us"] * 1e-6) / 1e9
-                print(f"| {batch} | replay {pair} L={L} (amortized) | {t['median_us']:.1f} | "
-                      f"{gbs:,.0f} | {100 * gbs / copy:.0f}% |", flush=True)
+                print(f"| {batch} | replay {pair} L={L} [{vname}] (amortized) | "
+                      f"{t['median_us']:.1f} | {gbs:,.0f} | {100 * gbs / copy:.0f}% |",
+                      flush=True)
                 del cache
                 torch.cuda.empty_cache()
             except Exception:
                 traceback.print_exc()
-                log_fail(f"bench replay {pair} batch {batch}: exception")
+                log_fail(f"bench replay {pair} [{vname}] batch {batch}: exception")
 
 
 # --------------------------------------------------------------------------------------
@@ -653,6 +701,10 @@ def main() -> int:
     ap.add_argument("--pairs", default=None, help="comma-separated precision pairs (replay checks)")
     ap.add_argument("--bench-pairs", default="fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32")
     ap.add_argument("--batches", default="1,64,256,512")
+    ap.add_argument("--impl", default="v2", choices=("v1", "v2", "both"),
+                    help="replay kernel(s) to check for correctness")
+    ap.add_argument("--tune", action="store_true",
+                    help="also benchmark the v2 occupancy variants")
     ap.add_argument("--cpu-selftest", action="store_true")
     args = ap.parse_args()
     if args.cpu_selftest:
@@ -669,9 +721,11 @@ def main() -> int:
     pairs = args.pairs.split(",") if args.pairs else list(precision_pairs(include_extra=True))
     if not args.bench_only:
         standard_correctness(args.quick)
-        replay_correctness(pairs, [4] if args.quick else [4, 16], args.quick)
+        kis = ("v2", "v1") if args.impl == "both" else (args.impl,)
+        replay_correctness(pairs, [4] if args.quick else [4, 16], args.quick, kernel_impls=kis)
     if not args.no_bench:
-        bench([int(b) for b in args.batches.split(",")], args.bench_pairs.split(","))
+        bench([int(b) for b in args.batches.split(",")], args.bench_pairs.split(","),
+              tune=args.tune)
     print("\n== summary")
     if FAILS:
         print(f"{len(FAILS)} FAILURE(S):")
