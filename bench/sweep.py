@@ -96,29 +96,17 @@ def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int]
             del state
             progress.update(1)
         # --- ReplaySSM, every pair and L
+        def make(pair, L, slots):
+            return Mamba2ReplayCache(slots, H, P, N, G, precision=pair, buffer_len=L, act_dtype=act,
+                                     device=dev, seed=1234)
+
+        def decode(cache, sbi):
+            ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None,
+                              inp["dt_bias"], True, sbi, out=out, backend="cute")
         for L in Ls:
             for pair in pairs:
-                tb = traffic.mamba2_bytes(pair, H, P, N, G, L)
-                rot = pool_rotation(tb.amortized, batch)
-                cache = Mamba2ReplayCache(rot * batch, H, P, N, G, precision=pair, buffer_len=L,
-                                          act_dtype=act, device=dev, seed=1234)
-                cache.init_from_state(list(range(cache.num_slots)),
-                                      torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
-                _stagger(cache, L)
-                sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
-                        for r in range(rot)]
-
-                def step(i, cache=cache, sets=sets):
-                    ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"],
-                                      None, inp["dt_bias"], True, sets[i % len(sets)], out=out,
-                                      backend="cute")
-                t = graph_time_us(step, rot * L, replays)
-                cells.append(dict(shape=shape, kind="replay", name=pair, batch=batch, L=L,
-                                  bytes=tb.amortized * batch, **t))
-                if phases:
-                    cells += _phase_cells(shape, pair, batch, L, tb, cache, sets, step, replays)
-                del cache
-                torch.cuda.empty_cache()
+                cells += _replay_cells(shape, pair, batch, L, traffic.mamba2_bytes(pair, H, P, N, G, L),
+                                       make, decode, replays, phases)
                 progress.update(1)
     return cells
 
@@ -201,29 +189,41 @@ def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], r
                     print(f"# FLA peer unavailable: {type(e).__name__}: {e}")
             del state
             progress.update(1)
+        def make(pair, L, slots):
+            return GDNReplayCache(slots, H, HV, K, V, precision=pair, buffer_len=L, act_dtype=act,
+                                  device=dev, seed=1234)
+
+        def decode(cache, sbi):
+            ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates, state_batch_indices=sbi,
+                           out=out, backend="cute")
         for L in Ls:
             for pair in pairs:
-                tb = traffic.gdn_bytes(pair, H, HV, K, V, L)
-                rot = pool_rotation(tb.amortized, batch)
-                cache = GDNReplayCache(rot * batch, H, HV, K, V, precision=pair, buffer_len=L,
-                                       act_dtype=act, device=dev, seed=1234)
-                cache.init_from_state(list(range(cache.num_slots)),
-                                      torch.randn(cache.num_slots, HV, V, K, device=dev) * 0.1)
-                _stagger(cache, L)
-                sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
-                        for r in range(rot)]
-
-                def step(i, cache=cache, sets=sets):
-                    ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates,
-                                   state_batch_indices=sets[i % len(sets)], out=out, backend="cute")
-                t = graph_time_us(step, rot * L, replays)
-                cells.append(dict(shape=shape, kind="replay", name=pair, batch=batch, L=L,
-                                  bytes=tb.amortized * batch, **t))
-                if phases:
-                    cells += _phase_cells(shape, pair, batch, L, tb, cache, sets, step, replays)
-                del cache
-                torch.cuda.empty_cache()
+                cells += _replay_cells(shape, pair, batch, L, traffic.gdn_bytes(pair, H, HV, K, V, L),
+                                       make, decode, replays, phases)
                 progress.update(1)
+    return cells
+
+
+def _replay_cells(shape, pair, batch, L, tb, make, decode, replays, phases):
+    """Time one ReplaySSM configuration: a pool of rotated slot sets (state >> L2), rows staggered
+    over the L-cycle, a graph of whole cycles; optionally the pinned non-flush / flush phases."""
+    dev = torch.device("cuda")
+    rot = pool_rotation(tb.amortized, batch)
+    cache = make(pair, L, rot * batch)
+    cache.init_from_state(list(range(cache.num_slots)),
+                          torch.randn(cache.num_slots, cache.state_heads, cache.rows, cache.cols,
+                                      device=dev) * 0.1)
+    _stagger(cache, L)
+    sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32) for r in range(rot)]
+
+    def step(i):
+        decode(cache, sets[i % len(sets)])
+    t = graph_time_us(step, rot * L, replays)
+    cells = [dict(shape=shape, kind="replay", name=pair, batch=batch, L=L, bytes=tb.amortized * batch, **t)]
+    if phases:
+        cells += _phase_cells(shape, pair, batch, L, tb, cache, sets, step, replays)
+    del cache
+    torch.cuda.empty_cache()
     return cells
 
 
