@@ -54,9 +54,10 @@ Two implementations share this interface and semantics. The description above is
 previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=v1``). **v2**
 (:class:`GDNReplayDecodeV2`, the default where supported: K = 128, L <= 32) differs in:
 
-* mapping: warp w owns ``tpw`` tiles of 16 value rows (m16 mma tiles; tpw = 2 for fp16 / bf16 /
-  fp8 / nvfp4 read copies, 128 threads per whole head, 1 for fp32), lane (g, t) holds rows g and
-  g + 8 of each tile; lane t loads 16-byte chunks at byte 64 i + 16 t of a row (coalesced);
+* mapping: warp w owns ``tpw`` tiles of 16 value rows (m16 mma tiles; default tpw = 1: 256
+  threads per whole head, <= 128 registers; tpw = 2 - 128 threads, ~255 registers - via
+  REPLAYSSM_GDN_REPLAY_TPW for tuning), lane (g, t) holds rows g and g + 8 of each tile; lane t
+  loads 16-byte chunks at byte 64 i + 16 t of a row (coalesced);
 * the read tile, gates and v are loaded before the cursors arrive (they do not depend on them);
   ring loads are predicated on p < h and overlap the B-fragment build and the main dot;
 * non-flush dot on tensor cores (``mma.sync.m16n8k16``, fp32 accumulate) for fp16 / bf16 / fp8 /
@@ -1014,6 +1015,27 @@ def _mma(kind, a, b, c):
     return [Float32(llvm.extractvalue(T.f32(), r, [i])) for i in range(4)]
 
 
+def _split3_tf32(x):
+    """x = hi + mid + lo, three tf32 pieces (33 bits)."""
+    h = _tf32_bits(x)
+    r1 = _sub_rn(x, lp.bits_f32(h))
+    m = _tf32_bits(r1)
+    lo = _tf32_bits(_sub_rn(r1, lp.bits_f32(m)))
+    return h, m, lo
+
+
+def _mma6_tf32(a3, b3, c):
+    """c + (ah + am + al)(bh + bm + bl) keeping the six products of order <= 2 (the dropped
+    ones are ~2^-33 relative): an fp32-accurate rank update on tensor cores."""
+    (ah, am, al), (bh, bm, bl) = a3, b3
+    c = _mma("tf32", am, bm, c)
+    c = _mma("tf32", al, bh, c)
+    c = _mma("tf32", ah, bl, c)
+    c = _mma("tf32", am, bh, c)
+    c = _mma("tf32", ah, bm, c)
+    return _mma("tf32", ah, bh, c)
+
+
 def _mma3_tf32(ah, al, bh, bl, c):
     """3xTF32: c + (ah + al)(bh + bl) without the al*bl term."""
     c = _mma("tf32", al, bh, c)
@@ -1085,6 +1107,17 @@ def _seq_prefix(x, lane, n: int, upper: bool = False):
         xi = cute.arch.shuffle_sync(x, i)
         take = (lane < Int32(i)) if upper else (lane >= Int32(i))
         acc = acc + Float32(_sel(take, xi, Float32(0.0)))
+    return acc
+
+
+def _seq_prefix_mul(x, lane, n: int, upper: bool = False):
+    """As _seq_prefix with products: lane j gets x_0 * ... * x_j (``upper``: x_{j+1} * ... *
+    x_{n-1}), multiplied left to right (the order of the sequential recurrence's decays)."""
+    acc = Float32(1.0)
+    for i in range(n):
+        xi = cute.arch.shuffle_sync(x, i)
+        take = (lane < Int32(i)) if upper else (lane >= Int32(i))
+        acc = acc * Float32(_sel(take, xi, Float32(1.0)))
     return acc
 
 
@@ -1256,9 +1289,13 @@ class ReplayTileV2:
             raise ValueError(f"v2 needs L <= {V2_MAX_L}")
         self.mma = read_fmt in MMA_READ_FMTS
         if tpw is None:
-            # two row tiles per warp for the compact read copies (per-thread fixed work is
-            # amortised over twice the state); fp32 read copies keep one (registers for loads)
-            tpw = 2 if (self.mma and block_v >= 32) else 1
+            # one row tile per warp: 256 threads per whole head at <= 128 registers (16 warps
+            # per SM, as v1). tpw = 2 (compact read copies only) halves the per-thread fixed
+            # work but needs ~255 registers (8 warps per SM): measured slower on the H200
+            # (snapshot 724f1cf: nvfp4/fp16sr 536 us at batch 512); kept for tuning runs.
+            tpw = 1
+        if tpw == 2 and block_v < 32:
+            tpw = 1                           # one 16-row tile: nothing to pair
         if tpw not in (1, 2) or block_v % (16 * tpw):
             raise ValueError(f"v2 tiles per warp {tpw} invalid for block_v={block_v}")
         self.tpw = tpw
@@ -1276,8 +1313,12 @@ class ReplayTileV2:
         self.split = split
         # the staged keys are also kept pre-split into tf32 hi / lo when they fit
         self.ks_split = self.lp <= 16
+        # the fold's rank-L update: 3 tf32 pieces / 6 products where the recurrence copy is
+        # fp32 (its check tolerance is at fp32 rounding level), 3xTF32 otherwise
+        self.f5_pieces = 3 if rec_fmt == "fp32" else 2
+        nks = (1 + self.f5_pieces) if self.ks_split else 1
         words = (4 + 16 + 2 * (K + K // 8) + 512 + 3 * 32
-                 + (3 if self.ks_split else 1) * self.lp * KS_PITCH + self.lp * self.lp + 5 * 32)
+                 + nks * self.lp * KS_PITCH + self.lp * self.lp + 5 * 32)
         self.smem_bytes = 4 * words + 16 * 16
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError("v2 shared memory over budget")
@@ -1296,12 +1337,13 @@ def v2_supported(read_fmt, rec_fmt, K, V, L) -> bool:
 
 def choose_block_v_v2(batch: int, HV: int, V: int, read_fmt: str, rec_fmt: str,
                       min_ctas: Optional[int] = None) -> int:
-    """Largest block_v giving at least ``min_ctas`` CTAs (default 2 per SM); nvfp4 pairs use
-    the whole head."""
+    """Largest block_v giving at least ``min_ctas`` CTAs (default 3/4 of the SMs: small
+    batches are latency-bound, and a CTA's per-head work - coefficient dots, q/k - is split over
+    fewer warps when block_v shrinks); nvfp4 pairs use the whole head."""
     if "nvfp4" in (read_fmt, rec_fmt):
         return V
     if min_ctas is None:
-        min_ctas = MIN_CTAS_PER_SM * common.num_sms()
+        min_ctas = (3 * common.num_sms()) // 4
     cands = [bv for bv in V2_BLOCK_VS if bv <= V and V % bv == 0]
     for bv in cands:
         if batch * HV * (V // bv) >= min_ctas:
@@ -1398,6 +1440,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         KSS = LP * KS_PITCH if tl.ks_split else 4
         sKh = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
         sKl = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
+        KSM = KSS if tl.f5_pieces == 3 else 4
+        sKm = smem.allocate_tensor(Uint32, cute.make_layout(KSM), byte_alignment=16)
         sA = smem.allocate_tensor(Float32, cute.make_layout(LP * LP), byte_alignment=16)
         sGv = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sEG = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
@@ -1520,7 +1564,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             rP = cute.make_rmem_tensor((2, R2), Float32)     # (kn / qn, row) lane partials
             if flush:
                 self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mSeed,
-                            wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKl, sA, sGv, sEG, sW,
+                            wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
                             sBeta, sAm, rP,
                             slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4)
             else:
@@ -1630,8 +1674,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             base = Int32(16 * ii) + Int32(4) * t4
                             kk = cute.make_rmem_tensor((4,), Float32)
                             qq = cute.make_rmem_tensor((4,), Float32)
-                            cute.autovec_copy(cute.local_tile(sKn, (4,), (_kq_addr(base) // 4,)), kk)
-                            cute.autovec_copy(cute.local_tile(sQn, (4,), (_kq_addr(base) // 4,)), qq)
+                            a4 = _kq_addr(base) // 4
+                            cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
+                            cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
                             vals = _read_chunk_values(RFMT, [rRd[4 * ii + w, r] for w in range(4)])
                             for e in cutlass.range_constexpr(4):
                                 ak[r] = ak[r] + vals[e] * kk[e]
@@ -1645,26 +1690,33 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                              Float32(0.0)))
                     if lane == 0:
                         sScal[9] = cute.math.exp(Gm1)
-                # raw coefficient dots kn_p.kn, kn_p.qn (unnormalised keys)
+                # raw coefficient dots kn_p.kn, kn_p.qn (unnormalised keys): 2 NPW partial sums
+                # per lane, summed over the warp by one transposed butterfly
+                base = _kq_addr(lane * (K // 32))
+                kk = cute.make_rmem_tensor((K // 32,), Float32)
+                qq = cute.make_rmem_tensor((K // 32,), Float32)
+                cute.autovec_copy(cute.local_tile(sKn, (K // 32,), (base // (K // 32),)), kk)
+                cute.autovec_copy(cute.local_tile(sQn, (K // 32,), (base // (K // 32),)), qq)
+                parts = []
                 for i in cutlass.range_constexpr(NPW):
-                    p = warp + i * NW
                     dk = Float32(0.0)
                     dq = Float32(0.0)
-                    base = _kq_addr(lane * (K // 32))
-                    kk = cute.make_rmem_tensor((K // 32,), Float32)
-                    qq = cute.make_rmem_tensor((K // 32,), Float32)
-                    cute.autovec_copy(cute.local_tile(sKn, (K // 32,), (base // (K // 32),)), kk)
-                    cute.autovec_copy(cute.local_tile(sQn, (K // 32,), (base // (K // 32),)), qq)
                     for e in cutlass.range_constexpr(K // 32):
                         x = rk[e, i].to(Float32)
                         dk = dk + x * kk[e]
                         dq = dq + x * qq[e]
-                    dk = cute.arch.warp_reduction(dk, lambda a, b: a + b, threads_in_group=32)
-                    dq = cute.arch.warp_reduction(dq, lambda a, b: a + b, threads_in_group=32)
-                    if lane == 0:
+                    parts += [dk, dq]
+                rest, vbase = treduce(parts, 32, lane)
+                nrep = max(1, 32 // (2 * NPW))      # lanes holding the same sum
+                if lane % Int32(nrep) == Int32(0):
+                    for ri in cutlass.range_constexpr(len(rest)):
+                        vi = vbase + Int32(ri)
+                        p = warp + (vi // Int32(2)) * NW
                         if p < Int32(32):
-                            sC[p] = dk
-                            sD[p] = dq
+                            if vi % Int32(2) == Int32(0):
+                                sC[p] = rest[ri]
+                            else:
+                                sD[p] = rest[ri]
                 cute.arch.barrier()                      # coefficients, weights
                 eG = sScal[9]
                 # ---- buffer terms (positions p = t (mod 4)) + the e^G-scaled dot partials
@@ -1757,7 +1809,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     @cute.jit
     def _fold_tile(self, S: cute.Tensor, rUw: cute.Tensor, sKs: cute.Tensor, sKh: cute.Tensor,
-                   sKl: cute.Tensor, eT: Float32, tr: cutlass.Constexpr, g4: Int32, t4: Int32):
+                   sKm: cute.Tensor, sKl: cute.Tensor, eT: Float32, tr: cutlass.Constexpr,
+                   g4: Int32, t4: Int32):
         """S = e^{G_tot} S + (U diag(w)) Kn for one row tile (3xTF32 mma)."""
         NKT = self.tile.nkt
         for r in cutlass.range_constexpr(2):
@@ -1765,26 +1818,37 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 S[r, k] = eT * S[r, k]
         for kap in cutlass.range_constexpr(NKT):
             jb = Int32(8 * kap) + Int32(2) * t4
-            ah = []
-            al = []
+            P3 = self.tile.f5_pieces == 3
+            apc = [[], [], []]
             for x in (rUw[0, kap, 2 * tr], rUw[0, kap, 2 * tr + 1], rUw[1, kap, 2 * tr],
                       rUw[1, kap, 2 * tr + 1]):
-                hh, ll = _split_tf32(x)
-                ah.append(hh)
-                al.append(ll)
+                pcs = _split3_tf32(x) if P3 else _split_tf32(x)
+                apc[0].append(pcs[0])
+                apc[1].append(pcs[1])
+                if const_expr(P3):
+                    apc[2].append(pcs[2])
             for nu in cutlass.range_constexpr(16):
                 colB = Int32(64 * (nu // 8) + 2 * (nu % 8)) + (g4 % Int32(2)) \
                     + Int32(16) * (g4 // Int32(2))
                 a0 = _ks_addr(jb, colB)
                 a1 = _ks_addr(jb + Int32(1), colB)
-                if const_expr(self.tile.ks_split):
-                    b0h, b0l, b1h, b1l = sKh[a0], sKl[a0], sKh[a1], sKl[a1]
+                cin = [S[0, 2 * nu], S[0, 2 * nu + 1], S[1, 2 * nu], S[1, 2 * nu + 1]]
+                if const_expr(P3):
+                    if const_expr(self.tile.ks_split):
+                        b0 = (sKh[a0], sKm[a0], sKl[a0])
+                        b1 = (sKh[a1], sKm[a1], sKl[a1])
+                    else:
+                        b0 = _split3_tf32(sKs[a0])
+                        b1 = _split3_tf32(sKs[a1])
+                    acc = _mma6_tf32((apc[0], apc[1], apc[2]),
+                                     ([b0[0], b1[0]], [b0[1], b1[1]], [b0[2], b1[2]]), cin)
                 else:
-                    b0h, b0l = _split_tf32(sKs[a0])
-                    b1h, b1l = _split_tf32(sKs[a1])
-                acc = _mma3_tf32(ah, al, [b0h, b1h], [b0l, b1l],
-                                 [S[0, 2 * nu], S[0, 2 * nu + 1], S[1, 2 * nu],
-                                  S[1, 2 * nu + 1]])
+                    if const_expr(self.tile.ks_split):
+                        b0h, b0l, b1h, b1l = sKh[a0], sKl[a0], sKh[a1], sKl[a1]
+                    else:
+                        b0h, b0l = _split_tf32(sKs[a0])
+                        b1h, b1l = _split_tf32(sKs[a1])
+                    acc = _mma3_tf32(apc[0], apc[1], [b0h, b1h], [b0l, b1l], cin)
                 S[0, 2 * nu] = acc[0]
                 S[0, 2 * nu + 1] = acc[1]
                 S[1, 2 * nu] = acc[2]
@@ -1797,7 +1861,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                mVb: Optional[cute.Tensor], mBb: Optional[cute.Tensor],
                mSeed: Optional[cute.Tensor], wHi: cute.Tensor, wLo: cute.Tensor,
                sScal: cute.Tensor, sKn: cute.Tensor, sQn: cute.Tensor, sKs: cute.Tensor,
-               sKh: cute.Tensor, sKl: cute.Tensor,
+               sKh: cute.Tensor, sKm: cute.Tensor, sKl: cute.Tensor,
                sA: cute.Tensor, sGv: cute.Tensor, sEG: cute.Tensor, sW: cute.Tensor,
                sBeta: cute.Tensor, sAm: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32,
                hk: Int32, row0: Int32, origin: Int32, hf: Int32, gen: Int32, tidx: Int32,
@@ -1848,7 +1912,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     kx = xs[e].to(Float32) * kj
                     sKs[ka] = kx
                     if const_expr(self.tile.ks_split):
-                        kh, kl = _split_tf32(kx)
+                        if const_expr(self.tile.f5_pieces == 3):
+                            kh, km, kl = _split3_tf32(kx)
+                            sKm[ka] = km
+                        else:
+                            kh, kl = _split_tf32(kx)
                         sKh[ka] = kh
                         sKl[ka] = kl
         if const_expr(self.split):
@@ -1864,22 +1932,29 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 gj = mGb[slot, hv, ph]
                 if const_expr(self.split):
                     bj = mBb[slot, hv, ph]
-            G = _seq_prefix(gj, lane, LP)
-            Gt = cute.arch.shuffle_sync(G, cutlass.max(hf - Int32(1), Int32(0)))
-            Gt = Float32(_sel(hf > Int32(0), Gt, Float32(0.0)))
             if const_expr(self.split):
-                # split: the decay of u_j in the fold is exp(g_{j+1} + ... + g_{h-1}) (no
-                # cancellation of two long prefix sums)
-                wl = cute.math.exp(_seq_prefix(gj, lane, LP, upper=True))
+                # split: decays as products of alpha_j = e^{g_j} in the order of the sequential
+                # recurrence (the reference): e^{G_j} = a_0 ... a_j, w_j = a_{j+1} ... a_{h-1}
+                aj = Float32(_sel(lane < hf, cute.math.exp(gj), Float32(1.0)))
+                EGl = _seq_prefix_mul(aj, lane, LP)
+                wl = _seq_prefix_mul(aj, lane, LP, upper=True)
+                eTl = cute.arch.shuffle_sync(EGl, Int32(LP - 1))
+                gv = aj
             else:
+                G = _seq_prefix(gj, lane, LP)
+                Gt = cute.arch.shuffle_sync(G, cutlass.max(hf - Int32(1), Int32(0)))
+                Gt = Float32(_sel(hf > Int32(0), Gt, Float32(0.0)))
                 wl = cute.math.exp(Gt - G)       # as reference.gdn_fold: exp(tot - G)
+                EGl = cute.math.exp(G)
+                eTl = cute.math.exp(Gt)
+                gv = gj
             if lane < Int32(LP):
-                sGv[lane] = gj
-                sEG[lane] = cute.math.exp(G)
+                sGv[lane] = gv
+                sEG[lane] = EGl
                 sW[lane] = Float32(_sel(lane < hf, wl, Float32(0.0)))
                 sBeta[lane] = bj
             if lane == 0:
-                sScal[8] = cute.math.exp(Gt)
+                sScal[8] = eTl
         cute.arch.barrier()
         if const_expr(self.split):
             # ---- Gram: A_ji = beta_j e^{G_j - G_i} kn_i.kn_j (i < j), halves of K per lane pair
@@ -1908,11 +1983,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 dot = dot + cute.arch.shuffle_sync_bfly(dot, offset=1)
                 if item < Int32(2 * NP):
                     if half == 0:
-                        gs = Float32(0.0)
+                        dec = Float32(1.0)          # a_{i+1} ... a_j (sGv = alphas)
                         for ll in cutlass.range_constexpr(1, LP):
-                            gs = gs + Float32(_sel((Int32(ll) > icl) & (Int32(ll) <= jc),
-                                                   sGv[ll], Float32(0.0)))
-                        av = sBeta[jc] * cute.math.exp(gs) * dot
+                            dec = dec * Float32(_sel((Int32(ll) > icl) & (Int32(ll) <= jc),
+                                                     sGv[ll], Float32(1.0)))
+                        av = sBeta[jc] * dec * dot
                         sA[jc * LP + icl] = Float32(_sel(jc < hf, av, Float32(0.0)))
             cute.arch.barrier()
         eT = sScal[8]
@@ -1925,32 +2000,55 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 # ---- F3: P = S_hi Kn^T (3xTF32), keys 8 tau + 2 t + e; R = beta (v - e^G P)
                 P = cute.make_rmem_tensor((4, NKT), Float32)
                 P.fill(0.0)
+                P3 = self.tile.f5_pieces == 3
                 for kap in cutlass.range_constexpr(16):
                     ah = []
+                    am = []
                     al = []
                     for x in (S[0, 2 * kap], S[1, 2 * kap], S[0, 2 * kap + 1],
                               S[1, 2 * kap + 1]):
-                        hh, ll = _split_tf32(x)
+                        if const_expr(P3):
+                            hh, mm, ll = _split3_tf32(x)
+                            am.append(mm)
+                        else:
+                            hh, ll = _split_tf32(x)
                         ah.append(hh)
                         al.append(ll)
                     col = _fidx(t4, 2 * kap)
                     for tau in cutlass.range_constexpr(NKT):
                         ad = _ks_addr(g4 + Int32(8 * tau), col)
-                        if const_expr(self.tile.ks_split):
-                            bh = cute.make_rmem_tensor((2,), Uint32)
-                            bl = cute.make_rmem_tensor((2,), Uint32)
-                            cute.autovec_copy(cute.local_tile(sKh, (2,), (ad // 2,)), bh)
-                            cute.autovec_copy(cute.local_tile(sKl, (2,), (ad // 2,)), bl)
-                            b0h, b1h, b0l, b1l = bh[0], bh[1], bl[0], bl[1]
+                        if const_expr(P3):
+                            bp = []
+                            for arr in (sKh, sKm, sKl):
+                                bt = cute.make_rmem_tensor((2,), Uint32)
+                                if const_expr(self.tile.ks_split):
+                                    cute.autovec_copy(cute.local_tile(arr, (2,), (ad // 2,)), bt)
+                                else:
+                                    b0_ = _split3_tf32(sKs[ad])
+                                    b1_ = _split3_tf32(sKs[ad + 1])
+                                    bt[0] = b0_[len(bp)]
+                                    bt[1] = b1_[len(bp)]
+                                bp.append([bt[0], bt[1]])
+                            acc = _mma6_tf32((ah, am, al), (bp[0], bp[1], bp[2]),
+                                             [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
+                            for i in cutlass.range_constexpr(4):
+                                P[i, tau] = acc[i]
                         else:
-                            bb = cute.make_rmem_tensor((2,), Float32)
-                            cute.autovec_copy(cute.local_tile(sKs, (2,), (ad // 2,)), bb)
-                            b0h, b0l = _split_tf32(bb[0])
-                            b1h, b1l = _split_tf32(bb[1])
-                        acc = _mma3_tf32(ah, al, [b0h, b1h], [b0l, b1l],
-                                         [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
-                        for i in cutlass.range_constexpr(4):
-                            P[i, tau] = acc[i]
+                            if const_expr(self.tile.ks_split and self.tile.f5_pieces == 2):
+                                bh = cute.make_rmem_tensor((2,), Uint32)
+                                bl = cute.make_rmem_tensor((2,), Uint32)
+                                cute.autovec_copy(cute.local_tile(sKh, (2,), (ad // 2,)), bh)
+                                cute.autovec_copy(cute.local_tile(sKl, (2,), (ad // 2,)), bl)
+                                b0h, b1h, b0l, b1l = bh[0], bh[1], bl[0], bl[1]
+                            else:
+                                bb = cute.make_rmem_tensor((2,), Float32)
+                                cute.autovec_copy(cute.local_tile(sKs, (2,), (ad // 2,)), bb)
+                                b0h, b0l = _split_tf32(bb[0])
+                                b1h, b1l = _split_tf32(bb[1])
+                            acc = _mma3_tf32(ah, al, [b0h, b1h], [b0l, b1l],
+                                             [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
+                            for i in cutlass.range_constexpr(4):
+                                P[i, tau] = acc[i]
                 for tau in cutlass.range_constexpr(NKT):
                     for e in cutlass.range_constexpr(2):
                         j = Int32(8 * tau + e) + Int32(2) * t4
@@ -1979,7 +2077,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     wj = sW[Int32(8 * tau + e) + Int32(2) * t4]
                     for rr in cutlass.range_constexpr(2):
                         rU[e, tau, 2 * tr + rr] = rU[e, tau, 2 * tr + rr] * wj
-            self._fold_tile(S, rU, sKs, sKh, sKl, eT, tr, g4, t4)
+            self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
             # ---- output partials S_new kn, S_new qn (this lane's 32 columns of each row)
             for rr in cutlass.range_constexpr(2):
                 rP[0, 2 * tr + rr] = Float32(0.0)
@@ -2024,7 +2122,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             for tr in cutlass.range_constexpr(TPW):
                 rt = rows[2 * tr]
                 self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
-                self._fold_tile(S, rU, sKs, sKh, sKl, eT, tr, g4, t4)
+                self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
                 for ci in cutlass.range_constexpr(len(copies)):
                     fmt, sr, sid = copies[ci]
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
@@ -2125,8 +2223,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     rW[i] = ow[i]
                 gDst = wDst[slot, hv, row, None]
                 for i in cutlass.range_constexpr(WC // PW):
+                    wi = (4 * q + t4) * (WC // PW) + i
                     cute.autovec_copy(cute.local_tile(rW, (PW,), (i,)),
-                                      cute.local_tile(gDst, (PW,), ((4 * q + t4) * (WC // PW) + i,)))
+                                      cute.local_tile(gDst, (PW,), (wi,)))
         else:
             if const_expr(not generic):
                 for rq in cutlass.range_constexpr(NRUN):

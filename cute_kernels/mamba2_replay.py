@@ -238,16 +238,19 @@ def choose_heads_per_cta(batch: int, H: int, G: int, min_ctas: Optional[int] = N
     at H=128, G=8, the previous default for batch >= 32) the few flush CTAs of a staggered batch
     formed a tail of ~400 µs at batch 32 (vs 75 µs with one head per CTA). Per-CTA fixed costs
     (cursors, C, the cb_j dots, the decay scan: a chain of dependent loads and barriers) favour
-    more heads per CTA; the first head's state loads go out before that preamble, which hides it
-    for one head (fully at heads_per_cta = 1). Rule (H/G = 16): 1 head below batch 128, 2 below
-    384, 4 from there (the tail is then a small part of a long launch, and 4 heads per CTA
-    amortise the preamble). ``min_ctas``: kept for API compatibility (ignored).
+    more heads per CTA, and so does the staged nvfp4 non-flush path (every head's read set in
+    flight at once: bytes in flight per CTA grow with the head count at about the same CTA
+    lifetime). H200, snapshot 724f1cf: nvfp4/fp16sr non-flush 42 µs at batch 32 (1 head per
+    CTA; 34 with the v1 kernel at 6 CTAs/SM), 198 µs at batch 256 (2 heads), 261 µs at batch 512
+    (4 heads; v1 306) -- per row, 4 heads per CTA streamed ~1.5x faster than 2. Rule (H/G = 16):
+    1 head below batch 16, 2 below 64, 4 from there (a flush CTA then lasts 4 head-flushes, a
+    few % of a launch of that size). ``min_ctas``: kept for API compatibility (ignored).
     ``REPLAYSSM_M2_HEADS_PER_CTA`` overrides (tuning runs)."""
     hpg = H // G
     forced = os.environ.get("REPLAYSSM_M2_HEADS_PER_CTA")  # tuning experiments only
     if forced:
         return int(forced)
-    want = 1 if batch < 128 else (2 if batch < 384 else 4)
+    want = 1 if batch < 16 else (2 if batch < 64 else 4)
     best = 1
     for c in (1, 2, 4):
         if c <= want and hpg % c == 0:
@@ -446,6 +449,26 @@ def _div_nv(x, r1, nd) -> Float32:
                                      Float32(nd).ir_value()]))
 
 
+def _round_f16_sr(x, w) -> Float32:
+    """``lowprec.round_to_grid(x, 'fp16', sr=True, word=w)`` bit for bit, in fewer operations:
+    the clamp to +-65504 on the magnitude bits (an unsigned min; NaN is restored at the end, inf
+    becomes 65504 as in the reference), ``k = max(126 - expfield, 13)`` dropped bits (the fp16
+    subnormal range widens it), |x| < 2^-24 (``expfield < 103``) by the reference's tiny rule
+    (2^-24 iff ``float(w >> 8) < |x|·2^48``)."""
+    xb = lp.f32_bits(x)
+    mag0 = xb & Uint32(0x7FFFFFFF)
+    mag = lp.sel_u32(mag0 < Uint32(0x477FE000), mag0, Uint32(0x477FE000))
+    expf = Int32(mag >> Uint32(23))
+    kk = cutlass.max(Int32(126) - expf, Int32(13))
+    low = (Uint32(1) << Uint32(cutlass.min(kk, Int32(31)))) - Uint32(1)
+    out_mag = (mag + (Uint32(w) & low)) & ~low
+    thr = lp.mul_rn(lp.bits_f32(mag), Float32(2.0 ** 48))
+    up = (Uint32(w) >> Uint32(8)).to(Float32) < thr
+    out_mag = lp.sel_u32(expf < Int32(103), lp.sel_u32(up, Uint32(0x33800000), Uint32(0)), out_mag)
+    out = lp.bits_f32(out_mag | (xb & Uint32(0x80000000)))
+    return lp.sel_f32(mag0 > Uint32(0x7F800000), x, out)
+
+
 def _e2m1_rn_code(q, x) -> Uint32:
     """4-bit code of ``round_e2m1(clamp(q, +-6))`` (RN, ties to even; NaN -> magnitude 0), sign from
     the fp32 sign bit of ``x`` -- equal to ``e2m1_code(round_to_grid(clamp(q), 'e2m1', RN))`` for
@@ -493,19 +516,27 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
     <= 32 registers, else 5; 4 (128) for 16-bit read copies and when both copies are written with
     SR; fp32 read copies (64 state registers per head): ptxas' choice.
     ``state_regs``: state registers per thread for one head's read copy (RPT·CN·4).
-    Flush v2 (``flush_v2``; :meth:`Mamba2ReplayDecode._flush2`, every head count): 5 CTAs (96
-    registers; 4 / 128 when both copies are written with SR), fewer when shared memory
-    (``smem_ctas``: the CTAs per SM it allows, when it binds) allows fewer. The v2 flush's
-    prefetches go through cp.async into smem (no registers held); at 80 registers ptxas still
-    spills in the encoders. Built at P = 64, N = 128 with z: 0-48 spill bytes, none in the fold
-    or the non-flush loops (fp32 read copies: 96 registers, no spill, with the transposed row
-    reduction)."""
+    Flush v2 (``flush_v2``; :meth:`Mamba2ReplayDecode._flush2`, every head count): nvfp4 read
+    copies 5 CTAs (96 registers; shared memory -- the S_new tile and the staging -- allows 5 at
+    P = 64, N = 128, L = 16), fp8 read copies 6 (80), 16-bit and fp32 read copies 7 (72: the
+    occupancy of the v1 builds, which the memory-bound non-flush path of these pairs needs),
+    both copies SR 5; fewer when shared memory (``smem_ctas``: the CTAs per SM it allows, when it
+    binds) allows fewer. The v2 flush's prefetches go through cp.async into smem (no registers
+    held). Built at P = 64, N = 128 with z: <= 80 spill bytes, outside the fold / chunk / non-flush
+    loops (their instruction counts move by < 5 % between 96 and 72 registers).
+    ``REPLAYSSM_M2_MINBLOCKS`` overrides (tuning runs)."""
+    forced = os.environ.get("REPLAYSSM_M2_MINBLOCKS")    # tuning runs
+    if forced:
+        return int(forced)
     if flush_v2:
-        k = 4 if both_sr else 5
+        if both_sr or read_fmt == "nvfp4":
+            k = 5
+        elif read_fmt == "fp8":
+            k = 6
+        else:
+            k = 7
         return min(k, smem_ctas) if smem_ctas else k
-    if read_fmt == "fp32":
-        return 4      # 64 state registers per thread, live through the preamble (loaded early)
-    if heads_per_cta <= 1:
+    if heads_per_cta <= 1 or read_fmt == "fp32":
         return 0
     if read_fmt in ("fp16", "bf16") or both_sr:
         return 4
@@ -581,6 +612,10 @@ class Mamba2ReplayDecode:
                          (self.read_fmt in ("nvfp4", "fp8") and self.hpc > 1))
         if self.hpc == 1 or self.snf:   # (staged: every head is in smem already)
             self.prefetch = False
+        # the first head's read set goes out before the preamble when it is small (nvfp4 / fp8:
+        # <= 16 registers per thread); 16-bit / fp32 read sets (32 / 64 registers, live through
+        # the preamble) would cost occupancy -- they load at the head start
+        self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch)
         # occupancy hint (CTAs of 128 threads per SM) -> .minnctapersm, i.e. a register cap of
         # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp.
         c = self.cfg
@@ -897,7 +932,10 @@ class Mamba2ReplayDecode:
                 if tok is not None:
                     x = _dep_f32(x, tok)
                 if fmt == "fp16" or fmt == "bf16":
-                    q.append(lp.round_to_grid(x, fmt, sr, w[i]))
+                    if fmt == "fp16" and sr:
+                        q.append(_round_f16_sr(x, w[i]))
+                    else:
+                        q.append(lp.round_to_grid(x, fmt, sr, w[i]))
                 elif fmt == "fp8":
                     q.append(lp.fp8_quantize(x, scale, sr, w[i]))
                 else:
@@ -1117,6 +1155,34 @@ class Mamba2ReplayDecode:
             head0 = hc * HPC
             group = head0 // self.hpg
 
+            # the preamble's slot-dependent inputs go out together, right after the cursors:
+            # the decay-scan entries (dA, dt' of every buffered entry, one warp per head) and,
+            # for non-flush rows, the B_j of the cb_j dots (one warp per entry)
+            NSEG = cfg.nseg
+            pre_va = cute.make_rmem_tensor((NDT, NSEG), Float32)
+            pre_vd = cute.make_rmem_tensor((NDT, NSEG), Float32)
+            for i in cutlass.range_constexpr(NDT):
+                k = warp + 4 * i
+                if k < HPC:
+                    for s_ in cutlass.range_constexpr(NSEG):
+                        jc = cutlass.min(lane + 32 * s_, R - 1)
+                        ph = self._phys(origin, jc)
+                        pre_va[i, s_] = mDABuf[slot, head0 + k, ph]
+                        pre_vd[i, s_] = mDtBuf[slot, head0 + k, ph]
+            NCB = -(-(L - 1) // 4) if L > 1 else 0
+            PREB = NCB * NBL <= 16            # registers: at most 16 per lane
+            pre_bb = cute.make_rmem_tensor((max(NCB, 1), NBL), Float32)
+            if const_expr(PREB and NCB > 0):
+                if not flush:
+                    for i in cutlass.range_constexpr(NCB):
+                        ec = cutlass.min(warp + 4 * i, L - 1)
+                        ph = self._phys(origin, ec)
+                        for m in cutlass.range_constexpr(NBL):
+                            nn = lane + 32 * m
+                            if const_expr(N % 32 != 0):
+                                nn = cutlass.min(nn, N - 1)
+                            pre_bb[i, m] = mBBuf[slot, group, ph, nn].to(Float32)
+
             # non-flush rows: the first head's read-copy loads go out now, so that the preamble's
             # dependent loads and barriers hide their latency (registers: RPT*CN*4 words)
             TN = cfg.tn
@@ -1134,7 +1200,7 @@ class Mamba2ReplayDecode:
                                     mLoG if const_expr(self.split) else mHiG,
                                     mXBuf, mX, mZ, mD, sSt, sSc, sGs, sXB, xzr, slot, row, head0,
                                     origin, h, tidx)
-                else:
+                elif const_expr(self.early):
                     self._issue_read(mLo if const_expr(self.split) else mHi,
                                      mLoS if const_expr(self.split) else mHiS,
                                      mLoG if const_expr(self.split) else mHiG,
@@ -1167,7 +1233,10 @@ class Mamba2ReplayDecode:
                     for m in cutlass.range_constexpr(-(-N // 32)):
                         n = lane + 32 * m
                         nn = n if const_expr(N % 32 == 0) else cutlass.min(n, N - 1)
-                        v = mBBuf[slot, group, ph, nn].to(Float32) * sC[nn]
+                        if const_expr(PREB):
+                            v = pre_bb[i, m] * sC[nn]
+                        else:
+                            v = mBBuf[slot, group, ph, nn].to(Float32) * sC[nn]
                         if const_expr(N % 32 == 0):
                             acc = acc + v
                         else:
@@ -1195,10 +1264,8 @@ class Mamba2ReplayDecode:
                     carry = Float32(0.0)
                     for s in cutlass.range_constexpr(cfg.nseg):
                         j = lane + 32 * s
-                        jc = cutlass.min(j, R - 1)
-                        ph = self._phys(origin, jc)
-                        va = mDABuf[slot, head, ph]
-                        vd = mDtBuf[slot, head, ph]
+                        va = pre_va[i, s]
+                        vd = pre_vd[i, s]
                         cur = lp.sel_f32(flush, Float32(0.0), dA_cur)
                         v = lp.sel_f32(j < h, va, lp.sel_f32(j == h, cur, Float32(0.0)))
                         dts[s] = lp.sel_f32(j < h, vd, Float32(0.0))
@@ -1444,7 +1511,10 @@ class Mamba2ReplayDecode:
                     nxt = _opaque_i32(head0 + k + 1)
                     self._issue_read(mRd, mRdS, mRdG, raw2, rsc2, bsc2, gsc2, slot, nxt, rp, lir)
             else:
-                if k > 0:
+                if const_expr(self.early):
+                    if k > 0:
+                        self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir)
+                else:
                     self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir)
             sblk = cute.make_rmem_tensor((RPT, CN, 2), Float32)
             hsc = gam

@@ -146,9 +146,9 @@ def test_choose_heads_per_cta(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_M2_HEADS_PER_CTA", raising=False)
     # Nemotron-3-Super: H=128, G=8 -> 16 heads per group; 132 SMs without a GPU
     assert M.choose_heads_per_cta(1, 128, 8) == 1
-    assert M.choose_heads_per_cta(2, 128, 8) == 1
-    assert M.choose_heads_per_cta(32, 128, 8) == 1
-    assert M.choose_heads_per_cta(256, 128, 8) == 2
+    assert M.choose_heads_per_cta(8, 128, 8) == 1
+    assert M.choose_heads_per_cta(32, 128, 8) == 2
+    assert M.choose_heads_per_cta(256, 128, 8) == 4
     assert M.choose_heads_per_cta(512, 128, 8) == 4
     for b in (1, 3, 17, 64, 512):
         h = M.choose_heads_per_cta(b, 96, 8)          # Nano-4B: 12 heads per group

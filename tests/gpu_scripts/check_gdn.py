@@ -11,8 +11,8 @@ Run on a CUDA (sm_90+) machine from the project root, e.g. on the H200 machine:
     ... --impl v1|v2|both    replay kernel(s) checked for correctness (default v2; the
                              REPLAYSSM_GDN_REPLAY_IMPL environment variable selects the kernel
                              gdn_replay_decode_cute launches)
-    ... --tune               also time the v2 occupancy variants (REPLAYSSM_GDN_REPLAY_TPW = 1 / 2,
-                             REPLAYSSM_GDN_REPLAY_MINB = 2 / 3)
+    ... --tune               also time the v2 occupancy variants (REPLAYSSM_GDN_REPLAY_TPW = 1 / 2
+                             row tiles per warp x REPLAYSSM_GDN_REPLAY_MINB CTAs per SM)
     ... --cpu-selftest       run the harness on the CPU with the torch reference on both sides
                              (checks the script itself; works without a GPU)
 
@@ -634,7 +634,7 @@ def bench(batches, pairs, replays=20, tune=False):
         if tune:
             variants += [(f"v2 tpw={t} minb={mb}", {IMPL_ENV: "v2", "REPLAYSSM_GDN_REPLAY_TPW": t,
                                                     "REPLAYSSM_GDN_REPLAY_MINB": mb})
-                         for t in (1, 2) for mb in (2, 3)]
+                         for t, mb in ((1, 3), (1, 4), (2, 2), (2, 4))]
         for pair, (vname, venv) in [(p, v) for p in pairs for v in variants]:
             try:
                 tb = traffic.gdn_bytes(pair, H, HV, K, V, L)
