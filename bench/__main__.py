@@ -35,6 +35,8 @@ def main(argv=None):
     t.set_defaults(fn=_traffic)
     from . import sweep_cli  # noqa: F401  (registers GPU commands when present)
     sweep_cli.register(sub)
+    from . import spec
+    spec.register(sub)
     args = ap.parse_args(argv)
     return args.fn(args)
 

@@ -1,0 +1,173 @@
+"""GPU tests of speculative decoding (skipped without an sm_90+ GPU).
+
+* the snapshot-verify CuTe kernels (cute_kernels.snapshot_verify, vLLM semantics) against their
+  torch reference (replayssm_lp.snapshot): outputs, every stored snapshot, pad rows / pad columns,
+  the read column chosen by num_accepted_tokens, untouched slots, CUDA-graph capture;
+* the speculative fuzz (tests/spec_fuzz.py) with backend="cute" for every precision pair and both
+  layer kinds: the CuTe verify + commit against a CPU twin running the torch reference, and (fp32
+  pair) against the standard decode of the accepted stream. These skip, saying so, until CuTe
+  kernels are registered for replayssm_lp.ops.mamba2_verify / gdn_verify.
+"""
+import os
+
+import pytest
+import torch
+
+from replayssm_lp import precision_pairs
+from replayssm_lp import reference as ref
+from replayssm_lp.backends import resolve
+from replayssm_lp.snapshot import (gdn_snapshot_verify, mamba2_snapshot_verify, snapshot_read_slots)
+
+from .conftest import requires_sm90
+from .spec_fuzz import spec_fuzz
+
+pytestmark = requires_sm90
+ALL_PAIRS = list(precision_pairs(include_extra=True))
+M2 = dict(H=8, P=64, N=128, G=2)
+GDN = dict(H=2, HV=4, K=128, V=128)
+# fp32 pair, fp32 activations: draft outputs vs the fp64 standard decode of the accepted stream
+EXACT_REL_FP32 = 5e-5
+# steps per pair of the every-pair fuzz (the fp32 pair runs the full 1000 in its own test)
+PAIR_STEPS = int(os.environ.get("REPLAYSSM_FUZZ_STEPS", "60"))
+
+
+@pytest.fixture(autouse=True)
+def one_cpu_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)     # the CPU twin works on small tensors
+    yield
+    torch.set_num_threads(n)
+
+
+# ------------------------------------------------------------------------------------------------
+# snapshot baseline kernels
+# ------------------------------------------------------------------------------------------------
+def _snapshot_case(b, T, pool, dev):
+    perm = torch.randperm(pool, device=dev)[: b * T].reshape(b, T).to(torch.int32)
+    perm[1] = -1                                      # pad row
+    if T > 1:
+        perm[2, T - 1] = -1                           # a row with one draft fewer
+    acc = torch.randint(1, T + 1, (b,), dtype=torch.int32, device=dev)
+    acc[2] = 1
+    return perm, acc
+
+
+@pytest.mark.parametrize("T", [1, 4, 8])
+@pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_mamba2_snapshot_kernel_matches_reference(state_dtype, T, seed):
+    H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
+    dev, act, b, pool = "cuda", torch.bfloat16, 6, 64
+    state = (torch.randn(pool, H, P, N, device=dev) * 0.5).to(state_dtype)
+    state_ref = state.clone()
+    idx, acc = _snapshot_case(b, T, pool, dev)
+    r = lambda *s: torch.randn(*s, device=dev)  # noqa: E731
+    x, z, B, C = r(b, T, H, P).to(act), r(b, T, H, P).to(act), r(b, T, G, N).to(act), r(b, T, G, N).to(act)
+    dt, A, D, bias = r(b, T, H), -torch.rand(H, device=dev) - 0.1, r(H), r(H) * 0.3
+    out = torch.full((b, T, H, P), float("nan"), device=dev, dtype=act)
+    out_ref = out.clone()
+    for o, s, be in ((out, state, "cute"), (out_ref, state_ref, "torch")):
+        mamba2_snapshot_verify(s, x, dt, A, B, C, D, z, bias, True, idx, -1, o, be, num_accepted_tokens=acc)
+    assert torch.isnan(out[1]).all()
+    v = [0, 2, 3, 4, 5]
+    torch.testing.assert_close(out[v].float(), out_ref[v].float(), rtol=1e-2, atol=1e-2)
+    tol = 1e-5 if state_dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(state.float(), state_ref.float(), rtol=tol, atol=tol)
+    written = {int(s) for s in idx.flatten().tolist() if s >= 0}
+    untouched = [i for i in range(pool) if i not in written]
+    assert torch.equal(state[untouched], state_ref[untouched])
+
+
+@pytest.mark.parametrize("T", [1, 3, 8])
+@pytest.mark.parametrize("gates", ["raw", "given"])
+@pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16])
+def test_gdn_snapshot_kernel_matches_reference(state_dtype, gates, T, seed):
+    H, HV, K, Vd = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
+    dev, act, b, pool = "cuda", torch.bfloat16, 5, 48
+    state = (torch.randn(pool, HV, Vd, K, device=dev) * 0.3).to(state_dtype)
+    state_ref = state.clone()
+    idx, acc = _snapshot_case(b, T, pool, dev)
+    r = lambda *s: torch.randn(*s, device=dev)  # noqa: E731
+    q, k, v = r(b, T, H, K).to(act), r(b, T, H, K).to(act), r(b, T, HV, Vd).to(act)
+    A_log, a, bias, bb = r(HV) * 0.5, r(b, T, HV), r(HV) * 0.3, r(b, T, HV)
+    g, beta = ref.gdn_gates(None, None, A_log, a, bias, bb)
+    out = torch.full((b, T, HV, Vd), float("nan"), device=dev, dtype=act)
+    out_ref = out.clone()
+    for o, s, be in ((out, state, "cute"), (out_ref, state_ref, "torch")):
+        if gates == "raw":
+            gdn_snapshot_verify(s, q, k, v, A_log=A_log, a=a, dt_bias=bias, b=bb, state_indices=idx,
+                                num_accepted_tokens=acc, out=o, backend=be)
+        else:
+            gdn_snapshot_verify(s, q, k, v, g, beta, state_indices=idx, num_accepted_tokens=acc, out=o,
+                                backend=be)
+    assert torch.isnan(out[1]).all()
+    v_ = [0, 2, 3, 4]
+    torch.testing.assert_close(out[v_].float(), out_ref[v_].float(), rtol=1e-2, atol=1e-2)
+    tol = 1e-5 if state_dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(state.float(), state_ref.float(), rtol=tol, atol=tol)
+
+
+def test_snapshot_kernels_capture_in_cuda_graph(seed):
+    H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
+    dev, act, b, T, pool = "cuda", torch.bfloat16, 4, 4, 32
+    state = torch.randn(pool, H, P, N, device=dev)
+    idx = torch.arange(b * T, device=dev, dtype=torch.int32).reshape(b, T)
+    acc = torch.full((b,), 2, dtype=torch.int32, device=dev)
+    x, B, C = (torch.randn(b, T, H, P, device=dev).to(act), torch.randn(b, T, G, N, device=dev).to(act),
+               torch.randn(b, T, G, N, device=dev).to(act))
+    dt, A = torch.randn(b, T, H, device=dev), -torch.rand(H, device=dev)
+    out = torch.zeros(b, T, H, P, device=dev, dtype=act)
+    twin = state.clone()
+    call = lambda s, o: mamba2_snapshot_verify(s, x, dt, A, B, C, state_indices=idx, out=o,  # noqa: E731
+                                               backend="cute", num_accepted_tokens=acc)
+    call(state, out)                      # compile outside capture
+    call(twin, out.clone())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        call(state, out)
+    ref_out = out.clone()
+    for _ in range(3):
+        g.replay()
+        call(twin, ref_out)
+    torch.cuda.synchronize()
+    assert torch.equal(out, ref_out) and torch.equal(state, twin)
+    # the read column follows num_accepted_tokens
+    assert torch.equal(snapshot_read_slots(idx, acc), idx[:, 1])
+
+
+# ------------------------------------------------------------------------------------------------
+# speculative fuzz with the CuTe verify + commit
+# ------------------------------------------------------------------------------------------------
+def _cute_verify_or_skip(kind, pair, act, dims):
+    import replayssm_lp as R
+    if kind == "mamba2":
+        c = R.Mamba2ReplayCache(2, dims["H"], dims["P"], dims["N"], dims["G"], precision=pair,
+                                buffer_len=4, max_draft=4, act_dtype=act, device="cuda")
+    else:
+        c = R.GDNReplayCache(2, dims["H"], dims["HV"], dims["K"], dims["V"], precision=pair, buffer_len=4,
+                             max_draft=4, act_dtype=act, device="cuda")
+    try:
+        resolve("cute", f"{kind}_verify", c)
+    except RuntimeError as e:
+        pytest.skip(f"no CuTe verify kernel yet: {e}")
+
+
+@pytest.mark.parametrize("kind", ["mamba2", "gdn"])
+def test_fuzz_cute_fp32_pair_matches_accepted_stream(kind, seed):
+    dims = M2 if kind == "mamba2" else GDN
+    _cute_verify_or_skip(kind, "fp32", torch.float32, dims)
+    r = spec_fuzz(kind, "fp32", 1000, backend="cute", device="cuda", dims=dims, L=16, max_draft=8,
+                  batch=6, pool=17, act=torch.float32, seed=seed, exact_rel=EXACT_REL_FP32)
+    print(f"{kind} fp32: {r}")
+    assert r.flush_rows > 100
+
+
+@pytest.mark.parametrize("pair", ALL_PAIRS)
+@pytest.mark.parametrize("kind", ["mamba2", "gdn"])
+def test_fuzz_cute_every_pair_matches_twin(kind, pair, seed):
+    dims = M2 if kind == "mamba2" else GDN
+    _cute_verify_or_skip(kind, pair, torch.bfloat16, dims)
+    r = spec_fuzz(kind, pair, PAIR_STEPS, backend="cute", device="cuda", dims=dims, L=4, max_draft=8,
+                  batch=6, pool=17, act=torch.bfloat16, seed=seed,
+                  exact_oracle=(pair == "fp32"), exact_rel=2e-2)
+    print(f"{kind} {pair}: {r}")
+    assert r.flush_rows > PAIR_STEPS // 3
