@@ -8,6 +8,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 import replayssm_lp  # noqa: E402
@@ -245,6 +246,117 @@ def test_sync_writes_state_back_into_hf_cache(models):
     s0 = _out_cache(ref).get_recurrent_state(li)
     s1 = _out_cache(out).get_recurrent_state(li)
     assert _fp32_close(s1, s0)
+
+
+# ----------------------------------------------------------------------------------------------
+# CUDA-graph readiness (the capture itself runs on the GPU: tests/test_gpu_integration.py)
+# ----------------------------------------------------------------------------------------------
+NOPAD_PROMPT = torch.randint(1, VOCAB, (2, 5), generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_static_cache_decode_loop_matches_generate(models, family):
+    """graph_generate(cuda_graph=False): the StaticCache greedy loop a CUDA graph replays gives
+    the unpatched generate() result with the fp32 pair."""
+    model = _model(models, family)
+    n = 3 * L + 2
+    with torch.no_grad():
+        out = model.generate(NOPAD_PROMPT, max_new_tokens=n, do_sample=False, output_logits=True,
+                             return_dict_in_generate=True)
+    seq0, log0 = out.sequences, torch.stack(out.logits)
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    try:
+        seq1, log1 = rt.graph_generate(model, NOPAD_PROMPT, n, cuda_graph=False)
+        stats = handle.stats()
+    finally:
+        unpatch(model)
+    assert torch.equal(seq0, seq1)
+    assert _fp32_close(log1, log0), (log1 - log0).abs().max().item()
+    assert all(c["decode"] == n - 1 and c["prefill"] == 1 for c in stats.values()), stats
+
+
+_SYNC_OPS = {"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::nonzero",
+             "aten::equal", "aten::unique", "aten::_unique2", "aten::masked_select"}
+
+
+class _OpTrace(TorchDispatchMode):
+    """Every aten op of a call: name, non-tensor arguments, tensor shapes / dtypes."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops, self.syncs = [], []
+
+    @staticmethod
+    def _meta(a):
+        if isinstance(a, torch.Tensor):
+            return ("T", tuple(a.shape), a.dtype, a.device.type)
+        if isinstance(a, (list, tuple)):
+            return tuple(_OpTrace._meta(x) for x in a)
+        return a
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name
+        if name in _SYNC_OPS:
+            self.syncs.append(name)
+        self.ops.append((str(func), self._meta(args),
+                         tuple(sorted((k, self._meta(v)) for k, v in kwargs.items()))))
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decode_step_is_capturable_outside_the_replay_op(models, family):
+    """What a CUDA graph needs from the patched decode step, checked op by op on the CPU (the
+    replay op itself is the CuTe kernel on the GPU, capture-tested there; here it is stubbed):
+    no op that reads a device value on the host, and two consecutive steps issue the same ops
+    with the same non-tensor arguments and shapes (so one captured step serves every step)."""
+    model = _model(models, family)
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    try:
+        cache = transformers.StaticCache(config=model.config, max_cache_len=16)
+        kw = {_cache_kwarg(model): cache, "use_cache": True}
+        with torch.no_grad():
+            tok = model(NOPAD_PROMPT, **kw).logits[:, -1:].argmax(-1)
+            model(tok, **kw)                                  # eager first decode step (adopt)
+            for st in handle.layers:                          # stub the replay op
+                blk = st.block
+                blk.forward = (lambda blk: lambda *a, **k: torch.zeros_like(
+                    a[0] if blk.cache.kind == "mamba2" else a[2]))(blk)
+            traces = []
+            for _ in range(2):
+                with _OpTrace() as tr:
+                    model(tok, **kw)
+                traces.append(tr)
+    finally:
+        unpatch(model)
+    assert traces[0].syncs == [], traces[0].syncs
+    assert len(traces[0].ops) == len(traces[1].ops)
+    diff = [i for i, (a, b) in enumerate(zip(traces[0].ops, traces[1].ops)) if a != b]
+    assert not diff, [traces[0].ops[diff[0]], traces[1].ops[diff[0]]]
+
+
+def test_prepare_capture_names_the_problems(models):
+    model = _model(models, "qwen3_5")
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    try:
+        cache = transformers.DynamicCache(config=model.config)
+        kw = {_cache_kwarg(model): cache, "use_cache": True}
+        with torch.no_grad():
+            tok = model(NOPAD_PROMPT, **kw).logits[:, -1:].argmax(-1)
+            with pytest.raises(RuntimeError, match="no eager decode step"):
+                handle.prepare_capture(cache)
+            model(tok, **kw)
+        with pytest.raises(RuntimeError) as e:
+            handle.prepare_capture(cache)
+        msg = str(e.value)
+        assert "backend='torch'" in msg and "StaticCache" in msg and "cpu" in msg, msg
+        step = handle.graph_decode_step(cache)
+        with pytest.raises(ValueError, match="CUDA device"):
+            step(tok)
+        with pytest.raises(ValueError, match="attention_mask"):
+            handle.graph_decode_step(cache, attention_mask=torch.ones(2, 8))
+    finally:
+        unpatch(model)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -49,10 +49,20 @@ sits inside the hook (at ``_old_forward``), and the decode step fires ``conv1d``
 HF forward does (checked with accelerate 1.15 ``cpu_offload``/``dispatch_model`` on CPU, patching
 before or after the hooks are added).
 
-Not supported: ``torch.compile`` / CUDA-graph capture of the patched model (the wrapper decides
-per call in Python; with ``backend="torch"`` the reference ops also synchronise) and so HF's
-``cache_implementation="static"`` compile path. For a CUDA-graph decode loop use
-:mod:`replayssm_lp.nn` blocks in your own step function. transformers 5.24 refuses
+CUDA graphs: a single-token decode step of the patched model can be captured once and replayed
+for every later step (:meth:`ReplayPatch.graph_decode_step`, :class:`GraphDecodeStep`,
+:func:`graph_generate`). Requirements (checked by :meth:`ReplayPatch.prepare_capture`, and inside
+a capture with a clear error): one eager decode step on the cache first (it allocates the replay
+caches, quantizes HF's prefill state into them, compiles the kernels); the CuTe backend (the
+torch reference synchronises); a cache with static shapes (``transformers.StaticCache`` for
+models with attention layers; HF's conv states are updated in place, positions and the causal
+mask come from the StaticCache's device-side length); no ``attention_mask``. In the steady state
+the wrapper's decode path issues no host synchronisation and the same ops with the same shapes
+every step (tests/test_transformers_integration.py checks this op by op on the CPU; the capture
+itself is tested in tests/test_gpu_integration.py).
+
+Not supported: ``torch.compile`` of the patched model (the wrapper decides per call in Python) and
+so HF's ``cache_implementation="static"`` compile path of ``generate``. transformers 5.24 refuses
 assisted / speculative generation for these stateful models; ``max_draft`` only sizes the ring
 for callers that drive ``verify``/``commit`` on the blocks (:meth:`ReplayPatch.blocks`)
 themselves. A cache that records its past runs the original mixer (correct, no savings).
@@ -60,6 +70,8 @@ themselves. A cache that records its past runs the original mixer (correct, no s
 from __future__ import annotations
 
 import copy
+import inspect
+import os
 import sys
 import types
 import warnings
@@ -72,8 +84,9 @@ from ..cache import _check_int
 from ..nn import GDNDecodeBlock, Mamba2DecodeBlock
 from ..pairs import parse_pair
 
-__all__ = ["patch", "unpatch", "ReplayPatch", "SUPPORTED_LAYERS", "TESTED_TRANSFORMERS_VERSION",
-           "MIN_TRANSFORMERS_VERSION", "UnsupportedModelError"]
+__all__ = ["patch", "unpatch", "ReplayPatch", "GraphDecodeStep", "graph_generate",
+           "SUPPORTED_LAYERS", "TESTED_TRANSFORMERS_VERSION", "MIN_TRANSFORMERS_VERSION",
+           "UnsupportedModelError"]
 
 TESTED_TRANSFORMERS_VERSION = "5.24.0"
 MIN_TRANSFORMERS_VERSION = "5.21.0"
@@ -169,7 +182,8 @@ class _LayerState:
         self.batch = 0
         self.live = False          # block state is ahead of HF's recurrent state
         self.conv_update = getattr(sys.modules[type(mixer).__module__], "causal_conv1d_update")
-        self.counts = {"prefill": 0, "decode": 0, "fallback": 0, "adopt": 0, "sync": 0}
+        self.counts = {"prefill": 0, "decode": 0, "fallback": 0, "adopt": 0, "sync": 0,
+                       "captured": 0}
         self.attr = _forward_attr(mixer)
         self.had_forward = self.attr in mixer.__dict__
         self.orig = getattr(mixer, self.attr)      # what the wrapper calls
@@ -319,9 +333,10 @@ def _mamba2_decode(mixer, st, hidden_states, cache, attention_mask):
     act = x.dtype
     block = st.ensure(cache, bsz, act, x.device)
     A = -torch.exp(mixer.A_log.float())
+    # per-head parameters in fp32 (a bf16 model stores them in bf16; the kernels read fp32)
     y = block(x.reshape(bsz, H, P).contiguous(), dt.reshape(bsz, H), A,
               B.reshape(bsz, G, N).contiguous(), C.reshape(bsz, G, N).contiguous(),
-              D=mixer.D, dt_bias=mixer.dt_bias)
+              D=mixer.D.float(), dt_bias=mixer.dt_bias.float())
     y = mixer.norm(y.reshape(bsz, 1, H * P), gate)
     return mixer.out_proj(y.to(dtype))
 
@@ -344,8 +359,8 @@ def _gdn_decode(mixer, st, hidden_states, cache, attention_mask):
     q, k, v = torch.split(mixed, [mixer.key_dim, mixer.key_dim, mixer.value_dim], dim=-1)
     block = st.ensure(cache, bsz, q.dtype, q.device)
     o = block(q.reshape(bsz, H, K).contiguous(), k.reshape(bsz, H, K).contiguous(),
-              v.reshape(bsz, HV, V).contiguous(), A_log=mixer.A_log,
-              a=a.reshape(bsz, HV), dt_bias=mixer.dt_bias, b=b.reshape(bsz, HV))
+              v.reshape(bsz, HV, V).contiguous(), A_log=mixer.A_log.float(),
+              a=a.reshape(bsz, HV), dt_bias=mixer.dt_bias.float(), b=b.reshape(bsz, HV))
     o = mixer.norm(o.reshape(-1, V), z.reshape(-1, V))
     return mixer.out_proj(o.reshape(bsz, 1, HV * V))
 
@@ -371,6 +386,42 @@ def _forward_attr(mixer) -> str:
         else "forward"
 
 
+def _capturing(t: torch.Tensor) -> bool:
+    """Is the current CUDA stream capturing a graph (False for CPU tensors / CPU-only torch)?"""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def _backend_of(block) -> Optional[str]:
+    """'cute' when the block's decode step runs a CuTe kernel, else why not (str)."""
+    from ..backends import cute_unavailable_reason, resolve
+    op = "mamba2_decode" if isinstance(block, Mamba2DecodeBlock) else "gdn_decode"
+    if block.backend == "torch":
+        return "backend='torch' (the torch reference synchronises with the host)"
+    if os.environ.get("REPLAYSSM_FORCE_TORCH") == "1" and block.backend == "auto":
+        return "REPLAYSSM_FORCE_TORCH=1 selects the torch reference"
+    try:
+        impl = resolve(block.backend, op, block.cache)
+    except RuntimeError as e:
+        return str(e)
+    if impl is None:
+        why = cute_unavailable_reason(block.cache.device)
+        return why or f"the CuTe {op} kernel does not support this configuration ({block.cache!r})"
+    return None
+
+
+def _check_capture(st: "_LayerState", cache, batch: int) -> None:
+    """Refuse, with the reason, a decode step that cannot be recorded into a CUDA graph."""
+    if st.block is None or not st.owns(cache) or st.batch != batch:
+        raise RuntimeError(
+            f"{st.name}: CUDA-graph capture of a decode step needs one eager decode step on this "
+            f"cache first (it allocates the replay cache, quantizes HF's prefill state into it and "
+            f"compiles the kernels); see ReplayPatch.graph_decode_step")
+    why = _backend_of(st.block)
+    if why is not None:
+        raise RuntimeError(f"{st.name}: a CUDA graph can only capture the CuTe replay kernels, "
+                           f"but {why}")
+
+
 def _make_forward(st: _LayerState, orig_forward):
     decode = _with_conv_hooks(_DECODE[st.family])
 
@@ -387,10 +438,20 @@ def _make_forward(st: _LayerState, orig_forward):
         li = mixer.layer_idx
         has_state = (cache.get_recurrent_state(li, state_idx=0) is not None
                      and cache.get_conv_state(li, state_idx=0) is not None)
+        capturing = _capturing(hidden_states)
         if (has_state and hidden_states.shape[1] == 1 and not mixer.training
                 and not cache.is_recording_past(li)):
-            st.counts["decode"] += 1
+            if capturing:
+                _check_capture(st, cache, hidden_states.shape[0])
+                st.counts["captured"] += 1
+            else:
+                st.counts["decode"] += 1
             return decode(mixer, st, hidden_states, cache, mask)
+        if capturing and st.live:
+            raise RuntimeError(
+                f"{st.name}: this forward would write the replay state back into the HF cache "
+                f"(a host-synchronising step) while a CUDA graph is being captured; only "
+                f"single-token decode steps with a cache can be captured")
         # original mixer: make HF's recurrent state current first (ours may be for another cache)
         st.release()
         st.counts["fallback" if has_state else "prefill"] += 1
@@ -430,11 +491,205 @@ class ReplayPatch:
             if st.live and (cache is None or st.owns(cache)):
                 st.sync()
 
+    def prepare_capture(self, cache) -> None:
+        """Check that a single-token decode step of the model on ``cache`` can be captured in a
+        CUDA graph now, and raise ``RuntimeError`` naming every problem otherwise. Call it after
+        one eager decode step on ``cache`` (which allocates the replay caches, quantizes the
+        prefill state into them and compiles the kernels); :meth:`graph_decode_step` does all of
+        this for you.
+
+        Capturable means: every patched layer holds ``cache``'s state; its decode step runs the
+        CuTe kernels (``backend="cute"``, or ``"auto"`` on an sm_90+ GPU for a supported
+        configuration); ``cache`` has static shapes (``cache.is_compileable``: a
+        ``transformers.StaticCache`` for models with attention layers; the default cache of a
+        pure SSM model such as ``Mamba2ForCausalLM`` is fine) and does not record its past."""
+        problems = []
+        batch = None
+        for st in self.layers:
+            if st.block is None or not st.owns(cache):
+                problems.append(f"{st.name}: no eager decode step on this cache yet")
+                continue
+            batch = st.batch if batch is None else batch
+            why = _backend_of(st.block)
+            if why is not None:
+                problems.append(f"{st.name}: {why}")
+            if st.block.cache.device.type != "cuda":
+                problems.append(f"{st.name}: the replay cache is on {st.block.cache.device}")
+        if not getattr(cache, "is_compileable", False):
+            kinds = sorted({type(l).__name__ for l in getattr(cache, "layers", [])
+                            if not getattr(l, "is_compileable", True)})
+            problems.append(
+                f"the HF cache ({type(cache).__name__}) has layers whose shapes grow or that "
+                f"record their past ({', '.join(kinds) or 'unknown'}); use "
+                f"transformers.StaticCache(config=model.config, max_cache_len=...) ")
+        if problems:
+            raise RuntimeError("the decode step cannot be captured in a CUDA graph:\n  "
+                               + "\n  ".join(problems))
+
+    def graph_decode_step(self, cache, **model_kwargs) -> "GraphDecodeStep":
+        """A callable ``step(input_ids) -> logits`` that runs one single-token decode step of the
+        patched model on ``cache`` (a prefilled HF cache; ``transformers.StaticCache`` for models
+        with attention layers) through a CUDA graph. Its first call runs eagerly (the warm-up:
+        replay caches, kernel compilation) and captures the graph; later calls copy ``input_ids``
+        into the graph's static input and replay it. See :class:`GraphDecodeStep`."""
+        model = self.model_ref()
+        if model is None:
+            raise RuntimeError("the patched model no longer exists")
+        return GraphDecodeStep(model, cache, handle=self, **model_kwargs)
+
     def __repr__(self):
         fams = sorted({st.family for st in self.layers})
         return (f"ReplayPatch({len(self.layers)} layers {fams}, precision={self.precision!r}, "
                 f"buffer_len={self.buffer_len}, max_draft={self.max_draft}, "
                 f"backend={self.backend!r}, transformers={self.transformers_version})")
+
+
+def _cache_kwarg(model) -> str:
+    """The name under which the model's forward takes the cache (``cache`` from 5.24,
+    ``past_key_values`` before)."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):   # pragma: no cover
+        return "cache"
+    return next((k for k in ("cache", "past_key_values", "cache_params") if k in params), "cache")
+
+
+class GraphDecodeStep:
+    """One single-token decode step of a patched ``transformers`` model, recorded in a
+    ``torch.cuda.CUDAGraph`` (from :meth:`ReplayPatch.graph_decode_step`).
+
+    ``step(input_ids)`` takes int64 ``[batch, 1]`` token ids on the model's CUDA device and
+    returns the next-token logits ``[batch, vocab]``:
+
+    * first call: runs the step **eagerly** on a side stream (the warm-up: each patched layer
+      allocates its replay cache, quantizes the prefill state HF left in ``cache`` into it and
+      compiles its kernels; cuBLAS initialises on that stream), checks
+      :meth:`ReplayPatch.prepare_capture`, then **captures** the same call on that stream
+      (capturing records, it does not run: the state advances once) and returns the eager logits;
+    * later calls: copy ``input_ids`` into the static input and **replay** the graph. The
+      returned tensor is the graph's static output, overwritten by the next call: clone it to keep
+      it.
+
+    Everything a step changes lives in device tensors that the graph updates in place: HF's conv
+    states and static KV cache (with its device-side length, from which positions and the causal
+    mask are computed), the replay cache's buffers, checkpoint and cursors. Flush vs non-flush is
+    decided per row on the device, so the one graph serves every step of the L-cycle, and a replay
+    does exactly what the eager step would (same kernels, same inputs; SR bits come from the
+    seed and the device-side flush counters, so they are the same too).
+
+    ``model_kwargs`` are passed to every call of the model (e.g. ``logits_to_keep=1``); do not
+    pass an ``attention_mask`` (it would be baked into the graph). Rules while the graph is in
+    use: decode only through it (an eager forward on ``cache`` in between is fine, but anything
+    that writes the replay state back — ``handle.sync()``, a multi-token forward, ``unpatch`` —
+    followed by more replays makes the replay cache re-read HF's state, which the graph does not
+    do: capture a new step after such calls); don't exceed the StaticCache's ``max_cache_len``;
+    one graph per (cache, batch). ``handle.stats()`` counts the capture as ``captured``, not the
+    replays; :attr:`replays` counts them.
+    """
+
+    def __init__(self, model, cache, handle: Optional[ReplayPatch] = None, stream=None, pool=None,
+                 **model_kwargs):
+        self.model = model
+        self.cache = cache
+        self.handle = handle if handle is not None else getattr(model, "_replayssm_patch", None)
+        if self.handle is None:
+            raise RuntimeError("GraphDecodeStep needs a model patched by "
+                               "replayssm_lp.integrations.transformers.patch")
+        if "attention_mask" in model_kwargs:
+            raise ValueError("attention_mask would be frozen into the CUDA graph; decode without it "
+                             "(the StaticCache's device-side length gives the causal mask)")
+        self.model_kwargs = dict(model_kwargs)
+        self.model_kwargs[_cache_kwarg(model)] = cache
+        self.model_kwargs["use_cache"] = True
+        self.stream, self.pool = stream, pool
+        self.graph: Optional[torch.cuda.CUDAGraph] = None
+        self.static_ids: Optional[torch.Tensor] = None
+        self.static_logits: Optional[torch.Tensor] = None
+        self._blocks: list = []
+        self.replays = 0
+
+    @property
+    def captured(self) -> bool:
+        return self.graph is not None
+
+    def _check_ids(self, input_ids):
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 \
+                or input_ids.shape[1] != 1:
+            raise ValueError(f"input_ids must be a [batch, 1] tensor, got "
+                             f"{getattr(input_ids, 'shape', type(input_ids).__name__)}")
+        if not input_ids.is_cuda:
+            raise ValueError(f"input_ids must be on the model's CUDA device, got "
+                             f"{input_ids.device}")
+        if self.static_ids is not None and (input_ids.shape != self.static_ids.shape
+                                            or input_ids.device != self.static_ids.device):
+            raise ValueError(f"this graph was captured for input_ids {list(self.static_ids.shape)}"
+                             f" on {self.static_ids.device}, got {list(input_ids.shape)} on "
+                             f"{input_ids.device}")
+
+    @torch.no_grad()
+    def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
+        self._check_ids(input_ids)
+        if self.graph is not None:
+            self.static_ids.copy_(input_ids)
+            self.graph.replay()
+            self.replays += 1
+            return self.static_logits
+        return self._warm_up_and_capture(input_ids)
+
+    def _warm_up_and_capture(self, input_ids):
+        self.static_ids = input_ids.to(torch.long).clone()
+        s = self.stream if self.stream is not None else torch.cuda.Stream(input_ids.device)
+        s.wait_stream(torch.cuda.current_stream(input_ids.device))
+        cur = torch.cuda.current_stream(input_ids.device)
+        with torch.cuda.stream(s):
+            eager = self.model(input_ids=self.static_ids, **self.model_kwargs).logits[:, -1].clone()
+        cur.wait_stream(s)
+        eager.record_stream(cur)
+        self.handle.prepare_capture(self.cache)      # raises (state advanced by the eager step)
+        graph = torch.cuda.CUDAGraph()
+        s.wait_stream(cur)
+        with torch.cuda.graph(graph, pool=self.pool, stream=s):
+            out = self.model(input_ids=self.static_ids, **self.model_kwargs)
+            self.static_logits = out.logits[:, -1]
+        cur.wait_stream(s)
+        # the graph writes the replay caches in place: keep them alive while it exists
+        self._blocks = [st.block for st in self.handle.layers]
+        self.graph = graph
+        return eager
+
+
+@torch.no_grad()
+def graph_generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, cache=None,
+                   cuda_graph: bool = True, **model_kwargs):
+    """Greedy decoding of a patched model with a ``transformers.StaticCache`` and, with
+    ``cuda_graph=True``, every decode step after the first replayed from one CUDA graph
+    (:class:`GraphDecodeStep`). Prefill runs eagerly (the original mixers). ``input_ids``
+    ``[batch, prompt]`` without padding. Returns ``(sequences [batch, prompt + max_new_tokens],
+    logits [max_new_tokens, batch, vocab])``, the layout of ``generate(...,
+    output_logits=True)``: ``logits[i]`` produced token ``i``. ``cuda_graph=False`` runs the same
+    loop eagerly (the reference a graph run reproduces)."""
+    import transformers
+    _check_int("max_new_tokens", max_new_tokens, 1)
+    bsz, plen = input_ids.shape
+    if cache is None:
+        cache = transformers.StaticCache(config=model.config, max_cache_len=plen + max_new_tokens)
+    kw = dict(model_kwargs)
+    kw[_cache_kwarg(model)] = cache
+    out = model(input_ids=input_ids, use_cache=True, **kw)
+    logits = [out.logits[:, -1].float().clone()]
+    tokens = [logits[0].argmax(-1, keepdim=True)]
+    step = None
+    if max_new_tokens > 1 and cuda_graph:
+        step = GraphDecodeStep(model, cache, **model_kwargs)
+    for _ in range(max_new_tokens - 1):
+        ids = tokens[-1]
+        if step is not None:
+            lg = step(ids).float().clone()
+        else:
+            lg = model(input_ids=ids, use_cache=True, **kw).logits[:, -1].float().clone()
+        logits.append(lg)
+        tokens.append(lg.argmax(-1, keepdim=True))
+    return torch.cat([input_ids] + tokens, dim=1), torch.stack(logits)
 
 
 def _find_layers(model):
