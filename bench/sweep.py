@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 
@@ -55,11 +55,12 @@ def _stagger(cache, L):
 
 
 def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
-                 peers: bool, progress, phases: bool = False) -> List[Dict]:
+                 peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None
+              ) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, P, N, G = dims["H"], dims["P"], dims["N"], dims["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
-    cells = []
+    cells = [] if cells is None else cells
     for batch in batches:
         inp = _mamba2_inputs(batch, H, P, N, G, act, dev)
         out = torch.empty(batch, H, P, dtype=act, device=dev)
@@ -146,11 +147,12 @@ def _gdn_inputs(batch, H, HV, K, V, act, dev):
 
 
 def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
-              peers: bool, progress, phases: bool = False) -> List[Dict]:
+              peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None
+              ) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, HV, K, V = dims["H"], dims["HV"], dims["K"], dims["V"]
     dev, act = torch.device("cuda"), torch.bfloat16
-    cells = []
+    cells = [] if cells is None else cells
     for batch in batches:
         inp = _gdn_inputs(batch, H, HV, K, V, act, dev)
         out = torch.empty(batch, HV, V, dtype=act, device=dev)
@@ -295,6 +297,23 @@ def plot(cells: List[Dict], out_dir: str) -> List[str]:
     return paths
 
 
+class _DeadlineReached(Exception):
+    pass
+
+
+class _DeadlineProgress:
+    """The progress bar the cell generators update, raising once the wall-clock deadline passed."""
+
+    def __init__(self, prog, deadline: Optional[float]):
+        self.prog, self.deadline, self.reached = prog, deadline, False
+
+    def update(self, n: int = 1):
+        self.prog.update(n)
+        if self.deadline is not None and time.time() > self.deadline:
+            self.reached = True
+            raise _DeadlineReached
+
+
 def run(args) -> int:
     if not torch.cuda.is_available():
         raise SystemExit("sweep needs a CUDA GPU (sm_90+): none is visible")
@@ -314,12 +333,20 @@ def run(args) -> int:
     for shape in shapes:
         if traffic.SHAPES[shape]["kind"] != args.layer:
             raise SystemExit(f"shape {shape} is a {traffic.SHAPES[shape]['kind']} layer, not {args.layer}")
-        fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
-        cells += fn(shape, pairs, batches, Ls, args.replays, not args.no_peers, prog, args.phases)
+    # the deadline is checked between cells (progress updates): what was measured is kept
+    deadline = _DeadlineProgress(prog, t0 + args.deadline if args.deadline else None)
+    try:
+        for shape in shapes:
+            fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
+            fn(shape, pairs, batches, Ls, args.replays, not args.no_peers, deadline, args.phases,
+               cells=cells)
+    except _DeadlineReached:
+        print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the rest skipped")
     prog.close()
     overhead = launch_overhead("nemotron3-super")
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
-                seconds=time.time() - t0, replays=args.replays, host_overhead_us=overhead)
+                seconds=time.time() - t0, replays=args.replays, host_overhead_us=overhead,
+                complete=not deadline.reached)
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
         json.dump(dict(meta=meta, cells=cells), f, indent=1)
     md = render(cells, copy_gbs) + "\n\nHost time per eager call (batch 1):\n" + "\n".join(
@@ -345,4 +372,7 @@ def register(sub):
     p.add_argument("--phases", action="store_true",
                    help="also time non-flush-only and flush-only steps (cursors pinned)")
     p.add_argument("--out", default="bench/results/sweep")
+    p.add_argument("--deadline", type=float, default=0.0,
+                   help="stop starting new cells after this many seconds and write what was "
+                        "measured (0 = no limit)")
     p.set_defaults(fn=run)
