@@ -1,0 +1,856 @@
+"""Mamba-2 ReplaySSM speculative verify (T draft tokens per row) in CuTe DSL: ONE launch per call
+for a batch whose rows sit at different buffer positions, for every precision pair.
+
+Semantics: ``replayssm_lp.reference.mamba2_replay`` with T inputs per row and ``commit_all=False``
+(the spec), plus ``_flush_rows`` / ``mamba2_fold`` / ``cache.write_state`` for the rows with
+``h + T > L`` (h = ``write_pos[s]``). Per row (slot ``s``, origin = ``ring_origin[s]``, logical
+entry j at physical ring index ``(origin + j) % R``):
+
+* **outputs** (every valid row): with the E = h + T entries ``e`` -- the h committed ring entries,
+  then the T drafts -- and their cumulative log decay Λ (one scan over all E), query t sits at
+  ``q = h + t`` and ``y_t = Σ_{e<=q} exp(Λ_q − Λ_e)·dt'_e·(B_e·C_t)·x_e + exp(Λ_q)·(S·C_t) + D·x_t``
+  (``*= silu(z_t)``). Non-flush rows: S = the read copy (``lo``; ``hi`` for shared pairs). Flush rows:
+  S = the hi checkpoint *before* this call's flush rewrites it. The spec folds first and takes the
+  fp32 fold S_new = exp(Λ_{h−1})·S_hi + Σ_{j<h} exp(Λ_{h−1} − Λ_j)·dt'_j·x_j ⊗ B_j as S0 with the
+  drafts only; expanding S_new·C_t gives exactly the sum above (Λ over the drafts after a flush is
+  Λ_q − Λ_{h−1}), so both kinds of row share one output path, and the result differs from the spec
+  by fp32 rounding (summation order) only. The state is read once for all T queries.
+* **flush rows** (h + T > L): after the outputs, fold the h committed entries into hi and write hi +
+  lo exactly as the decode kernel does (its ``_flush2`` / ``_flush`` are reused unchanged: fp32
+  fold, bit-exact RN/SR encoders incl. nvfp4, Philox counters with generation = ``flush_count[s]``
+  as read at kernel start), then ``ring_origin += h``, ``write_pos = 0``, ``flush_count += 1``.
+  (The decode flush also forms its T = 1 output; here it goes to a shared-memory sink.)
+* **append** (every valid row): x_t, B_t, dt'_t, A·dt'_t at logical h'..h'+T−1 (h' = 0 after a
+  flush) of the (possibly moved) ring; these positions never hold an entry this call reads.
+* **cursors** (last CTA of the row, ``arrive`` counter as in the decode kernel): ``write_pos = h'``,
+  ``pending = T`` (verify never commits; :func:`replayssm_lp.ops.commit` moves ``write_pos``).
+* pad rows (``state_batch_indices == pad_slot_id`` or outside ``[0, num_slots)``): nothing at all.
+
+Launch: grid ``(H / heads_per_cta, batch)``, 128 threads; a CTA owns one row and ``heads_per_cta``
+consecutive heads of one group (:func:`cute_kernels.mamba2_replay.choose_heads_per_cta`). Per CTA:
+
+1. cursors; C_t of all T queries to smem (``sCT[n, t]``, t contiguous: one 16-byte load gives four
+   queries' C at a column);
+2. ``cb[e, t] = B_e·C_t`` for every entry (one warp per entry, lanes over N, one transposed
+   butterfly for the T sums);
+3. per head (one warp per head): dt'_t and A·dt'_t of the drafts (appended to dt_buf / dA_buf), the
+   inclusive scan of the log decays over the E entries, the output coefficients
+   ``coef[t, e] = exp(Λ_q − Λ_e)·dt'_e·cb[e, t]`` (causal mask e <= q), ``exp(Λ_q)``, and for flush
+   rows the decode kernel's fold weights ``exp(Λ_{h−1} − Λ_j)·dt'_j`` and ``exp(Λ_{h−1})``;
+4. per head: the state rows go to registers with 16-byte loads (the decode kernel's non-flush
+   mapping, :class:`cute_kernels.mamba2_replay.ReplayTile`: TN lanes per row, RPT rows per thread),
+   each element is decoded once and multiplied with the T columns of C (fp32 FMA on the CUDA cores),
+   the T row sums are reduced over the TN lanes with one transposed butterfly and land in smem
+   (``sDot[t, p]``, scaled); the x_e rows of the E entries are staged in smem meanwhile; then
+   ``Y = coef·X + exp(Λ)·sDot + D·x`` (a T×E by E×P product, one (t, p) output per thread step),
+   gated and stored;
+5. flush rows: the decode kernel's flush; then the append and the cursor update.
+
+Numerics: every product and sum is fp32 (CUDA-core FMA; no tensor cores, so no tf32 / fp16
+rounding of the fp32 and 16-bit copies). The nvfp4 decode multiplies e2m1 by the block scale exactly
+in fp32 and applies the global scale after the row sum; fp8 applies the row scale after the row sum.
+
+Public entry points: :func:`compile_mamba2_verify` (tensor-free, cached by scalars),
+:func:`mamba2_verify_cute` (launcher on a :class:`replayssm_lp.Mamba2ReplayCache`),
+:func:`supports_cache`, :func:`compile_only` (CPU compile tests).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Boolean, Float32, Int32, Int64, Uint32, const_expr
+
+try:  # annotations only; the TVM-FFI path takes the stream from the torch environment
+    import cuda.bindings.driver as cuda
+except Exception:  # pragma: no cover
+    cuda = None
+
+from replayssm_lp.pairs import parse_pair
+
+from . import common
+from . import lowprec as lp
+from .common import CompiledKernel, KernelCache, dtype_name
+from .mamba2_replay import (
+    NUM_THREADS,
+    SOFTPLUS_THRESHOLD,
+    Mamba2ReplayDecode,
+    ReplayTile,
+    _copy_args,
+    _e2m1x8_to_f16x2,
+    _fake_copy,
+    _opaque_i32,
+    _sel_i32,
+    _silu_gate,
+    choose_heads_per_cta,
+)
+
+__all__ = [
+    "Mamba2VerifyKernel",
+    "MAX_DRAFT",
+    "compile_mamba2_verify",
+    "compile_only",
+    "mamba2_verify_cute",
+    "supports_cache",
+]
+
+MAX_DRAFT = 16                     # largest T compiled (smem and registers scale with T)
+_ACC_PER_GROUP = 32                # accumulators per row group of the state dot (rows x T)
+
+
+def _pow2_ge(n: int) -> int:
+    t = 1
+    while t < n:
+        t *= 2
+    return t
+
+
+def _lanes_reduce(vals, tn: int, lir):
+    """Sums each value of ``vals`` (a list of Float32, the same length in every lane) over the
+    ``tn`` consecutive lanes of a group (``lir`` = lane in group), transposed: at every butterfly
+    level a lane keeps one half of its list and trades the other half with its partner, so n values
+    cost ~n shuffles in all instead of n·log2(tn). Returns ``(sums, base)``: ``sums[m]`` is the
+    total of ``vals[base + m]`` (Int32 ``base``, a function of the lane bits; indices past
+    ``len(vals)`` are padding). Lanes that end with the same index hold bit-identical sums."""
+    cur = list(vals)
+    base = Int32(0)
+    o = tn // 2
+    while o >= 1:
+        n = len(cur)
+        if n > 1:
+            hi = (lir & o) != 0
+            h = -(-n // 2)
+            keep_lo = cur[:h]
+            keep_hi = cur[h:] + [Float32(0.0)] * (h - (n - h))
+            nxt = []
+            for a, b in zip(keep_lo, keep_hi):
+                send = lp.sel_f32(hi, a, b)
+                keep = lp.sel_f32(hi, b, a)
+                nxt.append(keep + cute.arch.shuffle_sync_bfly(send, offset=o))
+            cur = nxt
+            base = base + _sel_i32(hi, Int32(h), Int32(0))
+        else:
+            v = cur[0]
+            cur = [v + cute.arch.shuffle_sync_bfly(v, offset=o)]
+        o //= 2
+    return cur, base
+
+
+def _bcast_seg(lam, nseg: int, q):
+    """``Λ_q`` from a warp's segmented scan (entry e = lane + 32·s in ``lam[s]``); 0 when q is
+    outside [0, 32·nseg) (q = −1: the empty prefix). ``q`` must be warp-uniform."""
+    r = Float32(0.0)
+    ql = q & Int32(31)
+    for s in range(nseg):
+        v = cute.arch.shuffle_sync(lam[s], ql)
+        inseg = (q >= Int32(32 * s)) & (q < Int32(32 * (s + 1)))
+        r = lp.sel_f32(inseg, v, r)
+    return r
+
+
+class Mamba2VerifyKernel(Mamba2ReplayDecode):
+    """Compile-time parameters + host launch (``__call__``) + device code (``kernel``) of the
+    verify step. Inherits the decode kernel's flush (fold + encoders) and tiling helpers."""
+
+    def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
+                 ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,
+                 has_z: bool, has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
+                 has_state_batch_indices: bool = True, min_blocks_per_mp: Optional[int] = None,
+                 flush_impl: Optional[int] = None):
+        T = int(num_drafts)
+        if not (1 <= T <= MAX_DRAFT):
+            raise ValueError(f"num_drafts T={T} must be in [1, {MAX_DRAFT}]")
+        if int(ring) < T + 1 or int(ring) < int(buffer_len) + 1:
+            raise ValueError(f"ring R={ring} must be >= max(L, T) + 1")
+        if int(dstate) % 32:
+            raise ValueError(f"the verify kernel needs dstate % 32 == 0, got {dstate}")
+        self.T = T
+        self.TP = _pow2_ge(T)                # padded query count (vector loads of C)
+        self.EM = int(ring)                  # most entries a call sees: h + T <= R
+        self.NSEGV = -(-self.EM // 32)       # scan segments
+        super().__init__(pair, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, buffer_len,
+                         ring, has_D, has_z, has_dt_bias, dt_softplus, heads_per_cta,
+                         has_state_batch_indices, prefetch=False, min_blocks_per_mp=0,
+                         flush_impl=flush_impl, nonflush_mma=False, staged=False)
+        # the dot path of flush rows reads hi (the recurrence format) before the flush rewrites it
+        self.tile_hi = (self.cfg if not self.split else
+                        ReplayTile(self.rec_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
+                                   self.hpc))
+        # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
+        # the flush path together; fewer when shared memory binds
+        k = 4 if min_blocks_per_mp is None else int(min_blocks_per_mp)
+        forced = os.environ.get("REPLAYSSM_M2V_MINBLOCKS")    # tuning runs
+        if forced and min_blocks_per_mp is None:
+            k = int(forced)
+        sc = self._smem_ctas()
+        self.min_blocks_per_mp = min(k, sc) if (sc and k) else k
+
+    # ------------------------------------------------------------------ static facts
+    def _rows_per_group(self, tile) -> int:
+        """Rows of the state dot processed together (they share the C loads): the largest divisor
+        of RPT with rows·T <= 32 accumulators."""
+        rg = 1
+        for d in range(1, tile.rpt + 1):
+            if tile.rpt % d == 0 and d * self.T <= _ACC_PER_GROUP:
+                rg = d
+        return rg
+
+    def _vlayout(self):
+        """Union buffer (``sU``): the decode flush's buffers, or the output phase's sDot [T, P] and
+        sXE [EM, P] (fp32) -- a flush row finishes its outputs before the flush starts."""
+        off, size = super()._ulayout()
+        al = lambda b: -(-b // 16) * 16  # noqa: E731
+        off = dict(off)
+        off["dot"] = 0
+        off["xe"] = al(4 * self.T * self.P)
+        size = max(size, off["xe"] + al(4 * self.EM * self.P))
+        return off, size
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of one CTA (the allocations of :meth:`kernel`)."""
+        N, P, NT, HPC, T, TP, EM = self.N, self.P, self.cfg.nt, self.hpc, self.T, self.TP, self.EM
+        al = lambda b: -(-b // 16) * 16  # noqa: E731
+        b = al(4 * N) + al(4 * N * TP) + al(4 * EM * TP) + al(4 * HPC * self.cfg.hm)
+        b += al(4 * HPC * T * EM) + al(16 * HPC) + al(4 * HPC * TP) + al(4 * (NT // 32))
+        b += al(8 * lp.PHILOX_ROUNDS) + al(P * (self.act_dtype.width // 8))
+        return b + self._vlayout()[1]
+
+    # ------------------------------------------------------------------ host side
+    @cute.jit
+    def __call__(
+        self,
+        mX: cute.Tensor, mDt: cute.Tensor, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
+        mD: Optional[cute.Tensor], mZ: Optional[cute.Tensor], mDtBias: Optional[cute.Tensor],
+        mIdx: Optional[cute.Tensor], mOut: cute.Tensor,
+        mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+        mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
+        mXBuf: cute.Tensor, mBBuf: cute.Tensor, mDtBuf: cute.Tensor, mDABuf: cute.Tensor,
+        mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mPend: cute.Tensor,
+        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], pad_slot_id: Int32,
+        stream: cuda.CUstream,
+    ):
+        batch = mX.shape[0]
+        self.kernel(
+            mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
+            mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend, mArrive, mSeed,
+            pad_slot_id,
+        ).launch(
+            grid=[self.cfg.ctas_per_row, batch, 1],
+            block=[self.cfg.nt, 1, 1],
+            stream=stream,
+            min_blocks_per_mp=self.min_blocks_per_mp,
+            # an explicit carveout keeps the DSL from querying the device (GPU-less compiles)
+            preferred_smem_carveout=(100 if self._smem_ctas() else
+                                     (-1 if self.min_blocks_per_mp > 1 else None)),
+        )
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def kernel(
+        self,
+        mX: cute.Tensor, mDt: cute.Tensor, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
+        mD: Optional[cute.Tensor], mZ: Optional[cute.Tensor], mDtBias: Optional[cute.Tensor],
+        mIdx: Optional[cute.Tensor], mOut: cute.Tensor,
+        mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+        mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
+        mXBuf: cute.Tensor, mBBuf: cute.Tensor, mDtBuf: cute.Tensor, mDABuf: cute.Tensor,
+        mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mPend: cute.Tensor,
+        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], pad_slot_id: Int32,
+    ):
+        cfg = self.cfg
+        H, P, N, L, R = self.H, self.P, self.N, self.L, self.R
+        T, TP, EM, HPC, NT = self.T, self.TP, self.EM, self.hpc, cfg.nt
+        tidx, _, _ = cute.arch.thread_idx()
+        hc, row, _ = cute.arch.block_idx()
+        warp = tidx // 32
+        lane = tidx % 32
+
+        smem = cutlass.memory.SmemAllocator()
+        sC = smem.allocate_tensor(Float32, cute.make_layout(N), byte_alignment=16)
+        sCT = smem.allocate_tensor(Float32, cute.make_layout(N * TP), byte_alignment=16)
+        sCB = smem.allocate_tensor(Float32, cute.make_layout((EM, TP), stride=(TP, 1)),
+                                   byte_alignment=16)
+        HM = cfg.hm
+        sCoef = smem.allocate_tensor(Float32, cute.make_layout((HPC, HM), stride=(HM, 1)),
+                                     byte_alignment=16)
+        sCoefT = smem.allocate_tensor(Float32, cute.make_layout((HPC, T, EM),
+                                                                stride=(T * EM, EM, 1)),
+                                      byte_alignment=16)
+        sScal = smem.allocate_tensor(Float32, cute.make_layout((HPC, 4), stride=(4, 1)),
+                                     byte_alignment=16)
+        sG = smem.allocate_tensor(Float32, cute.make_layout((HPC, TP), stride=(TP, 1)),
+                                  byte_alignment=16)
+        sRed = smem.allocate_tensor(Float32, cute.make_layout(NT // 32), byte_alignment=16)
+        sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * lp.PHILOX_ROUNDS),
+                                    byte_alignment=16)
+        # the decode flush's own T = 1 output goes here (never read): every (row, head) -> one row
+        sSink = smem.allocate_tensor(self.act_dtype, cute.make_layout(P), byte_alignment=16)
+        uoff, usize = self._vlayout()
+        sU = smem.allocate_tensor(Int32, cute.make_layout(usize // 4), byte_alignment=16)
+
+        def uview(name, dtype, layout):
+            return cute.make_tensor(cute.recast_ptr(sU.iterator + uoff[name] // 4, dtype=dtype),
+                                    layout)
+
+        sB = uview("sB", Float32, cute.make_layout((cfg.jb, N), stride=(N, 1)))
+        sWX = uview("sWX", Float32, cute.make_layout((cfg.jb, P), stride=(P, 1)))
+        sS = None
+        if const_expr(self.flush_impl == 2 and self.needs_gamax):
+            sS = uview("sS", Float32, cute.make_layout((max(cfg.nit - 1, 1) * 4 * NT, 4),
+                                                       stride=(4, 1)))
+        sHW = sHS = sXR = None
+        if const_expr(self.flush_impl == 2):
+            wpc = 16 * {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "nvfp4": 4}[self.rec_fmt] // 32
+            V = min(4, wpc)
+            sHW = uview("hw", Int32, cute.make_layout((wpc // V, NT, V), stride=(NT * V, V, 1)))
+            sHS = uview("hs", Int32, cute.make_layout(NT))
+            sXR = uview("xr", self.act_dtype, cute.make_layout((cfg.jb, P), stride=(P, 1)))
+        sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
+        sXE = uview("xe", Float32, cute.make_layout((EM, P), stride=(P, 1)))
+
+        if const_expr(self.has_idx):
+            slot = mIdx[row]
+        else:
+            slot = row
+        num_slots = mWPos.shape[0]
+        valid = slot != pad_slot_id
+        if slot < 0:
+            valid = Boolean(False)
+        if slot >= num_slots:
+            valid = Boolean(False)
+
+        if valid:
+            # ------------------------------------------------------------ cursors
+            # h <= R - T for any valid cache state (clamped: memory safety on corrupt cursors)
+            h = cutlass.max(cutlass.min(mWPos[slot], Int32(R - T)), Int32(0))
+            origin = mOrig[slot]
+            gen = mFlushCnt[slot]
+            flush = h + Int32(T) > Int32(L)
+            E = h + Int32(T)             # entries the outputs use: h committed + T drafts
+            hb = h                       # logical position of the first draft after this call
+            origin2 = origin             # ring origin after this call
+            if flush:
+                hb = Int32(0)
+                origin2 = self._phys(origin, h)
+            head0 = hc * HPC
+            group = head0 // self.hpg
+
+            # ------------------------------------------------------------ C of every query
+            for i in cutlass.range_constexpr(-(-(T * N) // NT)):
+                idx = tidx + i * NT
+                t = idx // N
+                n = idx % N
+                if idx < T * N:
+                    cv = mC[row, t, group, n].to(Float32)
+                    sCT[n * TP + t] = cv
+                    if t == 0:
+                        sC[n] = cv
+            cute.arch.barrier()
+
+            # ------------------------------------------------------------ cb[e, t] = B_e . C_t
+            self._cb_dots(mB, mBBuf, sCT, sCB, row, slot, group, origin, h, E, warp, lane)
+            cute.arch.barrier()
+
+            # ------------------------------------------------------------ per head: decay scan
+            for i in cutlass.range_constexpr(-(-HPC // 4)):
+                k = warp + 4 * i
+                if k < HPC:
+                    self._head_scan(mDt, mA, mDtBias, mDtBuf, mDABuf, sCB, sCoef, sCoefT, sScal,
+                                    sG, row, slot, head0 + k, k, origin, origin2, h, hb, E, lane)
+            cute.arch.barrier()
+
+            # ------------------------------------------------------------ outputs, per head
+            for k in cutlass.range(HPC, unroll=1):
+                head = _opaque_i32(head0 + k)
+                if const_expr(self.split):
+                    if flush:
+                        self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, slot, head, tidx)
+                    else:
+                        self._head_dot(False, mLo, mLoS, mLoG, sCT, sDot, slot, head, tidx)
+                else:
+                    self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, slot, head, tidx)
+                self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, E, tidx)
+                cute.arch.barrier()
+                self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, tidx)
+                cute.arch.barrier()      # sDot / sXE are rewritten by the next head (or the flush)
+
+            # ------------------------------------------------------------ flush rows
+            if flush:
+                mX0 = mX[None, 0, None, None]
+                mZ0 = None
+                if const_expr(self.has_z):
+                    mZ0 = mZ[None, 0, None, None]
+                sink = cute.make_tensor(sSink.iterator,
+                                        cute.make_layout((1 << 24, H, P), stride=(0, 0, 1)))
+                if const_expr(self.flush_impl == 2):
+                    self._flush2(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                                 mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
+                                 sKey, row, slot, head0, group, origin, h, gen, tidx)
+                else:
+                    self._flush(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                                mBBuf, mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot,
+                                head0, group, origin, h, gen, tidx)
+
+            # ------------------------------------------------------------ append the drafts
+            # (dt' / dA went out in the scan); positions h'..h'+T-1 of the new ring hold no entry
+            # any CTA of this call reads
+            for i in cutlass.range_constexpr(-(-(HPC * T * P) // NT)):
+                idx = tidx + i * NT
+                k = idx // (T * P)
+                t = (idx // P) % T
+                p = idx % P
+                if k < HPC:
+                    mXBuf[slot, head0 + k, self._phys(origin2, hb + t), p] = mX[row, t, head0 + k, p]
+            if hc % cfg.ctas_per_group == 0:
+                for i in cutlass.range_constexpr(-(-(T * N) // NT)):
+                    idx = tidx + i * NT
+                    t = idx // N
+                    n = idx % N
+                    if idx < T * N:
+                        mBBuf[slot, group, self._phys(origin2, hb + t), n] = mB[row, t, group, n]
+
+            # ------------------------------------------------------------ cursors (last CTA)
+            cute.arch.barrier()
+            if tidx == 0:
+                last = Boolean(True)
+                if const_expr(cfg.ctas_per_row > 1):
+                    cute.arch.fence_acq_rel_gpu()
+                    old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
+                                               sem="relaxed", scope="gpu")
+                    cute.arch.fence_acq_rel_gpu()
+                    last = old == Int32(cfg.ctas_per_row - 1)
+                if last:
+                    mWPos[slot] = hb
+                    mOrig[slot] = origin2
+                    if flush:
+                        mFlushCnt[slot] = gen + 1
+                    mPend[slot] = Int32(T)
+                    if const_expr(cfg.ctas_per_row > 1):
+                        mArrive[slot] = Int32(0)
+
+    # ------------------------------------------------------------------ preamble pieces
+    @cute.jit
+    def _cb_dots(self, mB: cute.Tensor, mBBuf: cute.Tensor, sCT: cute.Tensor, sCB: cute.Tensor,
+                 row: Int32, slot: Int32, group: Int32, origin: Int32, h: Int32, E: Int32,
+                 warp: Int32, lane: Int32):
+        """``sCB[e, t] = B_e·C_t`` for e < E (ring entries e < h, drafts e = h + i): one warp per
+        entry, lanes over N, the T partial sums reduced with one transposed butterfly."""
+        N, T, TP, EM = self.N, self.T, self.TP, self.EM
+        NBL = N // 32
+        for i in cutlass.range_constexpr(-(-EM // 4)):
+            e = warp + 4 * i
+            if e < E:
+                bv = cute.make_rmem_tensor((NBL,), Float32)
+                if e < h:
+                    ph = self._phys(origin, e)
+                    for m in cutlass.range_constexpr(NBL):
+                        bv[m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
+                else:
+                    for m in cutlass.range_constexpr(NBL):
+                        bv[m] = mB[row, e - h, group, lane + 32 * m].to(Float32)
+                sums, base = self._cb_partials(bv, sCT, lane)
+                for m in cutlass.range_constexpr(len(sums)):
+                    if base + m < T:
+                        sCB[e, base + m] = sums[m]
+
+    def _cb_partials(self, bv, sCT, lane):
+        """Lane partials of B_e·C_t over its columns, reduced over the warp (see _lanes_reduce)."""
+        T, TP = self.T, self.TP
+        part = [Float32(0.0)] * T
+        ct = cute.make_rmem_tensor((TP,), Float32)
+        for m in range(self.N // 32):
+            n = lane + 32 * m
+            cute.autovec_copy(cute.local_tile(sCT, (TP,), (n,)), ct)
+            for t in range(T):
+                part[t] = part[t] + bv[m] * ct[t]
+        return _lanes_reduce(part, 32, lane)
+
+    @cute.jit
+    def _head_scan(self, mDt: cute.Tensor, mA: cute.Tensor, mDtBias: Optional[cute.Tensor],
+                   mDtBuf: cute.Tensor, mDABuf: cute.Tensor, sCB: cute.Tensor, sCoef: cute.Tensor,
+                   sCoefT: cute.Tensor, sScal: cute.Tensor, sG: cute.Tensor, row: Int32,
+                   slot: Int32, head: Int32, k: Int32, origin: Int32, origin2: Int32, h: Int32,
+                   hb: Int32, E: Int32, lane: Int32):
+        """One warp, head ``head`` (k-th of the CTA): dt'_t / dA_t of the drafts (lane t), appended
+        to dt_buf / dA_buf; the inclusive scan Λ over the E entries; the output coefficients
+        ``sCoefT[k, t, e]``, ``sG[k, t] = exp(Λ_{h+t})``; the fold weights of the decode flush
+        ``sCoef[k, j] = exp(Λ_{h−1} − Λ_j)·dt'_j`` (j < h), ``sScal[k, 0] = exp(Λ_{h−1})``."""
+        T, EM, NSEG = self.T, self.EM, self.NSEGV
+        tl = cutlass.min(lane, Int32(T - 1))
+        dtv = mDt[row, tl, head].to(Float32)
+        if const_expr(self.has_dt_bias):
+            dtv = dtv + mDtBias[head].to(Float32)
+        if const_expr(self.dt_softplus):
+            if dtv <= Float32(SOFTPLUS_THRESHOLD):
+                dtv = cute.math.log1p(cute.math.exp(dtv))
+        dav = mA[head].to(Float32) * dtv
+        lam = cute.make_rmem_tensor((NSEG,), Float32)
+        dts = cute.make_rmem_tensor((NSEG,), Float32)
+        carry = Float32(0.0)
+        for s in cutlass.range_constexpr(NSEG):
+            e = lane + 32 * s
+            va = Float32(0.0)
+            vd = Float32(0.0)
+            if e < h:
+                ph = self._phys(origin, cutlass.min(e, Int32(EM - 1)))
+                va = mDABuf[slot, head, ph]
+                vd = mDtBuf[slot, head, ph]
+            di = cutlass.max(cutlass.min(e - h, Int32(T - 1)), Int32(0))
+            va_d = cute.arch.shuffle_sync(dav, di)        # warp-collective: every lane
+            vd_d = cute.arch.shuffle_sync(dtv, di)
+            isd = (e >= h) & (e < E)
+            va = lp.sel_f32(isd, va_d, va)
+            vd = lp.sel_f32(isd, vd_d, vd)
+            dts[s] = vd
+            v = va
+            for off in cutlass.range_constexpr(5):
+                o = 1 << off
+                tt = cute.arch.shuffle_sync_up(v, offset=o)
+                v = lp.sel_f32(lane >= o, v + tt, v)
+            v = v + carry
+            lam[s] = v
+            carry = cute.arch.shuffle_sync(v, 31)
+        # the drafts' dt' / dA to the ring (after the scan read the committed entries)
+        if lane < T:
+            ph = self._phys(origin2, hb + lane)
+            mDtBuf[slot, head, ph] = dtv
+            mDABuf[slot, head, ph] = dav
+        # fold weights of the committed entries (used by flush rows only)
+        lam_h = _bcast_seg(lam, NSEG, h - 1)
+        for s in cutlass.range_constexpr(NSEG):
+            e = lane + 32 * s
+            if e < h:
+                sCoef[k, e] = cute.math.exp(lam_h - lam[s]) * dts[s]
+        if lane == 0:
+            sScal[k, 0] = cute.math.exp(lam_h)
+            sScal[k, 1] = Float32(0.0)
+            sScal[k, 2] = Float32(0.0)
+        # output coefficients (causal: entry e contributes to query t iff e <= h + t)
+        for t in cutlass.range_constexpr(T):
+            q = h + t
+            lq = _bcast_seg(lam, NSEG, q)
+            if lane == 0:
+                sG[k, t] = cute.math.exp(lq)
+            for s in cutlass.range_constexpr(NSEG):
+                e = lane + 32 * s
+                if const_expr(32 * s < EM):
+                    if e < EM:
+                        cw = Float32(0.0)
+                        if e <= q:
+                            cw = cute.math.exp(lq - lam[s]) * dts[s] * sCB[e, t]
+                        sCoefT[k, t, e] = cw
+
+    # ------------------------------------------------------------------ outputs
+    def _load_rows(self, fmt, tile, mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir):
+        """One head's state rows of this thread (16-byte chunks ``raw[i, cc, :]`` of row
+        ``rp + RPP·i`` clamped to P-1, chunk ``lir + TN·cc``), fp8 row scales, nvfp4 block-scale
+        byte pairs and global scale: the decode kernel's non-flush read set, for format ``fmt``."""
+        P = self.P
+        for i in range(tile.rpt):
+            p = rp + tile.rpp * i
+            if P % tile.rpp != 0:
+                p = cutlass.min(p, P - 1)
+            for cc in range(tile.cn):
+                c = lir + tile.tn * cc
+                cute.autovec_copy(cute.local_tile(mRd[slot, head, p, None], (4,), (c,)),
+                                  raw[i, cc, None])
+                if fmt == "nvfp4":
+                    b0 = Uint32(mRdS[slot, head, p, 2 * c])
+                    b1 = Uint32(mRdS[slot, head, p, 2 * c + 1])
+                    bsc[i, cc] = ((b0 & Uint32(0xFF)) | ((b1 & Uint32(0xFF)) << Uint32(8))).to(Int32)
+            if fmt == "fp8":
+                rsc[i] = mRdS[slot, head, p]
+        if fmt == "nvfp4":
+            gsc[0] = mRdG[slot, head]
+
+    def _decode_word(self, fmt, w, sblk):
+        """The fp32 values of one 32-bit word of a chunk and their element offsets in the word's
+        column run: fp32 1, fp16/bf16 2, fp8 4, nvfp4 8 (times the block scale ``sblk``; the
+        e2m1 decode yields e2m1·2^-14, the caller folds 2^14 into the global scale)."""
+        if fmt == "fp32":
+            return [lp.bits_f32(w)]
+        if fmt == "fp16":
+            return list(lp.f16x2_to_f32(w))
+        if fmt == "bf16":
+            return list(lp.bf16x2_to_f32(w))
+        if fmt == "fp8":
+            return list(lp.unpack_e4m3x4(w))
+        h2 = _e2m1x8_to_f16x2(w)           # word pi: codes (pi, pi + 4)
+        vals = [None] * 8
+        for pi in range(4):
+            lo, hi = lp.f16x2_to_f32(h2[pi])
+            vals[pi] = lo * sblk
+            vals[pi + 4] = hi * sblk
+        return vals
+
+    def _dot_group(self, fmt, tile, raw, rsc, bsc, sCT, g, rg, lir):
+        """Lane partials of ``S[p_r]·C_t`` for rows r of group g (rg rows) and every t: decode each
+        element once, multiply it with the T columns of C at its column (one vector smem load per
+        column, shared by the group's rows). fp8 row scales applied here. Returns a list indexed
+        ``r·T + t``."""
+        T, TP, vec = self.T, self.TP, tile.vec
+        epw = {"fp32": 1, "fp16": 2, "bf16": 2, "fp8": 4, "nvfp4": 8}[fmt]
+        acc = [[Float32(0.0)] * T for _ in range(rg)]
+        ct = cute.make_rmem_tensor((TP,), Float32)
+        for cc in range(tile.cn):
+            c = lir + tile.tn * cc
+            sb = [None] * rg
+            if fmt == "nvfp4":
+                for r in range(rg):
+                    b0, b1, _, _ = lp.unpack_e4m3x4(Uint32(bsc[g * rg + r, cc]))
+                    sb[r] = (b0, b1)
+            for w in range(4):
+                dec = []
+                for r in range(rg):
+                    s = sb[r][w // 2] if fmt == "nvfp4" else None
+                    dec.append(self._decode_word(fmt, Uint32(raw[g * rg + r, cc, w]), s))
+                for j in range(epw):
+                    col = c * vec + w * epw + j
+                    cute.autovec_copy(cute.local_tile(sCT, (TP,), (col,)), ct)
+                    for r in range(rg):
+                        for t in range(T):
+                            acc[r][t] = acc[r][t] + dec[r][j] * ct[t]
+        out = []
+        for r in range(rg):
+            for t in range(T):
+                v = acc[r][t]
+                if fmt == "fp8":
+                    v = v * rsc[g * rg + r]
+                out.append(v)
+        return out
+
+    @cute.jit
+    def _head_dot(self, use_hi: cutlass.Constexpr, mRd: cute.Tensor, mRdS: Optional[cute.Tensor],
+                  mRdG: Optional[cute.Tensor], sCT: cute.Tensor, sDot: cute.Tensor, slot: Int32,
+                  head: Int32, tidx: Int32):
+        """``sDot[t, p] = Σ_n S[p, n]·C_t[n]`` (decoded, every scale applied) of one head, S the
+        copy ``mRd`` (hi when ``use_hi``, else lo)."""
+        fmt = self.rec_fmt if const_expr(use_hi) else self.read_fmt
+        tile = self.tile_hi if const_expr(use_hi) else self.cfg
+        T, P = self.T, self.P
+        TN, RPT, RPP = tile.tn, tile.rpt, tile.rpp
+        lir = tidx % TN
+        rp = tidx // TN
+        raw = cute.make_rmem_tensor(cute.make_ordered_layout((RPT, tile.cn, 4), order=(2, 1, 0)),
+                                    Int32)
+        rsc = cute.make_rmem_tensor((RPT,), Float32)
+        bsc = cute.make_rmem_tensor((RPT, tile.cn), Int32)
+        gsc = cute.make_rmem_tensor((1,), Float32)
+        self._load_rows(fmt, tile, mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir)
+        hsc = Float32(1.0)
+        if const_expr(fmt == "nvfp4"):
+            hsc = gsc[0] * Float32(16384.0)
+        rg = self._rows_per_group(tile)
+        for g in cutlass.range_constexpr(RPT // rg):
+            vals = self._dot_group(fmt, tile, raw, rsc, bsc, sCT, g, rg, lir)
+            sums, base = _lanes_reduce(vals, TN, lir)
+            for m in cutlass.range_constexpr(len(sums)):
+                idx = base + m
+                if idx < rg * T:
+                    r = idx // T
+                    t = idx - r * T
+                    p = rp + RPP * (g * rg + r)
+                    if p < P:
+                        sDot[t, p] = sums[m] * hsc
+
+    @cute.jit
+    def _stage_x(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXE: cute.Tensor, row: Int32,
+                 slot: Int32, head: Int32, origin: Int32, h: Int32, E: Int32, tidx: Int32):
+        """``sXE[e, p]`` = x of entry e (fp32): ring entries e < h, drafts e = h + t."""
+        P, EM, NT = self.P, self.EM, self.cfg.nt
+        for i in cutlass.range_constexpr(-(-(EM * P) // NT)):
+            idx = tidx + i * NT
+            e = idx // P
+            p = idx % P
+            if e < E:
+                if e < h:
+                    sXE[e, p] = mXBuf[slot, head, self._phys(origin, e), p].to(Float32)
+                else:
+                    sXE[e, p] = mX[row, e - h, head, p].to(Float32)
+
+    @cute.jit
+    def _head_out(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],
+                  mOut: cute.Tensor, sCoefT: cute.Tensor, sG: cute.Tensor, sDot: cute.Tensor,
+                  sXE: cute.Tensor, row: Int32, head: Int32, k: Int32, h: Int32, tidx: Int32):
+        """``y[t, p] = Σ_{e<=h+t} coef[t, e]·x_e[p] + exp(Λ_{h+t})·sDot[t, p] + D·x_t[p]``
+        (the reference's order), ``*= silu(z)``, stored to ``out[row, t, head, p]``."""
+        T, P, NT = self.T, self.P, self.cfg.nt
+        dsk = Float32(0.0)
+        if const_expr(self.has_D):
+            dsk = mD[head].to(Float32)
+        for i in cutlass.range_constexpr(-(-(T * P) // NT)):
+            idx = tidx + i * NT
+            t = idx // P
+            p = idx % P
+            if idx < T * P:
+                q = h + t
+                acc = Float32(0.0)
+                for e in cutlass.range(q + 1, unroll=1):
+                    acc = acc + sCoefT[k, t, e] * sXE[e, p]
+                y = acc + sG[k, t] * sDot[t, p]
+                if const_expr(self.has_D):
+                    y = y + dsk * sXE[q, p]
+                if const_expr(self.has_z):
+                    y = _silu_gate(y, mZ[row, t, head, p].to(Float32))
+                mOut[row, t, head, p] = y.to(self.act_dtype)
+
+
+# --------------------------------------------------------------------------------------
+# compile (tensor-free, cached) and launch
+# --------------------------------------------------------------------------------------
+
+_CACHE = KernelCache("mamba2_verify")
+
+
+def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
+             dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None):
+    from .mamba2_replay import _flush_impl_default
+    kw = dict(
+        pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
+        dt_dtype=dtype_name(dt_dtype), nheads=int(H), headdim=int(P), dstate=int(N),
+        ngroups=int(G), buffer_len=int(L), ring=int(R), num_drafts=int(T), has_D=bool(has_D),
+        has_z=bool(has_z), has_dt_bias=bool(has_dt_bias), dt_softplus=bool(dt_softplus),
+        heads_per_cta=int(heads_per_cta), has_state_batch_indices=bool(has_idx),
+        min_blocks_per_mp=None if min_blocks_per_mp is None else int(min_blocks_per_mp),
+        flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
+    )
+    key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS")) + \
+        tuple(kw.values())
+    return kw, key
+
+
+def _fake_args(op: Mamba2VerifyKernel):
+    """Fake tensors (``batch`` and ``num_slots`` symbolic). Per-token inputs carry the T mode:
+    x, z, out [batch, T, H, P], dt [batch, T, H], B, C [batch, T, G, N] (innermost dim contiguous);
+    the cache tensors as in the decode kernel (contiguous, stored copies as int32 word views)."""
+    H, P, N, G, R, T = op.H, op.P, op.N, op.G, op.R, op.T
+    at, dtt = op.act_dtype, op.dt_dtype
+    batch = common.sym()
+    slots = common.sym()
+    f = common.fake_tensor
+    x = f(at, (batch, T, H, P), ("dyn", "dyn", "dyn", 1))
+    out = f(at, (batch, T, H, P), ("dyn", "dyn", "dyn", 1))
+    z = f(at, (batch, T, H, P), ("dyn", "dyn", "dyn", 1)) if op.has_z else None
+    dt = f(dtt, (batch, T, H), ("dyn", "dyn", "dyn"))
+    A = f(Float32, (H,), ("dyn",))
+    D = f(Float32, (H,), ("dyn",)) if op.has_D else None
+    dt_bias = f(Float32, (H,), ("dyn",)) if op.has_dt_bias else None
+    B = f(at, (batch, T, G, N), ("dyn", "dyn", "dyn", 1))
+    C = f(at, (batch, T, G, N), ("dyn", "dyn", "dyn", 1))
+    idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
+    hi, hi_s, hi_g = _fake_copy(op.rec_fmt, slots, H, P, N)
+    lo = lo_s = lo_g = None
+    if op.split:
+        lo, lo_s, lo_g = _fake_copy(op.read_fmt, slots, H, P, N)
+    ab = op.act_dtype.width // 8
+    x_buf = f(at, (slots, H, R, P), (("dyn", 16 // ab), R * P, P, 1), align_bytes=16)
+    if (P * ab) % 16:
+        x_buf = f(at, (slots, H, R, P), ("dyn", R * P, P, 1))
+    B_buf = f(at, (slots, G, R, N), ("dyn", R * N, N, 1))
+    dt_buf = f(Float32, (slots, H, R), ("dyn", R, 1))
+    dA_buf = f(Float32, (slots, H, R), ("dyn", R, 1))
+    cur = [f(Int32, (slots,), (1,)) for _ in range(5)]   # write_pos, origin, flush_count, pending, arrive
+    seed = f(Int64, (1,), (1,), align_bytes=8) if op.any_sr else None
+    return (x, dt, A, B, C, D, z, dt_bias, idx, out, hi, hi_s, hi_g, lo, lo_s, lo_g,
+            x_buf, B_buf, dt_buf, dA_buf, *cur, seed, Int32(-1), common.fake_stream())
+
+
+def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int, G: int, L: int,
+                          R: int, T: int, has_D: bool, has_z: bool, has_dt_bias: bool,
+                          dt_softplus: bool, heads_per_cta: int,
+                          has_state_batch_indices: bool = True,
+                          min_blocks_per_mp: Optional[int] = None,
+                          flush_impl: Optional[int] = None,
+                          dump: Optional["common.dump_ptx"] = None) -> CompiledKernel:
+    """Compile (once per key, tensor-free, TVM-FFI) the verify kernel for T drafts. Every argument
+    is baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
+    Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
+    hi_global_scale, lo_words, lo_scale, lo_global_scale, x_buf, B_buf, dt_buf, dA_buf, write_pos,
+    ring_origin, flush_count, pending, arrive, seed, pad_slot_id)`` (``None`` for absent tensors).
+    With ``dump`` the compile bypasses the cache."""
+    if not common.HAS_TVM_FFI:
+        raise RuntimeError("the Mamba-2 verify kernel needs apache-tvm-ffi (TVM-FFI call path)")
+    kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z,
+                       has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices,
+                       min_blocks_per_mp, flush_impl)
+
+    def build() -> CompiledKernel:
+        op = Mamba2VerifyKernel(**kw)
+        compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True, dump=dump)
+        return CompiledKernel(compiled, key, secs, use_ffi=True, meta={"cfg": op.cfg, "op": op})
+
+    if dump is not None:
+        return build()
+    return _CACHE.get_or_compile(key, build)
+
+
+def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float32", H: int = 128,
+                 P: int = 64, N: int = 128, G: int = 8, L: int = 16, T: int = 8,
+                 R: Optional[int] = None, has_D: bool = True, has_z: bool = False,
+                 has_dt_bias: bool = True, dt_softplus: bool = True, heads_per_cta: int = 1,
+                 has_state_batch_indices: bool = True,
+                 keep_ptx: bool = True) -> Tuple[CompiledKernel, Optional[str]]:
+    """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
+    layer, L = 16, T = 8, ring R = max(L, T) + T. Returns ``(kernel, ptx_or_None)``."""
+    if R is None:
+        R = max(L, T) + T
+    args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
+            dt_softplus, heads_per_cta, has_state_batch_indices)
+    if not keep_ptx:
+        return compile_mamba2_verify(*args), None
+    with common.dump_ptx() as d:
+        k = compile_mamba2_verify(*args, dump=d)
+        ptx = d.read() or None
+        d.cleanup()
+    k.ptx = ptx
+    return k, ptx
+
+
+def supports_cache(cache) -> bool:
+    """Configurations this kernel handles: dstate a multiple of 32 up to 512 (16-byte read chunks
+    of every format, the flush mapping), max_draft <= 16, contiguous cache tensors."""
+    N = cache.dstate
+    if N % 32 or N > 512 or max(cache.max_draft, 1) > MAX_DRAFT:
+        return False
+    ts = [cache.hi.data, cache.write_pos] + list(cache._buffers())
+    if cache.lo is not None:
+        ts.append(cache.lo.data)
+    return all(t.is_contiguous() for t in ts)
+
+
+def mamba2_verify_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=None,
+                       dt_softplus: bool = True, state_batch_indices=None, pad_slot_id: int = -1,
+                       out=None, heads_per_cta: Optional[int] = None,
+                       min_blocks_per_mp: Optional[int] = None,
+                       flush_impl: Optional[int] = None):
+    """One speculative verify call on a :class:`replayssm_lp.Mamba2ReplayCache` (inputs validated
+    by the torch layer: x, z, out [batch, T, H, P] act dtype; dt [batch, T, H] fp32 or act; A, D,
+    dt_bias [H] fp32; B, C [batch, T, G, N] act; ``state_batch_indices`` int32 [batch] or None =
+    row i -> slot i). Writes ``out`` for valid rows, appends the T drafts (pending = T, write_pos
+    unchanged unless the row flushed: then hi/lo, scales, flush_count, ring_origin, write_pos = 0).
+    No device allocation (given ``out``), no host sync; launches on the current torch stream
+    (CUDA-graph capturable once compiled). Returns ``out``."""
+    batch, T, H, P = x.shape
+    if out is None:
+        out = x.new_empty(x.shape)
+    if batch == 0:
+        return out
+    G, N = B.shape[2], B.shape[3]
+    if heads_per_cta is None:
+        heads_per_cta = choose_heads_per_cta(batch, H, G)
+    pair = cache.pair
+    k = compile_mamba2_verify(pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
+                              T, D is not None, z is not None, dt_bias is not None, dt_softplus,
+                              heads_per_cta, state_batch_indices is not None, min_blocks_per_mp,
+                              flush_impl)
+    hi = _copy_args(cache.hi, pair.rec_fmt)
+    lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
+    op = k.meta["op"]
+    k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, *hi, *lo,
+          cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
+          cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
+          cache.seed if op.any_sr else None, pad_slot_id)
+    return out

@@ -1,0 +1,141 @@
+"""CPU compile tests of the Mamba-2 speculative-verify kernel (cute_kernels/mamba2_verify.py).
+
+Compiles every precision pair (canonical + extra) for Hopper (``CUTE_DSL_ARCH=sm_90a``, no GPU
+needed) at one of T = 1, 2, 8 draft tokens (rotating, so each T meets several formats), plus a few
+shape variants (P = 80 row tails, fp32 / fp16 acts, whole groups per CTA, the v1 flush), and reads
+the PTX: no local-memory arrays, no approximate division in the encoders, 128-bit state loads, the
+cross-CTA cursor counter where a row spans several CTAs. Registers and ptxas stack bytes are
+printed. Numerical checks need the GPU: ``tests/gpu_scripts/check_mamba2_verify.py``.
+"""
+import os
+import time
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+
+import pytest  # noqa: E402
+
+cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed")
+pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi is not installed (the kernel needs TVM-FFI)")
+
+from cute_kernels import common  # noqa: E402
+from cute_kernels import mamba2_verify as MV  # noqa: E402
+from replayssm_lp.pairs import precision_pairs  # noqa: E402
+
+from tests.test_mamba2_replay_compile import _cubin_info  # noqa: E402
+
+PAIRS = list(precision_pairs(include_extra=True))
+SMALL = dict(H=8, P=64, N=128, G=2)      # H/G = 4 heads per group
+TS = (1, 2, 8, 1, 2)
+
+
+def _variants():
+    # (pair, act, P, heads_per_cta, L, T, options)
+    out = []
+    for i, name in enumerate(PAIRS):
+        out.append((name, "bfloat16", 64, 1 if i % 2 == 0 else 4, 16, TS[i % len(TS)], {}))
+    out.append(("nvfp4/fp16sr", "float16", 80, 2, 8, 4, {}))      # P = 80 row tails, T = 4
+    out.append(("fp8/fp32", "float32", 64, 2, 4, 8, {}))           # fp32 acts, T > L
+    out.append(("fp16sr", "bfloat16", 64, 4, 16, 8, {"flush_impl": 1}))   # the v1 flush
+    return out
+
+
+VARIANTS = _variants()
+_REPORT = []
+IDS = [f"{v[0]}-{v[1]}-P{v[2]}-hpc{v[3]}-L{v[4]}-T{v[5]}"
+       + "".join(f"-{k}{x}" for k, x in v[6].items()) for v in VARIANTS]
+
+
+def _compile_one(v):
+    """Compile one variant (in a worker process) and return what the assertions need."""
+    pair, act, P, hpc, L, T, opts = v
+    H, N, G = SMALL["H"], SMALL["N"], SMALL["G"]
+    R = max(L, T) + T
+    t0 = time.perf_counter()
+    try:
+        with common.dump_ptx(cubin=True) as d:
+            k = MV.compile_mamba2_verify(pair, act, "float32", H, P, N, G, L, R, T, True, True,
+                                         True, True, hpc, dump=d, **opts)
+            ptx = d.read()
+            cubins = d.files("cubin")
+            regs, frame = _cubin_info(cubins[0]) if cubins else (None, None)
+            d.cleanup()
+    except Exception as e:  # noqa: BLE001 - reported by the test
+        import traceback
+        return {"error": f"{e!r}\n{traceback.format_exc()}"}
+    op = k.meta["op"]
+    return {
+        "secs": time.perf_counter() - t0, "regs": regs, "frame": frame,
+        "stats": common.ptx_stats(ptx), "entry": bool(ptx and ".entry" in ptx),
+        "bad": [b for b in ("div.approx", "div.full", "rcp.approx.ftz.f64") if b in ptx],
+        "div_rn": "div.rn.f32" in ptx, "atom": "atom.global.add" in ptx,
+        "ctas_per_row": k.meta["cfg"].ctas_per_row, "T": op.T, "flush_impl": op.flush_impl,
+        "smem": op.smem_bytes(), "minblk": op.min_blocks_per_mp,
+    }
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """Every variant, compiled by a pool of (at most 2) spawned workers: compiles are
+    single-threaded and ~3-9 s each, the test should stay under a minute on 2 cores."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = max(1, min(2, os.cpu_count() or 1))
+    if n == 1:
+        return dict(zip(IDS, map(_compile_one, VARIANTS)))
+    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as ex:
+        return dict(zip(IDS, ex.map(_compile_one, VARIANTS)))
+
+
+@pytest.mark.parametrize("v", VARIANTS, ids=IDS)
+def test_compile_variant(compiled, v):
+    pair, act, P, hpc, L, T, opts = v
+    r = compiled[IDS[VARIANTS.index(v)]]
+    assert "error" not in r, r.get("error")
+    st = r["stats"]
+    _REPORT.append((pair, act, P, hpc, L, T, r["secs"], r["regs"], r["frame"], st["ld.global.v4"],
+                    r["smem"], r["minblk"]))
+    print(f"\n{pair:16s} {act:9s} P={P} hpc={hpc} L={L} T={T}: compile {r['secs']:5.2f}s, "
+          f"regs={r['regs']}, stack={r['frame']}, smem={r['smem']}, ld.global.v4={st['ld.global.v4']}")
+    assert r["entry"]
+    assert st["ld.local"] == 0 and st["st.local"] == 0, "local-memory arrays in the PTX"
+    assert not r["bad"], f"{r['bad']} in the PTX: encoders must use div.rn.f32"
+    assert r["div_rn"]
+    assert st["ld.global.v4"] > 0, "state chunks are not loaded with 128-bit loads"
+    assert r["atom"] or r["ctas_per_row"] == 1
+    assert r["T"] == T and r["flush_impl"] == opts.get("flush_impl", 2)
+    assert r["smem"] <= 227 * 1024
+
+
+def test_compile_report():
+    """Prints the table of the variants compiled above (run last)."""
+    if not _REPORT:
+        pytest.skip("no variant compiled in this session")
+    print("\npair             act       P  hpc  L  T  compile[s] regs stack v4-loads smem  minblk")
+    for r in _REPORT:
+        print(f"{r[0]:16s} {r[1]:9s} {r[2]:3d} {r[3]:3d} {r[4]:3d} {r[5]:2d} {r[6]:9.2f} "
+              f"{r[7]!s:>5s} {r[8]!s:>5s} {r[9]:6d} {r[10]:6d} {r[11]:3d}")
+    print(f"total compile time {sum(r[6] for r in _REPORT):.1f}s for {len(_REPORT)} variants "
+          f"(2 worker processes)")
+
+
+# ------------------------------------------------------------------------------------------------
+# pure-Python parts (no compile)
+# ------------------------------------------------------------------------------------------------
+def test_static_config_and_errors():
+    op = MV.Mamba2VerifyKernel("nvfp4/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 24, 8,
+                               True, False, True, True, 4)
+    assert (op.T, op.TP, op.EM, op.NSEGV) == (8, 8, 24, 1)
+    assert op.tile_hi.vec == 8 and op.cfg.vec == 32          # hi fp16, lo nvfp4
+    assert op._rows_per_group(op.cfg) == 2                   # nvfp4: RPT = 2 rows, 16 accumulators
+    assert op._rows_per_group(op.tile_hi) == 4               # fp16: RPT = 8 -> 4 rows x 8 queries
+    assert op.smem_bytes() < 100 * 1024
+    with pytest.raises(ValueError):
+        MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 17, 17, True,
+                              False, True, True, 1)          # T > 16
+    with pytest.raises(ValueError):
+        MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 16, 4, True,
+                              False, True, True, 1)          # ring < L + 1
+    with pytest.raises(ValueError):
+        MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 48, 2, 16, 24, 8, True,
+                              False, True, True, 1)          # dstate % 32
