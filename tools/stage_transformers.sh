@@ -24,7 +24,7 @@
 # For 5.24 they all pass: huggingface-hub >=1.31,<3 (1.33.0), tokenizers >=0.23.1,<0.24
 # (0.23.2), safetensors >=0.8.0 (0.8.0), regex >=2025.10.22 (2026.9.3), tqdm >=4.60 (4.70.1),
 # numpy >=1.17 (2.5.2), packaging >=20 (26.3), pyyaml >=5.1 (6.0.3), accelerate >=1.1 (1.15),
-# python >=3.11 (3.12). `typer` (a 5.24 requirement) is only imported by the CLI, which is left out.
+# python >=3.11 (3.12.3), filelock (any). `typer` (a 5.24 requirement) is only imported by the CLI, which is left out.
 #
 # --test: unpack the archive into a temporary folder, put it first on PYTHONPATH and run the CPU
 # integration tests against it (and check that the copy, not the installed package, was used).
@@ -45,7 +45,8 @@ DROP_TOP="cli pipelines exporters data commands trainer.py trainer_callback.py t
 trainer_pt_utils.py trainer_seq2seq.py trainer_utils.py training_args.py training_args_seq2seq.py
 testing_utils.py modelcard.py debug_utils.py hyperparameter_search.py"
 # the GPU machine's versions of the packages transformers checks at import
-GPU_VERSIONS="python=3.12.0 tqdm=4.70.1 regex=2026.9.3 packaging=26.3 filelock=3.20.0
+# (filelock: any version; installed there per .library/device/KINDS.md, version not read)
+GPU_VERSIONS="python=3.12.3 tqdm=4.70.1 regex=2026.9.3 packaging=26.3
 numpy=2.5.2 tokenizers=0.23.2 huggingface-hub=1.33.0 safetensors=0.8.0 accelerate=1.15.0
 pyyaml=6.0.3"
 
@@ -67,7 +68,7 @@ for p in pkgs:
     req = Requirement(deps[p])
     v = have.get(p)
     if v is None:
-        print(f"  {p}: {req} (GPU version unknown: not checked)")
+        print(f"  {p}: needs '{req.specifier or 'any'}' (GPU version not listed: not checked)")
         continue
     ok = req.specifier.contains(v, prereleases=True)
     print(f"  {p}: needs '{req.specifier or 'any'}', GPU has {v}: {'ok' if ok else 'FAILS'}")

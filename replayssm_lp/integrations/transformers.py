@@ -504,12 +504,10 @@ class ReplayPatch:
         ``transformers.StaticCache`` for models with attention layers; the default cache of a
         pure SSM model such as ``Mamba2ForCausalLM`` is fine) and does not record its past."""
         problems = []
-        batch = None
         for st in self.layers:
             if st.block is None or not st.owns(cache):
                 problems.append(f"{st.name}: no eager decode step on this cache yet")
                 continue
-            batch = st.batch if batch is None else batch
             why = _backend_of(st.block)
             if why is not None:
                 problems.append(f"{st.name}: {why}")
@@ -565,7 +563,8 @@ class GraphDecodeStep:
       allocates its replay cache, quantizes the prefill state HF left in ``cache`` into it and
       compiles its kernels; cuBLAS initialises on that stream), checks
       :meth:`ReplayPatch.prepare_capture`, then **captures** the same call on that stream
-      (capturing records, it does not run: the state advances once) and returns the eager logits;
+      (capturing records, it does not run: the state advances once) and returns the eager logits
+      (if the check fails it raises after the eager step: the cache has advanced by that token);
     * later calls: copy ``input_ids`` into the static input and **replay** the graph. The
       returned tensor is the graph's static output, overwritten by the next call: clone it to keep
       it.
