@@ -152,43 +152,6 @@ def test_fp32_pair_matches_unpatched_on_cute(models, family):
     assert all(f >= 4 for f in flushes.values()), flushes        # init + >= 3 flushes
 
 
-@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
-def test_nvfp4_read_copy_is_visible_on_cute(models, family):
-    """Negative control: the tolerance of the fp32 test is tight enough to see an nvfp4 read copy."""
-    model = _model(models, family)
-    _, log0 = _generate(model, N_NEW)
-    patch(model, precision="nvfp4/fp32", buffer_len=L, backend="cute")
-    try:
-        _, log1 = _generate(model, N_NEW)
-    finally:
-        unpatch(model)
-    assert _err(log1, log0) > _tol(log0)
-
-
-# ---------------------------------------------------------------------------------------------
-# (b) every pair generates
-# ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("pair", PAIRS)
-def test_every_pair_generates_on_cute(models, pair):
-    n = L + 3                                            # includes a flush
-    for family in FAMILIES:
-        if not hasattr(transformers, _SPECS[family][1]):
-            continue
-        model = _model(models, family)
-        if (family, n) not in models:
-            models[(family, n)] = _generate(model, n)
-        seq0, log0 = models[(family, n)]
-        handle = patch(model, precision=pair, buffer_len=L, backend="cute")
-        try:
-            seq, logits = _generate(model, n)
-            stats = handle.stats()
-        finally:
-            unpatch(model)
-        assert seq.shape == seq0.shape and torch.isfinite(logits).all(), (family, pair)
-        assert all(c["decode"] == n - 1 for c in stats.values()), (family, pair, stats)
-        assert (logits - log0).abs().max() < 0.5 * log0.abs().max() + 1e-3, (family, pair)
-
-
 # ---------------------------------------------------------------------------------------------
 # (c) CUDA-graph decode loop == eager decode loop
 # ---------------------------------------------------------------------------------------------
@@ -308,3 +271,40 @@ def test_nn_block_cuda_graph_loop(pair):
     for i, (a, b) in enumerate(zip(got, eager)):
         assert torch.equal(a, b), (i, _err(a, b))
     assert torch.equal(blk.materialize(list(range(B))), eager_blk.materialize(list(range(B))))
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_nvfp4_read_copy_is_visible_on_cute(models, family):
+    """Negative control: the tolerance of the fp32 test is tight enough to see an nvfp4 read copy."""
+    model = _model(models, family)
+    _, log0 = _generate(model, N_NEW)
+    patch(model, precision="nvfp4/fp32", buffer_len=L, backend="cute")
+    try:
+        _, log1 = _generate(model, N_NEW)
+    finally:
+        unpatch(model)
+    assert _err(log1, log0) > _tol(log0)
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) every pair generates
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pair", PAIRS)
+def test_every_pair_generates_on_cute(models, pair):
+    n = L + 3                                            # includes a flush
+    for family in FAMILIES:
+        if not hasattr(transformers, _SPECS[family][1]):
+            continue
+        model = _model(models, family)
+        if (family, n) not in models:
+            models[(family, n)] = _generate(model, n)
+        seq0, log0 = models[(family, n)]
+        handle = patch(model, precision=pair, buffer_len=L, backend="cute")
+        try:
+            seq, logits = _generate(model, n)
+            stats = handle.stats()
+        finally:
+            unpatch(model)
+        assert seq.shape == seq0.shape and torch.isfinite(logits).all(), (family, pair)
+        assert all(c["decode"] == n - 1 for c in stats.values()), (family, pair, stats)
+        assert (logits - log0).abs().max() < 0.5 * log0.abs().max() + 1e-3, (family, pair)
