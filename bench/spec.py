@@ -28,7 +28,7 @@ import math
 import os
 import statistics
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import torch
 
@@ -206,7 +206,7 @@ def layer_cells(kind, dims, shape, pairs, batches, Ts, L, replays, backend, snap
                     replays, dev)
         cells.append(dict(layer=kind, shape=shape, batch=batch, T=1, name="standard fp32",
                           kind="standard", **t))
-        del state
+        state = None  # free the pool before the next cell
         progress.update(1)
         for T in Ts:
             # ---- snapshot baseline (fp32 state, T slots per row, acceptance 1..T)
@@ -223,7 +223,7 @@ def layer_cells(kind, dims, shape, pairs, batches, Ts, L, replays, backend, snap
             except Exception as e:  # noqa: BLE001
                 cells.append(dict(layer=kind, shape=shape, batch=batch, T=T, name="snapshot fp32",
                                   kind="snapshot", error=f"{type(e).__name__}: {e}"))
-            del state
+            state = None  # free the pool before the next cell
             progress.update(1)
             for pair in pairs:
                 cells += _verify_cells(lay, shape, pair, batch, T, L, replays, backend, dev, min_bytes)
@@ -280,7 +280,7 @@ def _verify_cells(lay, shape, pair, batch, T, L, replays, backend, dev, min_byte
             cells[-2]["note"] = "T > L: every verify flushes"
     except Exception as e:  # noqa: BLE001
         cells.append(dict(base, error=f"{type(e).__name__}: {e}"))
-    del cache
+    cache = None  # noqa: F841  (free the pool before the next cell)
     return cells
 
 

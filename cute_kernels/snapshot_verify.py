@@ -28,12 +28,12 @@ from typing import Optional
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Float32, Int32, const_expr
+from cutlass import Float32, Int32, const_expr
 
 import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
 
 from . import common
-from .common import CompiledKernel, KernelCache, dtype_name, to_cute_dtype
+from .common import CompiledKernel, KernelCache, dtype_name
 from .gdn_standard import gdn_gates, qk_normalize_warp, treduce
 from . import gdn_standard as GS
 from . import mamba2_standard as MS

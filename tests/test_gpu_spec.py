@@ -19,7 +19,7 @@ from replayssm_lp.backends import resolve
 from replayssm_lp.snapshot import (gdn_snapshot_verify, mamba2_snapshot_verify, snapshot_read_slots)
 
 from .conftest import requires_sm90
-from .spec_fuzz import spec_fuzz
+from .spec_fuzz import FuzzMismatch, corrupt_live_entry, spec_fuzz
 
 pytestmark = requires_sm90
 ALL_PAIRS = list(precision_pairs(include_extra=True))
@@ -171,3 +171,14 @@ def test_fuzz_cute_every_pair_matches_twin(kind, pair, seed):
                   exact_oracle=(pair == "fp32"), exact_rel=2e-2)
     print(f"{kind} {pair}: {r}")
     assert r.flush_rows > PAIR_STEPS // 3
+
+
+@pytest.mark.parametrize("kind", ["mamba2", "gdn"])
+def test_fuzz_cute_teeth(kind, seed):
+    """One corrupted ring entry in the CuTe cache must fail the fuzz."""
+    dims = M2 if kind == "mamba2" else GDN
+    _cute_verify_or_skip(kind, "fp32", torch.bfloat16, dims)
+    hook = corrupt_live_entry(at_step=3, both=False)
+    with pytest.raises(FuzzMismatch, match="buffer"):
+        spec_fuzz(kind, "fp32", 30, backend="cute", device="cuda", dims=dims, L=4, max_draft=8,
+                  act=torch.bfloat16, seed=seed, exact_rel=2e-2, corrupt=hook)

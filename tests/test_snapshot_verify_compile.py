@@ -26,12 +26,14 @@ def _check_state_traffic(ptx, n_vec, T):
     return st
 
 
-@pytest.mark.parametrize("T", [1, 8])
-@pytest.mark.parametrize("state_dtype,act_dtype,has_z", [("float32", "bfloat16", False),
-                                                         ("float16", "float16", True),
-                                                         ("bfloat16", "bfloat16", False),
-                                                         ("float32", "float32", True)])
-def test_mamba2_snapshot_compiles(state_dtype, act_dtype, has_z, T):
+_DT = ["float32", "float16", "bfloat16"]
+# every state x activation dtype at T = 8, and every T of the benchmark at the common dtypes
+_M2_VARIANTS = [(sd, ad, 8) for sd in _DT for ad in _DT] + [("float32", "bfloat16", t) for t in (1, 2, 4)]
+
+
+@pytest.mark.parametrize("state_dtype,act_dtype,T", _M2_VARIANTS)
+def test_mamba2_snapshot_compiles(state_dtype, act_dtype, T):
+    has_z = act_dtype != "bfloat16"
     k, ptx = SV.compile_mamba2_snapshot_ptx(
         state_dtype=state_dtype, act_dtype=act_dtype, dt_dtype="float32", **NEMO, T=T, has_D=True,
         has_z=has_z, has_dt_bias=True, dt_softplus=True, has_accepted=(T > 1), block_p=None,
@@ -59,9 +61,11 @@ _GIVEN = dict(g_dtype="float32", beta_dtype="float32", alog_dtype=None, a_dtype=
               dt_bias_dtype=None, b_dtype=None)
 
 
-@pytest.mark.parametrize("T", [1, 8])
-@pytest.mark.parametrize("state_dtype,gates", [("float32", "raw"), ("bfloat16", "given"),
-                                               ("float16", "raw")])
+_GDN_VARIANTS = ([(sd, g, 8) for sd in _DT for g in ("raw", "given")]
+                 + [("float32", "raw", t) for t in (1, 2, 4)])
+
+
+@pytest.mark.parametrize("state_dtype,gates,T", _GDN_VARIANTS)
 def test_gdn_snapshot_compiles(state_dtype, gates, T):
     k, ptx = SV.compile_gdn_snapshot_ptx(
         state_dtype=state_dtype, act_dtype="bfloat16", H=16, HV=32, K=128, V=128, T=T,
