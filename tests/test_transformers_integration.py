@@ -254,6 +254,19 @@ def test_sync_writes_state_back_into_hf_cache(models):
 NOPAD_PROMPT = torch.randint(1, VOCAB, (2, 5), generator=torch.Generator().manual_seed(1))
 
 
+def _graph_path_version():
+    from packaging.version import Version
+    return Version(transformers.__version__) >= Version("5.24")
+
+
+needs_graph_path = pytest.mark.skipif(
+    not _graph_path_version(),
+    reason=f"the CUDA-graph decode path is written and tested for transformers >= 5.24 "
+           f"(StaticCache with linear-attention layers, device-side positions); this is "
+           f"{transformers.__version__}")
+
+
+@needs_graph_path
 @pytest.mark.parametrize("family", FAMILIES)
 def test_static_cache_decode_loop_matches_generate(models, family):
     """graph_generate(cuda_graph=False): the StaticCache greedy loop a CUDA graph replays gives
@@ -304,6 +317,7 @@ class _OpTrace(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+@needs_graph_path
 @pytest.mark.parametrize("family", FAMILIES)
 def test_decode_step_is_capturable_outside_the_replay_op(models, family):
     """What a CUDA graph needs from the patched decode step, checked op by op on the CPU (the
@@ -335,6 +349,7 @@ def test_decode_step_is_capturable_outside_the_replay_op(models, family):
     assert not diff, [traces[0].ops[diff[0]], traces[1].ops[diff[0]]]
 
 
+@needs_graph_path
 def test_prepare_capture_names_the_problems(models):
     model = _model(models, "qwen3_5")
     handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
