@@ -210,6 +210,8 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
 
     test = _make_cache(kind, dims, pool, precision, L, max_draft, act, device, seed + 1)
     twin = _make_cache(kind, dims, pool, precision, L, max_draft, act, "cpu", seed + 1)
+    # one device-to-host copy of the tested cache per step; every check reads this CPU shadow
+    shadow = _make_cache(kind, dims, pool, precision, L, max_draft, act, "cpu", seed + 1)
     slots = torch.randperm(pool, generator=gen)[:batch]
     heads, rows_, cols = test.state_heads, test.rows, test.cols
     S = rnd(pool, heads, rows_, cols) * (0.5 if kind == "mamba2" else 0.3)
@@ -275,9 +277,10 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
         report.accepted_tokens += int(n_acc[valid].sum())
 
         # ---- twin oracle
-        chk.cursors(test, twin)
-        chk.buffers(test, twin)
-        chk.stored(test, twin)
+        _sync(shadow, test)
+        chk.cursors(shadow, twin)
+        chk.buffers(shadow, twin)
+        chk.stored(shadow, twin)
         chk.outputs(out, out_twin, valid)
         # ---- accepted-stream oracle
         if exact_oracle and valid.numel():
@@ -307,10 +310,10 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
                 acc_now = n_acc[valid] > t
                 S_exact[vs[acc_now]] = run[vs[acc_now]]
         # ---- unowned slots never change
-        for i, t in enumerate(cache_tensors(test)):
-            if not torch.equal(_bytes(t).cpu()[~owned], unowned_before[i]):
+        for i, t in enumerate(cache_tensors(shadow)):
+            if not torch.equal(_bytes(t)[~owned], unowned_before[i]):
                 chk.fail(f"cache tensor #{i} changed on a slot no row owns")
-        _sync(twin, test)
+        _sync(twin, shadow)
         if corrupt is not None:
             corrupt(step, test, twin, slots)
         report.steps += 1
@@ -329,9 +332,10 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
 # ------------------------------------------------------------------------------------------------
 def corrupt_live_entry(at_step: int, both: bool):
     """A ``corrupt`` hook: at ``at_step`` (or the first later step where some owned slot holds a
-    committed entry) add 3 to one committed ring entry of the cache under test (and of the twin too
-    when ``both``, so only the accepted-stream oracle can see it). Mamba-2: x_buf; GDN: k_buf for
-    the twin oracle, u_buf (fp32 pair, shared copy) for the stream oracle."""
+    committed entry) damage the newest committed ring entry of one slot in the cache under test —
+    and in the twin too when ``both``, so that only the accepted-stream oracle can see it.
+    Twin-only: +3 on an input copy (x_buf / k_buf); both: +1 on the entry's log decay (dA_buf /
+    g_buf), which changes the state even when the entry is one of the no-op staggering entries."""
     state = {"done": False}
 
     def hook(step, test, twin, slots):
@@ -342,14 +346,15 @@ def corrupt_live_entry(at_step: int, both: bool):
         if cand.numel() == 0:
             return
         s = int(slots[int(cand[0])])
-        phys = int(test.ring_origin[s]) % test.ring          # logical entry 0, committed
-        name = "x_buf" if test.kind == "mamba2" else ("u_buf" if both else "k_buf")
-        targets = (test, twin) if both else (test,)
-        for c in targets:
-            getattr(c, name)[s, 0, phys] += 3.0
+        phys = (int(test.ring_origin[s]) + int(wp[int(cand[0])]) - 1) % test.ring
+        if both:
+            name, delta = ("dA_buf" if test.kind == "mamba2" else "g_buf"), 1.0
+        else:
+            name, delta = ("x_buf" if test.kind == "mamba2" else "k_buf"), 3.0
+        for c in ((test, twin) if both else (test,)):
+            getattr(c, name)[s, 0, phys] += delta
         state["done"] = True
         state["where"] = (name, s, phys)
 
     hook.state = state
     return hook
-
