@@ -191,8 +191,11 @@ def _acceptance(batch, T, lo, n, dev, seed):
     return [torch.randint(lo, T + 1, (batch,), generator=g, dtype=torch.int32).to(dev) for _ in range(n)]
 
 
+_DT_NAME = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
 def layer_cells(kind, dims, shape, pairs, batches, Ts, L, replays, backend, snapshot_backend, dev,
-                min_bytes, progress) -> List[Dict]:
+                min_bytes, progress, snapshot_dtypes=(torch.float32,)) -> List[Dict]:
     cells = []
     act = torch.bfloat16 if dev.type == "cuda" else torch.float32
     std_b = _std_bytes(kind, dims)
@@ -209,22 +212,24 @@ def layer_cells(kind, dims, shape, pairs, batches, Ts, L, replays, backend, snap
         state = None  # free the pool before the next cell
         progress.update(1)
         for T in Ts:
-            # ---- snapshot baseline (fp32 state, T slots per row, acceptance 1..T)
-            snap_b = std_b / 2 * (1 + T)
-            rot = pool_rotation(snap_b, batch, min_bytes=min_bytes)
-            state = torch.randn(rot * batch * T, *lay.state_shape, device=dev) * 0.1
-            sets = _sets(rot, batch, dev, T)
-            accs = _acceptance(batch, T, 1, 7, dev, seed=T)
-            try:
-                t = time_us(lambda i: lay.snapshot(state, T, sets[i % rot], accs[i % 7], snapshot_backend),
-                            max(rot, 8), replays, dev)
-                cells.append(dict(layer=kind, shape=shape, batch=batch, T=T, name="snapshot fp32",
-                                  kind="snapshot", **t))
-            except Exception as e:  # noqa: BLE001
-                cells.append(dict(layer=kind, shape=shape, batch=batch, T=T, name="snapshot fp32",
-                                  kind="snapshot", error=f"{type(e).__name__}: {e}"))
-            state = None  # free the pool before the next cell
-            progress.update(1)
+            # ---- snapshot baseline (T slots per row, acceptance 1..T), per state dtype
+            for sd in snapshot_dtypes:
+                name = f"snapshot {_DT_NAME[sd]}"
+                snap_b = std_b / 2 * sd.itemsize / 4 * (1 + T)
+                rot = pool_rotation(snap_b, batch, min_bytes=min_bytes)
+                state = (torch.randn(rot * batch * T, *lay.state_shape, device=dev) * 0.1).to(sd)
+                sets = _sets(rot, batch, dev, T)
+                accs = _acceptance(batch, T, 1, 7, dev, seed=T)
+                try:
+                    t = time_us(lambda i: lay.snapshot(state, T, sets[i % rot], accs[i % 7],
+                                                       snapshot_backend), max(rot, 8), replays, dev)
+                    cells.append(dict(layer=kind, shape=shape, batch=batch, T=T, name=name,
+                                      kind="snapshot", **t))
+                except Exception as e:  # noqa: BLE001
+                    cells.append(dict(layer=kind, shape=shape, batch=batch, T=T, name=name,
+                                      kind="snapshot", error=f"{type(e).__name__}: {e}"))
+                state = None  # free the pool before the next cell
+                progress.update(1)
             for pair in pairs:
                 cells += _verify_cells(lay, shape, pair, batch, T, L, replays, backend, dev, min_bytes)
                 progress.update(1)
@@ -316,12 +321,13 @@ def render(cells: List[Dict], mem: List[Dict], meta: Dict) -> str:
     lines = [f"# replayssm-bench spec ({meta['device']}, backend {meta['backend']}, L={meta['L']})", "",
              "Verify of T drafts + commit with random acceptance (0..T) inside the graph; range: "
              "natural flush mix [non-flush only – flush only]. Ratios: to one standard fp32 decode "
-             "step of the same batch, and the snapshot baseline's time over this one.", "",
+             "step of the same batch, and the fp32 snapshot baseline's time over this one.", "",
              "| layer | batch | T | kernel | µs (natural) | µs [non-flush – flush] | flush rows/step | "
              "× standard fp32 | snapshot ÷ this |",
              "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     std = {(c["layer"], c["batch"]): c.get("median_us") for c in cells if c["kind"] == "standard"}
-    snap = {(c["layer"], c["batch"], c["T"]): c.get("median_us") for c in cells if c["kind"] == "snapshot"}
+    snap = {(c["layer"], c["batch"], c["T"]): c.get("median_us") for c in cells
+            if c["kind"] == "snapshot" and c["name"] == "snapshot fp32"}
     phase = {(c["layer"], c["batch"], c["T"], c["name"]): c for c in cells if c["kind"] == "phase"}
     for c in cells:
         if c["kind"] == "phase":
@@ -439,7 +445,13 @@ def run(args) -> int:
     if dev.type == "cpu":
         torch.set_num_threads(1)   # small CPU runs: intra-op threads cost more than they save
     min_bytes = 4 * L2_BYTES if dev.type == "cuda" else 0
-    total = len(layers) * len(batches) * (1 + len(Ts) * (1 + len(pairs)))
+    snapshot_dtypes = []
+    for n in args.snapshot_dtypes.split(","):
+        dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}.get(n)
+        if dt is None:
+            raise SystemExit(f"--snapshot-dtypes: unknown state dtype {n!r} (fp32, bf16, fp16)")
+        snapshot_dtypes.append(dt)
+    total = len(layers) * len(batches) * (1 + len(Ts) * (len(snapshot_dtypes) + len(pairs)))
     prog = _progress(total, "spec")
     t0 = time.time()
     cells, mem = [], []
@@ -447,7 +459,7 @@ def run(args) -> int:
         shape = "tiny" if args.tiny else SHAPES[layer]
         dims = TINY[layer] if args.tiny else traffic.SHAPES[shape]
         cells += layer_cells(layer, dims, shape, pairs, batches, Ts, args.L, args.replays, backend,
-                             snapshot_backend, dev, min_bytes, prog)
+                             snapshot_backend, dev, min_bytes, prog, snapshot_dtypes)
         mem += memory_rows(layer, dims, shape, pairs, sorted(set(Ts)), args.L, args.budget_gib,
                            args.num_layers)
     prog.close()
@@ -484,6 +496,8 @@ def register(sub):
                    help="SSM-state memory budget for the max-batch column")
     p.add_argument("--num-layers", type=int, default=1,
                    help="SSM layers sharing the budget (1: the budget is per layer)")
+    p.add_argument("--snapshot-dtypes", default="fp32",
+                   help="state dtypes of the snapshot baseline (comma list of fp32, bf16, fp16)")
     p.add_argument("--device", default="", help="cuda (default when visible) or cpu")
     p.add_argument("--backend", default="", help="cute (GPU default) or torch")
     p.add_argument("--tiny", action="store_true", help="tiny layer shapes (CPU smoke runs)")
