@@ -2079,20 +2079,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         rU[e, tau, 2 * tr + rr] = rU[e, tau, 2 * tr + rr] * wj
             self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
             # ---- output partials S_new kn, S_new qn (this lane's 32 columns of each row)
-            for rr in cutlass.range_constexpr(2):
-                rP[0, 2 * tr + rr] = Float32(0.0)
-                rP[1, 2 * tr + rr] = Float32(0.0)
-            for k4 in cutlass.range_constexpr(8):
-                kk = cute.make_rmem_tensor((4,), Float32)
-                qq = cute.make_rmem_tensor((4,), Float32)
-                a4 = _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
-                cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
-                cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
-                for e in cutlass.range_constexpr(4):
-                    for rr in cutlass.range_constexpr(2):
-                        r = 2 * tr + rr
-                        rP[0, r] = rP[0, r] + S[rr, 4 * k4 + e] * kk[e]
-                        rP[1, r] = rP[1, r] + S[rr, 4 * k4 + e] * qq[e]
+            self._flush_out_partials(S, rP, sKn, sQn, tr, t4)
             if const_expr(two_pass):
                 for r in cutlass.range_constexpr(2):
                     for k in cutlass.range_constexpr(32):
@@ -2128,6 +2115,24 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
                                  s_glob)
+
+    def _flush_out_partials(self, S, rP, sKn, sQn, tr, t4):
+        """rP[0 / 1, rows of tile tr] = this lane's partial dots of the fresh fold S with kn / qn
+        (a hook: the speculative-verify kernel dots every draft's kn / qn instead)."""
+        for rr in range(2):
+            rP[0, 2 * tr + rr] = Float32(0.0)
+            rP[1, 2 * tr + rr] = Float32(0.0)
+        for k4 in range(8):
+            kk = cute.make_rmem_tensor((4,), Float32)
+            qq = cute.make_rmem_tensor((4,), Float32)
+            a4 = _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
+            cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
+            cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
+            for e in range(4):
+                for rr in range(2):
+                    r = 2 * tr + rr
+                    rP[0, r] = rP[0, r] + S[rr, 4 * k4 + e] * kk[e]
+                    rP[1, r] = rP[1, r] + S[rr, 4 * k4 + e] * qq[e]
 
     # ---------------------------------------------------------------- encode (v2)
     @cute.jit

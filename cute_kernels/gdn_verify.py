@@ -1,0 +1,809 @@
+"""Gated DeltaNet ReplaySSM speculative verify (T draft tokens per row, one launch) in CuTe DSL.
+
+Semantics: exactly ``replayssm_lp.reference.gdn_replay`` with ``commit_all=False`` on a
+``GDNReplayCache`` (DESIGN.md §1 "Speculative decoding"), for every precision pair. Per batch row
+(slot s, committed entries h = write_pos[s]) and value head hv (key head hk = hv // (HV/H)):
+
+* **flush** when ``h + T > L``: fold the h committed entries into hi exactly as the decode kernel
+  does (``GDNReplayDecodeV2._flush``: shared pairs the rank-h update with the buffered u, split
+  pairs the WY form that recomputes u from hi; hi / lo written with the spec encoders, SR
+  generation = flush_count, then += 1), ``ring_origin += h``, m0 = 0 committed entries remain;
+  the outputs then start from the fresh fp32 fold;
+* otherwise m0 = h and the outputs start from the read copy.
+
+Drafts t = 0..T-1 sit at logical positions m0 + t. With G_p the sequential prefix sum of the log
+decays over positions (buffered g, then the drafts' g) and c_{t,p} = e^{G_{m0+t-1} - G_p}
+(kn_p . kn_t) (d_{t,p} likewise with qn_t)::
+
+    Sk_t = e^{G_{m0+t-1}} (S0 kn_t) + sum_{p<m0} c_{t,p} u_p + sum_{d<t} c_{t,m0+d} u'_d
+    u'_t = beta_t (v_t - alpha_t Sk_t) ;  o_t = alpha_t Sq_t + (kn_t . qn_t) u'_t
+
+The drafts' u' depend on each other only through the last sum: a T x T unit-lower-triangular
+system, solved per value row by forward substitution once the "known" parts (read-copy dots +
+committed ring terms) are reduced. S0 is read once for all 2T vectors. The T drafts are appended
+(raw k + kinv, g, u; split pairs also raw v and beta) at ``(origin' + m0 + t) % R``; the last CTA
+of the row sets ``write_pos = m0``, ``ring_origin``, ``flush_count`` (flush rows), ``pending = T``
+(``ops.commit`` later moves write_pos by the accepted count).
+
+Mapping (same CTA tile and thread <-> data map as the v2 decode kernel, whose device helpers and
+flush this reuses): one CTA per (batch row, value head, block of ``block_v`` value rows), warp w
+owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte 64 i + 16 t.
+
+* read dot (non-flush rows): CUDA-core fp32 FMAs against the 2T vectors kn_t, qn_t (decode of the
+  read copy as in v1 / v2: fp8 row scale after the dot, nvfp4 values pre-scaled per 16-block), so
+  the dots are as accurate as the fp32 reference; a quad butterfly completes the row sums;
+* coefficient dots c, d: one thread per (vector, position) item over keys staged in shared memory
+  (pitch K + 1: conflict-free across positions); decays from one sequential prefix (warp 0);
+* flush rows: the v2 flush; its output hook dots the fold (still in registers) with all 2T
+  vectors;
+* finish: thread r < block_v solves its row's T x T system, writes outputs, u (and v).
+
+Public entry points: :class:`GDNVerifyKernel`, :func:`compile_gdn_verify`, :func:`compile_only`,
+:func:`gdn_verify_cute`, :func:`supports_cache`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64, Uint8, Uint32, const_expr
+
+import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
+
+from . import common
+from . import lowprec as lp
+from .common import CompiledKernel, KernelCache, dtype_name
+from .gdn_replay import (FMT_BITS, KS_PITCH, SMEM_LIMIT, V2_BLOCK_VS, V2_K, V2_MAX_L,
+                         GDNReplayDecodeV2, ReplayTileV2, _fidx, _kq_addr, _read_chunk_values,
+                         _ring, _sel, _seq_prefix, choose_block_v_v2, pair_key)
+from .gdn_standard import slot_of_row, softplus_bypass
+
+__all__ = [
+    "GDNVerifyKernel",
+    "VerifyTile",
+    "compile_gdn_verify",
+    "compile_only",
+    "compile_report",
+    "gdn_verify_cute",
+    "supports_cache",
+    "MAX_T",
+]
+
+MAX_T = 8                    # drafts per verify call (compile-time T)
+KD_PITCH = V2_K + 1          # staged key rows for the coefficient dots (odd pitch: no conflicts)
+TOK_G, TOK_BETA, TOK_ALPHA, TOK_KQ, TOK_KINV, TOK_EG = 0, 8, 16, 24, 32, 40   # sTok fields
+
+
+class VerifyTile(ReplayTileV2):
+    """v2 tiling (one 16-row tile per warp) plus the verify's shared memory: the 2T draft vectors,
+    per-draft scalars, decay prefix, coefficient matrix and per-row sums. The flush's pre-split
+    key copies (``ks_split``) are kept only where everything fits the static budget."""
+
+    def __init__(self, read_fmt: str, rec_fmt: str, K: int, V: int, block_v: int, L: int,
+                 split: bool, T: int):
+        super().__init__(read_fmt, rec_fmt, K, V, block_v, L, split, tpw=1)
+        if not 1 <= T <= MAX_T:
+            raise ValueError(f"verify needs 1 <= T <= {MAX_T}, got T={T}")
+        if T > L:
+            raise ValueError(f"verify needs T <= buffer_len (T={T}, L={L})")
+        self.T = T
+        KP = K + K // 8
+        lp_, bv = self.lp, block_v
+        own = 4 + 16 + 2 * T * KP + 64 + 32 + 2 * T * L + 2 * T * bv
+        flush = lp_ * KS_PITCH + lp_ * lp_ + 5 * 32
+        nks_split = 1 + self.f5_pieces
+        allocs = 18 * 16                      # alignment slack, 16 B per allocation
+        fits_split = 4 * (own + flush + (nks_split - 1) * lp_ * KS_PITCH) + allocs <= SMEM_LIMIT
+        self.ks_split = bool(self.ks_split and fits_split)
+        extra = (nks_split - 1) * lp_ * KS_PITCH if self.ks_split else 0
+        self.smem_bytes = 4 * (own + flush + extra) + allocs
+        if self.smem_bytes > SMEM_LIMIT:
+            raise ValueError(f"verify shared memory {self.smem_bytes} B over budget "
+                             f"(T={T}, L={L}, block_v={block_v})")
+        if L * KD_PITCH > lp_ * KS_PITCH:
+            raise ValueError("staged coefficient keys do not fit the flush key buffer")
+
+    def __repr__(self):
+        return (f"VerifyTile(T={self.T}, block_v={self.block_v}, threads={self.num_threads}, "
+                f"key tiles={self.nkt}, ks_split={self.ks_split}, smem={self.smem_bytes})")
+
+
+def verify_supported(read_fmt, rec_fmt, K, V, L, T) -> bool:
+    return (K == V2_K and 1 <= L <= V2_MAX_L and V % 16 == 0 and V >= 16
+            and (V == 128 or "nvfp4" not in (read_fmt, rec_fmt)) and 1 <= T <= min(L, MAX_T))
+
+
+class GDNVerifyKernel(GDNReplayDecodeV2):
+    """Compile-time parameters (``__init__``), host launch (``__call__``), device code
+    (``kernel``). Inherits the v2 flush (fold + encoders) and overrides its output hook."""
+
+    impl = "verify"
+
+    def __init__(self, read_fmt: str, read_rounding: str, rec_fmt: str, rec_rounding: str,
+                 split: bool, act_dtype, H: int, HV: int, K: int, V: int, L: int, ring: int,
+                 T: int, g_dtype=None, beta_dtype=None, alog_dtype=None, a_dtype=None,
+                 dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
+                 has_state_batch_indices: bool = True, block_v: Optional[int] = None,
+                 min_blocks_per_mp: Optional[int] = None):
+        self.T = int(T)
+        if ring < L + self.T:
+            raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
+        super().__init__(read_fmt, read_rounding, rec_fmt, rec_rounding, split, act_dtype, H, HV,
+                         K, V, L, ring, g_dtype=g_dtype, beta_dtype=beta_dtype,
+                         alog_dtype=alog_dtype, a_dtype=a_dtype, dt_bias_dtype=dt_bias_dtype,
+                         b_dtype=b_dtype, use_qk_l2norm=use_qk_l2norm,
+                         has_state_batch_indices=has_state_batch_indices, block_v=block_v,
+                         min_blocks_per_mp=min_blocks_per_mp, tpw=1)
+
+    def _make_tile(self, block_v, num_threads):
+        bv = self.V if block_v is None else int(block_v)
+        return VerifyTile(self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L, self.split,
+                          self.T)
+
+    # ---------------------------------------------------------------- host side
+    @cute.jit
+    def __call__(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+                 mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+                 mLoG: Optional[cute.Tensor], mKb: cute.Tensor, mKinvb: cute.Tensor,
+                 mGb: cute.Tensor, mUb: cute.Tensor, mVb: Optional[cute.Tensor],
+                 mBb: Optional[cute.Tensor], mWpos: cute.Tensor, mOrig: cute.Tensor,
+                 mFcnt: cute.Tensor, mPend: cute.Tensor, mArr: cute.Tensor,
+                 mSeed: Optional[cute.Tensor], mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
+                 mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
+                 mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
+                 mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
+                 mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
+                 pad_slot_id: Int32, stream: cuda.CUstream):
+        batch = mQ.shape[0]
+        self.kernel(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mWpos,
+                    mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias,
+                    mB, mIdx, mOut, scale, pad_slot_id).launch(
+            grid=[batch, self.HV, self.nsplit],
+            block=[self.num_threads, 1, 1],
+            stream=stream,
+            min_blocks_per_mp=self.min_blocks_per_mp,
+            # an explicit carveout stops the DSL from querying the device (GPU-less compiles)
+            preferred_smem_carveout=-1 if self.min_blocks_per_mp > 1 else None,
+        )
+
+    # ---------------------------------------------------------------- device helpers
+    def _draft_gates(self, mG, mBeta, mALog, mA, mDtBias, mB, row, t, hv):
+        """(g, beta) of draft t (run-time index) as reference.gdn_gates."""
+        if self.has_g:
+            g = mG[row, t, hv].to(Float32)
+        else:
+            x = mA[row, t, hv].to(Float32)
+            if self.has_dt_bias:
+                x = x + mDtBias[hv].to(Float32)
+            g = -cute.math.exp(mALog[hv].to(Float32)) * softplus_bypass(x)
+        if self.has_beta:
+            beta = mBeta[row, t, hv].to(Float32)
+        else:
+            bb = mB[row, t, hv].to(Float32)
+            beta = Float32(1.0) / (Float32(1.0) + cute.math.exp(-bb))
+        return g, beta
+
+    @cute.jit
+    def _flush_out_partials(self, S: cute.Tensor, rP: cute.Tensor, sKn: cute.Tensor,
+                            sQn: cute.Tensor, tr: cutlass.Constexpr, t4: Int32):
+        """Flush hook (replaces the decode kernel's two dots): full row sums of the fresh fold
+        with every draft vector, scaled by e^{G_{t-1}}, into sSum. The four lanes of a quad hold
+        bit-identical sums after the butterfly (IEEE addition commutes), so all of them store."""
+        sVec, sSum, sTok, lrow = self._vctx
+        T, BV = self.T, self.block_v
+        KP = self.K + self.K // 8
+        for vi in cutlass.range(2 * T, unroll=1):       # run-time loop: small code
+            p0 = Float32(0.0)
+            p1 = Float32(0.0)
+            for k4 in cutlass.range_constexpr(8):
+                vv = cute.make_rmem_tensor((4,), Float32)
+                a4 = vi * Int32(KP // 4) + _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
+                cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
+                for e in cutlass.range_constexpr(4):
+                    p0 = p0 + S[0, 4 * k4 + e] * vv[e]
+                    p1 = p1 + S[1, 4 * k4 + e] * vv[e]
+            eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
+            p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=1)
+            p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=2)
+            p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=1)
+            p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=2)
+            sSum[vi * BV + lrow + 16 * tr] = eg * p0
+            sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
+
+    # ---------------------------------------------------------------- device side
+    @cute.kernel
+    def kernel(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+               mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+               mLoG: Optional[cute.Tensor], mKb: cute.Tensor, mKinvb: cute.Tensor,
+               mGb: cute.Tensor, mUb: cute.Tensor, mVb: Optional[cute.Tensor],
+               mBb: Optional[cute.Tensor], mWpos: cute.Tensor, mOrig: cute.Tensor,
+               mFcnt: cute.Tensor, mPend: cute.Tensor, mArr: cute.Tensor,
+               mSeed: Optional[cute.Tensor], mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
+               mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
+               mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
+               mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
+               mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
+               pad_slot_id: Int32):
+        K, BV, L, RING, T = self.K, self.block_v, self.L, self.ring, self.T
+        NT, NW = self.num_threads, self.nwarps
+        tl = self.tile
+        R2 = 2                                   # rows per lane (one 16-row tile per warp)
+        LP, NU = tl.lp, tl.nu
+        RFMT = self.read_fmt
+        KP = K + K // 8
+        NV = 2 * T                               # vectors: kn_0..kn_{T-1}, qn_0..qn_{T-1}
+
+        tidx, _, _ = cute.arch.thread_idx()
+        row_b, hv, vblk = cute.arch.block_idx()
+        lane = tidx % 32
+        warp = tidx // 32
+        g4 = lane // 4
+        t4 = lane % 4
+        hk = hv // self.group
+        v0 = vblk * BV
+        row0 = v0 + warp * 16 + g4
+        rows = [row0, row0 + 8]
+
+        smem = cutlass.memory.SmemAllocator()
+        sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
+        sScal = smem.allocate_tensor(Float32, cute.make_layout(16), byte_alignment=16)
+        sVec = smem.allocate_tensor(Float32, cute.make_layout(NV * KP), byte_alignment=16)
+        sTok = smem.allocate_tensor(Float32, cute.make_layout(64), byte_alignment=16)
+        sGp = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sCo = smem.allocate_tensor(Float32, cute.make_layout(NV * L), byte_alignment=16)
+        sSum = smem.allocate_tensor(Float32, cute.make_layout(NV * BV), byte_alignment=16)
+        # v2 flush workspace (the staged keys double as the coefficient keys afterwards)
+        sKs = smem.allocate_tensor(Float32, cute.make_layout(LP * KS_PITCH), byte_alignment=16)
+        KSS = LP * KS_PITCH if tl.ks_split else 4
+        sKh = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
+        sKl = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
+        KSM = KSS if tl.f5_pieces == 3 else 4
+        sKm = smem.allocate_tensor(Uint32, cute.make_layout(KSM), byte_alignment=16)
+        sA = smem.allocate_tensor(Float32, cute.make_layout(LP * LP), byte_alignment=16)
+        sGv = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sEG = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sW = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sBeta = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sAm = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sKd = cute.make_tensor(sKs.iterator, cute.make_layout(L * KD_PITCH))
+        # what the flush hook needs (trace-time context)
+        self._vctx = (sVec, sSum, sTok, warp * 16 + g4)
+
+        wHi = cute.recast_tensor(mHi, Uint32)
+        wRd = wHi
+        wLo = wHi
+        if const_expr(self.split):
+            wLo = cute.recast_tensor(mLo, Uint32)
+            wRd = wLo
+            mRdS, mRdG = mLoS, mLoG
+        else:
+            mRdS, mRdG = mHiS, mHiG
+
+        slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
+        if valid:
+            # ---- cursors (thread 0, broadcast via smem); arrive right away: every CTA of the
+            # row has read them before the last one arrives and moves them at its end
+            old = Int32(0)
+            if tidx == 0:
+                sCur[0] = mWpos[slot]
+                sCur[1] = mOrig[slot]
+                sCur[2] = mFcnt[slot]
+                cute.arch.fence_acq_rel_gpu()
+                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
+                                           sem="relaxed", scope="gpu")
+            # ---- draft gates (lanes t of the last warp)
+            if warp == Int32(NW - 1):
+                if lane < Int32(T):
+                    gt, bt = self._draft_gates(mG, mBeta, mALog, mA, mDtBias, mB, row_b, lane,
+                                               hv)
+                    sTok[TOK_G + lane] = gt
+                    sTok[TOK_BETA + lane] = bt
+                    sTok[TOK_ALPHA + lane] = cute.math.exp(gt)
+            # ---- read tile and scales (independent of the cursors; unused on flush rows)
+            RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
+            rRd = cute.make_rmem_tensor((RW, R2), Uint32)
+            for r in cutlass.range_constexpr(R2):
+                gRow = wRd[slot, hv, rows[r], None]
+                for ii in cutlass.range_constexpr(RW // 4):
+                    cute.autovec_copy(cute.local_tile(gRow, (4,), (ii * 4 + t4,)),
+                                      cute.local_tile(rRd[None, r], (4,), (ii,)))
+            rsc = [Float32(1.0)] * R2
+            rbs = [Float32(1.0)] * (2 * R2)
+            if const_expr(RFMT == "fp8"):
+                rsc = [mRdS[slot, hv, rows[r]] for r in range(R2)]
+            if const_expr(RFMT == "nvfp4"):
+                rsg = mRdG[slot, hv] * Float32(16384.0)
+                rbs = [lp.e4m3_byte_to_f32(Uint32(mRdS[slot, hv, rows[i // 2], 2 * t4 + (i % 2)]))
+                       * rsg for i in range(2 * R2)]
+            # ---- q / k of every draft (warp t % NW): kn_t, qn_t (padded) in smem, kq, kinv
+            for t in cutlass.range_constexpr(T):
+                if warp == Int32(t % NW):
+                    kv = []
+                    qv = []
+                    ssk = Float32(0.0)
+                    ssq = Float32(0.0)
+                    for i in cutlass.range_constexpr(K // 32):
+                        kx = mK[row_b, t, hk, lane * (K // 32) + i].to(Float32)
+                        qx = mQ[row_b, t, hk, lane * (K // 32) + i].to(Float32)
+                        kv.append(kx)
+                        qv.append(qx)
+                        ssk = ssk + kx * kx
+                        ssq = ssq + qx * qx
+                    kinv_w = Float32(1.0)
+                    qinv_w = Float32(1.0)
+                    if const_expr(self.use_l2):
+                        ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b,
+                                                       threads_in_group=32)
+                        ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b,
+                                                       threads_in_group=32)
+                        kinv_w = cute.math.rsqrt(ssk + Float32(1e-6))
+                        qinv_w = cute.math.rsqrt(ssq + Float32(1e-6))
+                    kq_w = Float32(0.0)
+                    for i in cutlass.range_constexpr(K // 32):
+                        kn = kv[i] * kinv_w
+                        qn = (qv[i] * qinv_w) * scale
+                        kq_w = kq_w + kn * qn
+                        col = lane * (K // 32) + i
+                        sVec[t * KP + _kq_addr(col)] = kn
+                        sVec[(T + t) * KP + _kq_addr(col)] = qn
+                    kq_w = cute.arch.warp_reduction(kq_w, lambda a, b: a + b,
+                                                    threads_in_group=32)
+                    if lane == 0:
+                        sTok[TOK_KQ + t] = kq_w
+                        sTok[TOK_KINV + t] = kinv_w
+            cute.arch.barrier()
+            h = sCur[0]
+            origin = sCur[1]
+            gen = sCur[2]
+            flush = h + Int32(T) > Int32(L)
+            m0 = Int32(_sel(flush, Int32(0), h))                 # committed entries kept
+            origin2 = Int32(_sel(flush, _ring(origin, h, RING), origin))
+            # ---- decays: sequential prefix G_p over positions (buffered g, then the drafts'),
+            # e^{G_{m0+t-1}} per draft (warp 0)
+            if warp == 0:
+                gp = Float32(0.0)
+                if lane < m0:
+                    gp = mGb[slot, hv, _ring(origin, lane, RING)]
+                dl = lane - m0
+                dlc = cutlass.max(cutlass.min(dl, Int32(T - 1)), Int32(0))
+                gd = sTok[TOK_G + dlc]
+                gp = Float32(_sel((dl >= Int32(0)) & (dl < Int32(T)), gd, gp))
+                G = _seq_prefix(gp, lane, L)
+                sGp[lane] = G
+                qi = m0 + lane - Int32(1)
+                Gq = cute.arch.shuffle_sync(G, cutlass.max(qi, Int32(0)))
+                eg = Float32(_sel(qi >= Int32(0), cute.math.exp(Gq), Float32(1.0)))
+                if lane < Int32(T):
+                    sTok[TOK_EG + lane] = eg
+            # ---- u of the committed entries this lane adds (positions t4 + 4 i < m0)
+            rU = cute.make_rmem_tensor((NU, R2), Float32)
+            rU.fill(0.0)
+            for i in cutlass.range_constexpr(NU):
+                p = t4 + 4 * i
+                if p < m0:
+                    ph = _ring(origin, p, RING)
+                    for r in cutlass.range_constexpr(R2):
+                        rU[i, r] = mUb[slot, hv, ph, rows[r]]
+            cute.arch.barrier()
+            if flush:
+                # ================= flush row: the decode kernel's fold + encode; its output
+                # hook writes e^{G_{t-1}} (S_new kn_t), e^{G_{t-1}} (S_new qn_t) to sSum
+                rPd = cute.make_rmem_tensor((2, R2), Float32)
+                self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mSeed,
+                            wHi, wLo, sScal, sVec, sVec, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
+                            sBeta, sAm, rPd,
+                            slot, hv, hk, row0, origin, cutlass.min(h, Int32(L)), gen, tidx,
+                            lane, warp, g4, t4)
+            else:
+                # ================= non-flush row: S0 = the read copy, one pass for 2T vectors
+                # (the committed ring terms are added once the coefficients exist)
+                # decode the lane's 32 columns of both rows once (nvfp4: block scale applied),
+                # then a run-time loop over the vectors (small code, no accumulator array)
+                CER = 128 // tl.rbits                  # elements per 16-byte chunk
+                UE = min(CER, 16)                      # elements per unit (one nvfp4 block)
+                NUN = CER // UE
+                WU = UE * tl.rbits // 32               # words per unit
+                dv = cute.make_rmem_tensor((K // 4, R2), Float32)
+                for ii in cutlass.range_constexpr(RW // 4):
+                    for u in cutlass.range_constexpr(NUN):
+                        for r in cutlass.range_constexpr(R2):
+                            vs = _read_chunk_values(RFMT, [rRd[4 * ii + WU * u + w, r]
+                                                           for w in range(WU)])
+                            for e in cutlass.range_constexpr(UE):
+                                x = vs[e]
+                                if const_expr(RFMT == "nvfp4"):
+                                    x = x * rbs[2 * r + u]
+                                dv[(ii * NUN + u) * UE + e, r] = x
+                for vi in cutlass.range(NV, unroll=1):
+                    a = [Float32(0.0), Float32(0.0)]
+                    for ii in cutlass.range_constexpr(RW // 4):
+                        for u in cutlass.range_constexpr(NUN):
+                            col0 = (Int32(ii * 4) + t4) * Int32(CER) + Int32(UE * u)
+                            for j4 in cutlass.range_constexpr(UE // 4):
+                                vv = cute.make_rmem_tensor((4,), Float32)
+                                a4 = vi * Int32(KP // 4) + _kq_addr(col0 + Int32(4 * j4)) \
+                                    // Int32(4)
+                                cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
+                                for e in cutlass.range_constexpr(4):
+                                    jd = (ii * NUN + u) * UE + 4 * j4 + e
+                                    for r in cutlass.range_constexpr(R2):
+                                        a[r] = a[r] + dv[jd, r] * vv[e]
+                    eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
+                    for r in cutlass.range_constexpr(R2):
+                        x = a[r] * rsc[r]
+                        x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+                        x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
+                        sSum[vi * BV + warp * 16 + g4 + 8 * r] = eg * x
+            cute.arch.barrier()                              # sKs is reused below
+            # ---- stage the keys of the coefficient dots: kn_p (p < m0: ring, then drafts)
+            for it in cutlass.range_constexpr((L * K + NT - 1) // NT):
+                e_ = tidx + it * NT
+                if e_ < Int32(L * K):
+                    p = e_ // K
+                    col = e_ % K
+                    x = Float32(0.0)
+                    if p < m0:
+                        ph = _ring(origin, p, RING)
+                        x = mKb[slot, hk, ph, col].to(Float32) * mKinvb[slot, hk, ph]
+                    else:
+                        d = cutlass.min(p - m0, Int32(T - 1))
+                        x = sVec[d * KP + _kq_addr(col)]
+                    sKd[p * KD_PITCH + col] = x
+            cute.arch.barrier()
+            # ---- coefficients sCo[v, p] = e^{G_{m0+t-1} - G_p} (kn_p . vec_v), p < m0 + t
+            for it in cutlass.range_constexpr((NV * L + NT - 1) // NT):
+                item = tidx + it * NT
+                if item < Int32(NV * L):
+                    vi = item // L
+                    p = item % L
+                    t = vi % T
+                    val = Float32(0.0)
+                    if p < m0 + t:
+                        a0 = Float32(0.0)
+                        a1 = Float32(0.0)
+                        vb = vi * KP
+                        kb = p * KD_PITCH
+                        for cb in cutlass.range(K // 8, unroll=1):
+                            for c in cutlass.range_constexpr(0, 8, 2):
+                                col = cb * 8 + c
+                                a0 = a0 + sKd[kb + col] * sVec[vb + _kq_addr(col)]
+                                a1 = a1 + sKd[kb + col + 1] * sVec[vb + _kq_addr(col + 1)]
+                        w = cute.math.exp(sGp[m0 + t - Int32(1)] - sGp[p])
+                        val = w * (a0 + a1)
+                    sCo[item] = val
+            cute.arch.barrier()
+            # ---- committed ring terms: sSum[v, row] += sum_{p<m0} sCo[v, p] u_p (lane t4 sums
+            # positions t4 (mod 4); one lane of the quad updates)
+            if m0 > Int32(0):
+                for vi in cutlass.range(NV, unroll=1):
+                    for r in cutlass.range_constexpr(R2):
+                        x = Float32(0.0)
+                        for i in cutlass.range_constexpr(NU):
+                            p = t4 + 4 * i
+                            pc = cutlass.min(p, Int32(L - 1))
+                            cf = Float32(_sel(p < m0, sCo[vi * L + pc], Float32(0.0)))
+                            x = x + cf * rU[i, r]
+                        x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+                        x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
+                        if t4 == Int32(0):
+                            ia = vi * BV + warp * 16 + g4 + 8 * r
+                            sSum[ia] = sSum[ia] + x
+            cute.arch.barrier()
+            # ================= per value row: T x T forward substitution, outputs, appends =====
+            if tidx < Int32(BV):
+                vg = v0 + tidx
+                us = []
+                for t in cutlass.range_constexpr(T):
+                    sk = sSum[t * BV + tidx]
+                    sq = sSum[(T + t) * BV + tidx]
+                    for d in cutlass.range_constexpr(t):
+                        sk = sk + sCo[t * L + m0 + d] * us[d]
+                        sq = sq + sCo[(T + t) * L + m0 + d] * us[d]
+                    vraw = mV[row_b, t, hv, vg]
+                    u = sTok[TOK_BETA + t] * (vraw.to(Float32) - sTok[TOK_ALPHA + t] * sk)
+                    o = sTok[TOK_ALPHA + t] * sq + sTok[TOK_KQ + t] * u
+                    ph = _ring(origin2, m0 + Int32(t), RING)
+                    mOut[row_b, t, hv, vg] = o.to(self.act_dtype)
+                    mUb[slot, hv, ph, vg] = u
+                    if const_expr(self.split):
+                        mVb[slot, hv, ph, vg] = vraw
+                    us.append(u)
+            if vblk == 0:
+                if hv % self.group == 0:
+                    NKC = T * (K // 8)
+                    for it in cutlass.range_constexpr((NKC + NT - 1) // NT):
+                        c = tidx + it * NT
+                        if c < Int32(NKC):
+                            t = c // (K // 8)
+                            cc = c % (K // 8)
+                            ph = _ring(origin2, m0 + t, RING)
+                            cute.autovec_copy(cute.local_tile(mK[row_b, t, hk, None], (8,), (cc,)),
+                                              cute.local_tile(mKb[slot, hk, ph, None], (8,),
+                                                              (cc,)))
+                    if tidx < Int32(T):
+                        mKinvb[slot, hk, _ring(origin2, m0 + tidx, RING)] = sTok[TOK_KINV + tidx]
+                if tidx < Int32(T):
+                    ph = _ring(origin2, m0 + tidx, RING)
+                    mGb[slot, hv, ph] = sTok[TOK_G + tidx]
+                    if const_expr(self.split):
+                        mBb[slot, hv, ph] = sTok[TOK_BETA + tidx]
+            # ================= the last-arriving CTA of the row moves the cursors ==============
+            if tidx == 0:
+                if old == Int32(self.HV * self.nsplit - 1):
+                    cute.arch.fence_acq_rel_gpu()
+                    mWpos[slot] = m0
+                    mOrig[slot] = origin2
+                    if flush:
+                        mFcnt[slot] = gen + Int32(1)
+                    mPend[slot] = Int32(T)
+                    mArr[slot] = Int32(0)
+
+
+# --------------------------------------------------------------------------------------
+# compile (tensor-free, cached) and launch
+# --------------------------------------------------------------------------------------
+
+_CACHE = KernelCache("gdn_verify")
+
+
+def _dn(d):
+    return None if d is None else dtype_name(d)
+
+
+def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype, a_dtype,
+             dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, min_blocks_per_mp=None):
+    rf, rr, cf, cr, split = pair_key(pair)
+    if not verify_supported(rf, cf, K, V, L, T):
+        raise ValueError(f"GDN verify kernel: unsupported shape / draft count (K={K}, V={V}, "
+                         f"L={L}, T={T}; needs K = 128, L <= 32, 1 <= T <= min(L, {MAX_T}))")
+    bv = V if block_v is None else int(block_v)
+    tile = VerifyTile(rf, cf, K, V, bv, L, split, T)
+    if min_blocks_per_mp is None:
+        min_blocks_per_mp = max(1, 65536 // (tile.num_threads * tile.reg_cap))
+    has_g = g_dtype is not None
+    kw = dict(
+        read_fmt=rf, read_rounding=rr, rec_fmt=cf, rec_rounding=cr, split=split,
+        act_dtype=dtype_name(act_dtype), H=int(H), HV=int(HV), K=int(K), V=int(V), L=int(L),
+        ring=int(ring), T=int(T), g_dtype=_dn(g_dtype), beta_dtype=_dn(beta_dtype),
+        alog_dtype=None if has_g else _dn(alog_dtype), a_dtype=None if has_g else _dn(a_dtype),
+        dt_bias_dtype=None if has_g else _dn(dt_bias_dtype),
+        b_dtype=None if beta_dtype is not None else _dn(b_dtype),
+        use_qk_l2norm=bool(use_qk_l2norm), has_state_batch_indices=bool(has_idx),
+        block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
+    )
+    key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
+    return kw, key
+
+
+def _copy_fakes(fmt: str, NS, HV: int, V: int, K: int):
+    """(data int32 words, scale, global scale) fake tensors of one stored copy (contiguous)."""
+    f = common.fake_tensor
+    W = K * FMT_BITS[fmt] // 32
+    data = f(Int32, (NS, HV, V, W), (HV * V * W, V * W, W, 1), align_bytes=16)
+    scale = gscale = None
+    if fmt == "fp8":
+        scale = f(Float32, (NS, HV, V), (HV * V, V, 1), align_bytes=4)
+    elif fmt == "nvfp4":
+        nb = K // 16
+        scale = f(Uint8, (NS, HV, V, nb), (HV * V * nb, V * nb, nb, 1), align_bytes=4)
+        gscale = f(Float32, (NS, HV), (HV, 1), align_bytes=4)
+    return data, scale, gscale
+
+
+def _fake_args(op: GDNVerifyKernel):
+    """Cache tensors contiguous with num_slots symbolic; per-token inputs [batch, T, ...] with
+    batch symbolic and unit last stride (q, k, v, out)."""
+    H, HV, K, V, R, T = op.H, op.HV, op.K, op.V, op.ring, op.T
+    f = common.fake_tensor
+    NS, batch = common.sym(), common.sym()
+    hi = _copy_fakes(op.rec_fmt, NS, HV, V, K)
+    lo = _copy_fakes(op.read_fmt, NS, HV, V, K) if op.split else (None, None, None)
+    at = op.act_dtype
+    kb = f(at, (NS, H, R, K), (H * R * K, R * K, K, 1), align_bytes=16)
+    kinvb = f(Float32, (NS, H, R), (H * R, R, 1), align_bytes=4)
+    gb = f(Float32, (NS, HV, R), (HV * R, R, 1), align_bytes=4)
+    ub = f(Float32, (NS, HV, R, V), (HV * R * V, R * V, V, 1), align_bytes=16)
+    vb = f(at, (NS, HV, R, V), (HV * R * V, R * V, V, 1), align_bytes=16) if op.split else None
+    bb = f(Float32, (NS, HV, R), (HV * R, R, 1), align_bytes=4) if op.split else None
+    curs = [f(Int32, (NS,), (1,), align_bytes=4) for _ in range(5)]
+    seed = f(Int64, (1,), (1,), align_bytes=8) if op.any_sr else None
+    d4 = ("dyn", "dyn", "dyn", 1)
+    q = f(at, (batch, T, H, K), d4)
+    k = f(at, (batch, T, H, K), d4)
+    v = f(at, (batch, T, HV, V), d4)
+    out = f(at, (batch, T, HV, V), d4)
+    d3 = ("dyn", "dyn", "dyn")
+    g = f(op.g_dtype, (batch, T, HV), d3) if op.has_g else None
+    beta = f(op.beta_dtype, (batch, T, HV), d3) if op.has_beta else None
+    alog = a = dtb = b = None
+    if not op.has_g:
+        alog = f(op.alog_dtype, (HV,), ("dyn",))
+        a = f(op.a_dtype, (batch, T, HV), d3)
+        if op.has_dt_bias:
+            dtb = f(op.dt_bias_dtype, (HV,), ("dyn",))
+    if not op.has_beta:
+        b = f(op.b_dtype, (batch, T, HV), d3)
+    idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
+    return (hi[0], hi[1], hi[2], lo[0], lo[1], lo[2], kb, kinvb, gb, ub, vb, bb, *curs, seed,
+            q, k, v, g, beta, alog, a, dtb, b, idx, out, Float32(1.0), Int32(-1),
+            common.fake_stream())
+
+
+def compile_gdn_verify(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int, ring: int,
+                       T: int, g_dtype=None, beta_dtype=None, alog_dtype=None, a_dtype=None,
+                       dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
+                       has_state_batch_indices: bool = True, block_v: Optional[int] = None,
+                       min_blocks_per_mp: Optional[int] = None) -> CompiledKernel:
+    """Compile (once per key, tensor-free, TVM-FFI) the GDN verify kernel for precision ``pair``,
+    buffer length ``L``, ring capacity ``ring`` and ``T`` drafts per row.
+
+    Call ``k.ffi(hi_words, hi_scale, hi_gscale, lo_words, lo_scale, lo_gscale, k_buf, kinv_buf,
+    g_buf, u_buf, v_buf, beta_buf, write_pos, ring_origin, flush_count, pending, arrive, seed, q,
+    k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale, pad_slot_id)``
+    (``None`` for what the variant does not use; see :func:`gdn_verify_cute`)."""
+    if not common.HAS_TVM_FFI:
+        raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
+    kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype,
+                       a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
+                       block_v, min_blocks_per_mp)
+
+    def build() -> CompiledKernel:
+        op = GDNVerifyKernel(**kw)
+        compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True)
+        return CompiledKernel(compiled, key, secs, use_ffi=True,
+                              meta={"tile": op.tile, "any_sr": op.any_sr, "split": op.split})
+
+    return _CACHE.get_or_compile(key, build)
+
+
+def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, V=128, L=16,
+                 T=4, ring=None, g_dtype=None, beta_dtype=None, alog_dtype="float32",
+                 a_dtype="bfloat16", dt_bias_dtype="float32", b_dtype="bfloat16",
+                 use_qk_l2norm=True, has_state_batch_indices=True, block_v=None,
+                 min_blocks_per_mp=None, keep_ptx: bool = False,
+                 dump_dir: Optional[str] = None):
+    """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
+    Qwen3.5-4B layer, L = 16, T = 4, raw gates. Returns ``(kernel, ptx or None)``."""
+    ring = L + T if ring is None else ring
+    if not keep_ptx and dump_dir is None:
+        return compile_gdn_verify(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype,
+                                  alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
+                                  has_state_batch_indices, block_v, min_blocks_per_mp), None
+    kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype,
+                       a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
+                       block_v, min_blocks_per_mp)
+    op = GDNVerifyKernel(**kw)
+    with common.dump_ptx(cubin=dump_dir is not None, dir=dump_dir) as d:
+        compiled, secs = common.cute_compile(op, *_fake_args(op), dump=d)
+        k = CompiledKernel(compiled, key, secs, use_ffi=common.HAS_TVM_FFI,
+                           meta={"tile": op.tile, "any_sr": op.any_sr, "split": op.split})
+        k.ptx = d.read() or None
+        if dump_dir is None:
+            d.cleanup()
+    return k, k.ptx
+
+
+def compile_report(pair: str, T: int, L: int = 16, gates: str = "raw",
+                   act_dtype: str = "bfloat16", H: int = 2, HV: int = 4, V: int = 128) -> dict:
+    """Compile one variant (CPU-only is fine) and return plain facts for tests: compile seconds,
+    tile, PTX memory-instruction counts, tensor-core instruction counts. Picklable, so a test
+    can spread compiles over worker processes."""
+    gk = (dict(g_dtype="float32", beta_dtype="float32", alog_dtype=None, a_dtype=None,
+               dt_bias_dtype=None, b_dtype=None) if gates == "given" else {})
+    k, ptx = compile_only(pair, act_dtype, H, HV, V2_K, V, L, T=T, keep_ptx=True, **gk)
+    tile = k.meta["tile"]
+    return dict(pair=pair, T=T, L=L, secs=k.compile_seconds, tile=repr(tile),
+                block_v=tile.block_v, stats=common.ptx_stats(ptx),
+                mma_tf32=ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+                atomics=ptx.count("atom."), bar=ptx.count("bar.sync"))
+
+
+# ---- torch-facing launcher -----------------------------------------------------------------
+
+def supports_cache(cache) -> bool:
+    """True when the verify kernel handles ``cache`` for every draft count it allows
+    (K = 128, L <= 32, max(max_draft, 1) <= min(L, 8), nvfp4 pairs with V = 128)."""
+    try:
+        rf, _, cf, _, _ = pair_key(cache.pair)
+        T = max(int(cache.max_draft), 1)
+        return verify_supported(rf, cf, int(cache.K), int(cache.V), int(cache.buffer_len), T)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _words(t, fmt):
+    import torch
+
+    if t.dtype == torch.int32:
+        return t
+    if fmt == "fp8" and t.dtype == torch.float8_e4m3fn:
+        t = t.view(torch.uint8)
+    return t.view(torch.int32)
+
+
+def _copy_views(enc, fmt):
+    import torch
+
+    sc = enc.scale
+    if fmt == "nvfp4":
+        sc = sc if sc.dtype == torch.uint8 else sc.view(torch.uint8)
+    elif fmt != "fp8":
+        sc = None
+    return (_words(enc.data, fmt), sc, enc.global_scale if fmt == "nvfp4" else None)
+
+
+def _cache_views(cache, rf, cf, split):
+    """int32 word views of the stored copies (+ uint8 nvfp4 scales), memoised on the cache and
+    rebuilt when a tensor was replaced."""
+    hi, lo = cache.hi, cache.lo
+    ptrs = (hi.data.data_ptr(), None if lo is None else lo.data.data_ptr(),
+            None if hi.scale is None else hi.scale.data_ptr(),
+            None if lo is None or lo.scale is None else lo.scale.data_ptr())
+    memo = getattr(cache, "_gdn_verify_views", None)
+    if memo is not None and memo[0] == ptrs:
+        return memo[1]
+    views = _copy_views(hi, cf) + (_copy_views(lo, rf) if split else (None, None, None))
+    cache._gdn_verify_views = (ptrs, views)
+    return views
+
+
+_LAUNCH: dict = {}
+
+
+def _dt(t):
+    return None if t is None else t.dtype
+
+
+def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bias=None, b=None,
+                    scale=None, use_qk_l2norm: bool = True, state_batch_indices=None,
+                    pad_slot_id: int = -1, out=None, block_v: Optional[int] = None,
+                    min_blocks_per_mp: Optional[int] = None):
+    """Speculative verify of T GDN drafts per row on a ``GDNReplayCache`` on CUDA (drafts appended
+    and left pending; ``ops.commit`` keeps the accepted ones).
+
+    Inputs validated by the torch layer: q, k [batch, T, H, K], v / out [batch, T, HV, V] in the
+    cache's activation dtype (unit last stride); gates either ``g``, ``beta`` [batch, T, HV] or raw
+    ``A_log`` [HV], ``a`` [batch, T, HV], ``dt_bias`` [HV], ``b`` [batch, T, HV]; cache tensors
+    contiguous; ``state_batch_indices`` int32 [batch] (unique slots) or None. ``scale`` None ->
+    K^-0.5. One kernel on the current torch stream, no allocation when ``out`` is given, no host
+    sync (CUDA-graph capturable once compiled). Returns ``out``.
+    """
+    batch, T, H, K = q.shape
+    HV, Vd = v.shape[2], v.shape[3]
+    if out is None:
+        out = v.new_empty(v.shape)
+    if batch == 0:
+        return out
+    if scale is None:
+        scale = K ** -0.5
+    rf, rr, cf, cr, split = pair_key(cache.pair)
+    L, ring = cache.buffer_len, cache.ring
+    fast_key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, _dt(g), _dt(beta),
+                None if g is not None else _dt(A_log), None if g is not None else _dt(a),
+                None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
+                bool(use_qk_l2norm), state_batch_indices is None,
+                batch if block_v is None else -block_v, min_blocks_per_mp)
+    ent = _LAUNCH.get(fast_key)
+    if ent is None:
+        bv = block_v if block_v is not None else choose_block_v_v2(batch, HV, Vd, rf, cf)
+        kern = compile_gdn_verify(
+            cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, _dt(g), _dt(beta),
+            None if g is not None else _dt(A_log), None if g is not None else _dt(a),
+            None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
+            use_qk_l2norm, state_batch_indices is not None, bv, min_blocks_per_mp)
+        ent = (kern.ffi, kern.meta["any_sr"])
+        _LAUNCH[fast_key] = ent
+    fn, any_sr = ent
+    hw, hs, hg, lw, ls, lg = _cache_views(cache, rf, cf, split)
+    if g is not None:
+        A_log = a = dt_bias = None
+    if beta is not None:
+        b = None
+    fn(hw, hs, hg, lw, ls, lg, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
+       cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
+       cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
+       cache.seed if any_sr else None, q, k, v, g, beta, A_log, a, dt_bias, b,
+       state_batch_indices, out, float(scale), int(pad_slot_id))
+    return out

@@ -1,0 +1,98 @@
+"""Compile-only checks of the GDN speculative-verify CuTe kernel (cute_kernels.gdn_verify) for
+Hopper (sm_90a) on a machine without a GPU.
+
+* every precision pair (``precision_pairs(include_extra=True)``) compiles once, with the draft
+  count T cycling through 1, 2, 8 and both gate forms; fp32 and nvfp4/fp16sr also at every
+  T in {1, 2, 8}. Per variant: 16-byte read-copy loads, no local memory in the PTX (no dynamically
+  indexed registers), the flush's 3xTF32 tensor-core fold, the row-cursor atomic, nvfp4 pairs
+  with whole-head CTAs;
+* tiling / shared-memory budget and ``supports_cache`` over pairs x T x L (pure Python).
+
+The compiles run in two worker processes (``cute.compile`` is not thread-safe; processes are
+fine), so the file takes about half the serial time on 2 cores. Skips visibly when
+nvidia-cutlass-dsl (or apache-tvm-ffi) is missing.
+"""
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")  # before cutlass is imported
+
+import pytest  # noqa: E402
+
+cutlass = pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed")
+pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi is not installed (tensor-free compile)")
+
+from cute_kernels import gdn_replay as GR  # noqa: E402
+from cute_kernels import gdn_verify as GV  # noqa: E402
+from replayssm_lp import precision_pairs  # noqa: E402
+
+PAIRS = list(precision_pairs(include_extra=True))
+TS = (1, 2, 8)
+# every pair once (T and gate form cycling), plus all T for two pairs
+VARIANTS = [(p, TS[i % 3], "raw" if i % 2 else "given") for i, p in enumerate(PAIRS)]
+for _p in ("fp32", "nvfp4/fp16sr"):
+    VARIANTS += [(_p, t, "raw") for t in TS if (_p, t) not in {(v[0], v[1]) for v in VARIANTS}]
+
+
+def _compile(args):
+    pair, T, gates = args
+    return GV.compile_report(pair, T, L=16, gates=gates)
+
+
+@pytest.fixture(scope="module")
+def reports():
+    workers = min(2, os.cpu_count() or 1)
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+        out = list(ex.map(_compile, VARIANTS))
+    return {(r["pair"], r["T"]): r for r in out}
+
+
+@pytest.mark.parametrize("pair,T,gates", VARIANTS)
+def test_gdn_verify_compiles(reports, pair, T, gates):
+    r = reports[(pair, T)]
+    assert r["secs"] < 90, r          # generous: shared CI machines are often loaded
+    st = r["stats"]
+    rf, _, cf, _, _ = GR.pair_key(pair)
+    # read copy: 16-byte loads (2 rows x K * bits / 512 per thread)
+    assert st["ld.global.v4"] >= 2 * (128 * GR.FMT_BITS[rf] // 512), (r["tile"], st)
+    assert st["ld.local"] == 0 and st["st.local"] == 0, (r["tile"], st)
+    # the flush fold (v2) on tensor cores: 3xTF32 rank update and S Kn^T
+    assert r["mma_tf32"] >= 3 * 16, r
+    assert r["atomics"] >= 1, r          # the row's arrival counter (last CTA moves the cursors)
+    if "nvfp4" in (rf, cf):
+        assert r["block_v"] == 128        # the nvfp4 global scale needs the whole matrix
+
+
+def test_gdn_verify_tiles():
+    for pair in PAIRS:
+        rf, _, cf, _, split = GR.pair_key(pair)
+        for L in (4, 8, 16, 32):
+            for T in range(1, GV.MAX_T + 1):
+                for bv in GR.V2_BLOCK_VS:
+                    if "nvfp4" in (rf, cf) and bv != 128:
+                        continue
+                    if T > L:
+                        with pytest.raises(ValueError, match="T <= buffer_len"):
+                            GV.VerifyTile(rf, cf, 128, 128, bv, L, split, T)
+                        continue
+                    t = GV.VerifyTile(rf, cf, 128, 128, bv, L, split, T)
+                    assert t.smem_bytes <= GR.SMEM_LIMIT, t
+                    assert t.num_threads == 2 * bv and t.tpw == 1
+                    assert L * GV.KD_PITCH <= t.lp * GR.KS_PITCH
+    with pytest.raises(ValueError, match="T <= 8"):
+        GV.VerifyTile("fp32", "fp32", 128, 128, 128, 16, False, 9)
+    assert GV.verify_supported("nvfp4", "fp16", 128, 128, 16, 8)
+    assert not GV.verify_supported("fp32", "fp32", 64, 64, 16, 2)      # K = 128 only
+    assert not GV.verify_supported("fp32", "fp32", 128, 128, 48, 2)    # L <= 32
+    assert not GV.verify_supported("fp32", "fp32", 128, 128, 4, 8)     # T <= L
+
+
+def test_gdn_verify_supports_cache():
+    from replayssm_lp import GDNReplayCache
+
+    assert GV.supports_cache(GDNReplayCache(2, 2, 4, 128, 128, precision="nvfp4/fp16sr",
+                                            buffer_len=16, max_draft=8))
+    assert not GV.supports_cache(GDNReplayCache(2, 2, 4, 128, 128, buffer_len=4, max_draft=8))
+    assert not GV.supports_cache(GDNReplayCache(2, 2, 4, 64, 64, buffer_len=16, max_draft=4))
