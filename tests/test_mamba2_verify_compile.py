@@ -36,6 +36,7 @@ def _variants():
     out.append(("nvfp4/fp16sr", "float16", 80, 2, 8, 4, {}))      # P = 80 row tails, T = 4
     out.append(("fp8/fp32", "float32", 64, 2, 4, 8, {}))           # fp32 acts, T > L
     out.append(("fp16sr", "bfloat16", 64, 4, 16, 8, {"flush_impl": 1}))   # the v1 flush
+    out.append(("nvfp4/fp8sr", "float16", 64, 2, 16, 4, {"use_mma": False}))  # CUDA-core nvfp4
     return out
 
 
@@ -70,6 +71,8 @@ def _compile_one(v):
         "div_rn": "div.rn.f32" in ptx, "atom": "atom.global.add" in ptx,
         "ctas_per_row": k.meta["cfg"].ctas_per_row, "T": op.T, "flush_impl": op.flush_impl,
         "smem": op.smem_bytes(), "minblk": op.min_blocks_per_mp,
+        "mma": ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+        "mma_lo": op.mma_lo, "mma_hi": op.mma_hi, "read_fmt": op.read_fmt, "rec_fmt": op.rec_fmt,
     }
 
 
@@ -105,6 +108,11 @@ def test_compile_variant(compiled, v):
     assert r["atom"] or r["ctas_per_row"] == 1
     assert r["T"] == T and r["flush_impl"] == opts.get("flush_impl", 2)
     assert r["smem"] <= 227 * 1024
+    # tensor-core dot exactly where selected: nvfp4 copies, 16-bit acts, T <= 8
+    want = opts.get("use_mma", True) and act != "float32" and T <= 8
+    assert r["mma_lo"] == (want and r["read_fmt"] == "nvfp4")
+    assert r["mma_hi"] == (want and r["rec_fmt"] == "nvfp4")
+    assert (r["mma"] > 0) == (r["mma_lo"] or r["mma_hi"])
 
 
 def test_compile_report():

@@ -75,7 +75,7 @@ def poison_unowned(c, owned, gen):
 # one configuration
 # ----------------------------------------------------------------------------------------------
 def run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, seed, device, verify, commit,
-               max_draft, fixed_T=None, use_idx=True, z=True, D=True):
+               max_draft, fixed_T=None, use_idx=True, z=True, D=True, impl=None):
     H, P, N, G = dims
     gen = torch.Generator().manual_seed(seed)
     res = {"fail": [], "flush_rows": 0, "steps": steps, "Ts": set()}
@@ -138,7 +138,7 @@ def run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, seed, device, 
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         verify(ck, *args, dt_softplus=softplus, state_batch_indices=sbi, pad_slot_id=-1,
-               out=out_k, heads_per_cta=hpc)
+               out=out_k, heads_per_cta=hpc, **(impl or {}))
         if device != "cpu":
             torch.cuda.synchronize()
         t_ker += time.perf_counter() - t0
@@ -164,36 +164,44 @@ def run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, seed, device, 
 
 
 def default_configs(pairs, level="default"):
-    """(pair, L, act, heads_per_cta, mode, dims, pool, batch, max_draft, fixed_T, use_idx).
+    """(pair, L, act, heads_per_cta, mode, dims, pool, batch, max_draft, fixed_T, use_idx, impl).
 
     quick: one random-mode config per pair (L = 4, max_draft = 4, fp32 acts, T fixed per pair and
     rotating over 1..4 so every T meets several formats: one compile per pair).
-    default: plus per pair T random in 1..3 (L = 8, bf16 acts, 1 or 4 heads per CTA), T random in
-    1..8 at L = 16 for the headline pairs, exact mode (bit-exact hi / lo) for a few pairs, P = 80
-    without state_batch_indices, and the Nemotron-3-Super shape with the launch heuristic.
+    default: plus per pair T random in 1..2 (L = 8, bf16 acts, 1 or 4 heads per CTA), T random in
+    1..8 at L = 16 for fp32 (fp32 acts) and nvfp4/fp16sr (bf16 acts, tensor-core dot), exact mode
+    (bit-exact hi / lo) for a few pairs, P = 80 without state_batch_indices, the CUDA-core
+    fallback of the nvfp4 tensor-core dot (``use_mma=False``) and the Nemotron-3-Super shape with
+    the launch heuristic (~80 compiles: several minutes; split with --pairs).
     full: the per-pair extras for every pair."""
     small = (8, 64, 128, 2)
     out = []
     for i, name in enumerate(pairs):
         out.append((name, 4, torch.float32, 1 + (i % 2), "random", small, 23, 7, 4, 1 + i % 4,
-                    True))
+                    True, {}))
     if level == "quick":
         return out
     for i, name in enumerate(pairs):
-        out.append((name, 8, torch.bfloat16, 1 if i % 2 else 4, "random", small, 23, 9, 3, None,
-                    True))
-    head = pairs if level == "full" else [p for p in pairs if p in HEADLINE]
+        out.append((name, 8, torch.bfloat16, 1 if i % 2 else 4, "random", small, 23, 9,
+                    3 if level == "full" else 2, None, True, {}))
+    head = pairs if level == "full" else [p for p in pairs if p in ("fp32", "nvfp4/fp16sr")]
     for name in head:
-        out.append((name, 16, torch.float32, 2, "random", small, 19, 6, 8, None, True))
+        # T random in 1..8 at L = 16 (flushes with up to 15 committed entries, T > L - h)
+        act16 = name.startswith("nvfp4")        # 16-bit acts: the tensor-core dot
+        out.append((name, 16, torch.bfloat16 if act16 else torch.float32, 4 if act16 else 2,
+                    "random", small, 19, 6, 8, None, True, {}))
     ex = pairs if level == "full" else [p for p in pairs if p in ("fp32", "nvfp4/fp16sr",
                                                                   "fp8/fp16sr", "nvfp4sr")]
     for name in ex:
-        out.append((name, 4, torch.bfloat16, 2, "exact", small, 19, 6, 2, None, True))
+        out.append((name, 4, torch.bfloat16, 2, "exact", small, 19, 6, 2, None, True, {}))
     if pairs:
         big = [p for p in pairs if p == "nvfp4/fp16sr"] or pairs[:1]
-        out.append((big[0], 8, torch.float16, 2, "random", (4, 80, 128, 1), 5, 5, 2, None, False))
+        out.append((big[0], 8, torch.float16, 2, "random", (4, 80, 128, 1), 5, 5, 2, None, False,
+                    {}))
+        out.append((big[0], 8, torch.bfloat16, 2, "random", small, 13, 6, 2, None, True,
+                    {"use_mma": False}))
         out.append((big[0], 16, torch.bfloat16, None, "random", (128, 64, 128, 8), 40, 16, 8, 8,
-                    True))
+                    True, {}))
     return out
 
 
@@ -291,7 +299,7 @@ def main(argv=None) -> int:
         device = "cpu"
 
         def verify(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_batch_indices,
-                   pad_slot_id, out, heads_per_cta=None):
+                   pad_slot_id, out, heads_per_cta=None, **impl):
             return R.mamba2_verify(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                                    state_batch_indices, pad_slot_id, out, backend="torch")
 
@@ -306,10 +314,10 @@ def main(argv=None) -> int:
         from cute_kernels.replay_commit import replay_commit_cute
 
         def verify(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_batch_indices,
-                   pad_slot_id, out, heads_per_cta=None):
+                   pad_slot_id, out, heads_per_cta=None, **impl):
             return mamba2_verify_cute(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                                       state_batch_indices, pad_slot_id, out,
-                                      heads_per_cta=heads_per_cta)
+                                      heads_per_cta=heads_per_cta, **impl)
 
         def commit(cache, acc, sbi):
             replay_commit_cute(cache.write_pos, cache.pending, acc, sbi, -1)
@@ -323,11 +331,12 @@ def main(argv=None) -> int:
     print("-" * len(hdr))
     nfail = 0
     t_start = time.perf_counter()
-    for i, (pair, L, act, hpc, mode, dims, pool, batch, md, fT, use_idx) in enumerate(cfgs):
+    for i, (pair, L, act, hpc, mode, dims, pool, batch, md, fT, use_idx, impl) in enumerate(cfgs):
         steps = a.steps_factor * L + 5
         try:
             res = run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, a.seed + i,
-                             device, verify, commit, md, fixed_T=fT, use_idx=use_idx)
+                             device, verify, commit, md, fixed_T=fT, use_idx=use_idx,
+                             impl=impl)
         except Exception as e:  # noqa: BLE001
             res = {"fail": [f"exception: {e!r}"], "flush_rows": 0, "Ts": set()}
             traceback.print_exc()
@@ -345,7 +354,7 @@ def main(argv=None) -> int:
         ts = sorted(res.get("Ts", ()))
         tstr = (f"{ts[0]}..{ts[-1]}" if len(ts) > 1 else (str(ts[0]) if ts else "-"))
         print(f"{pair:16s} {L:2d} {_ACTN[act]:>4s} {('auto' if hpc is None else str(hpc)):>4s} "
-              f"{mode:6s} {','.join(map(str, dims)):>13s} {tstr:>7s} "
+              f"{mode + ('*' if impl else ''):6s} {','.join(map(str, dims)):>13s} {tstr:>7s} "
               f"{res.get('flush_rows', 0):5d} {res.get('out_rel', 0.0):8.1e} "
               f"{res.get('out_units', 0.0):5.2f} {frac('hi'):>9s} {units('hi'):>6s} "
               f"{frac('lo'):>9s} {units('lo'):>6s} "
