@@ -49,29 +49,29 @@ L = 4                  # buffer length
 N_NEW = 3 * L + 2      # generated tokens: >= 3L decode steps, >= 3 flushes per row
 VOCAB = 128
 
-# Mamba-2 mixers share one shape (H8 P32 N64 G2) and the GDN layers another (H2 HV4 K64 V32), so
-# the kernels compile once per pair for all models of a kind (dstate and head_k_dim multiples of
-# 32, as the CuTe kernels need).
+# Mamba-2 mixers share one shape (H8 P64 N128 G2) and the GDN layers another (H2 HV4 K=V=128, the
+# small shape of tests/gpu_scripts/check_gdn.py), so the kernels compile once per pair for all
+# models of a kind.
 _SPECS = {
     "mamba2": ("Mamba2Config", "Mamba2ForCausalLM", dict(
-        hidden_size=128, num_hidden_layers=2, num_heads=8, head_dim=32, expand=2, state_size=64,
+        hidden_size=256, num_hidden_layers=2, num_heads=8, head_dim=64, expand=2, state_size=128,
         n_groups=2, conv_kernel=4, chunk_size=16)),
     "nemotron_h": ("NemotronHConfig", "NemotronHForCausalLM", dict(
-        hidden_size=128, num_hidden_layers=3, layers_block_type=["mamba", "attention", "mamba"],
-        mamba_num_heads=8, mamba_head_dim=32, ssm_state_size=64, n_groups=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=32, intermediate_size=128,
+        hidden_size=256, num_hidden_layers=3, layers_block_type=["mamba", "attention", "mamba"],
+        mamba_num_heads=8, mamba_head_dim=64, ssm_state_size=128, n_groups=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, intermediate_size=256,
         chunk_size=16)),
     "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(
-        hidden_size=64, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
-        num_attention_heads=2, num_key_value_heads=1, head_dim=32, intermediate_size=128,
-        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=64,
-        linear_value_head_dim=32)),
+        hidden_size=128, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, intermediate_size=256,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=128,
+        linear_value_head_dim=128)),
     "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM", dict(
-        hidden_size=64, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
-        num_attention_heads=2, num_key_value_heads=1, head_dim=32, intermediate_size=128,
-        moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
-        shared_expert_intermediate_size=32, linear_num_key_heads=2, linear_num_value_heads=4,
-        linear_key_head_dim=64, linear_value_head_dim=32)),
+        hidden_size=128, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, intermediate_size=256,
+        moe_intermediate_size=64, num_experts=4, num_experts_per_tok=2,
+        shared_expert_intermediate_size=64, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=128, linear_value_head_dim=128)),
 }
 # from_config arguments: the MoE block with batched_mm (any dtype, no host sync, capturable)
 _FROM_CONFIG = {"qwen3_next": dict(experts_implementation="batched_mm")}
@@ -126,6 +126,13 @@ def _generate(model, n):
         out = model.generate(_prompt(), max_new_tokens=n, do_sample=False, output_logits=True,
                              return_dict_in_generate=True)
     return out.sequences, torch.stack(out.logits).float()
+
+
+def _same_inputs(seq_a, seq_b, n):
+    """How many leading logits of two greedy runs were computed from the same tokens."""
+    plen = seq_a.shape[1] - n
+    diff = (seq_a[:, plen:] != seq_b[:, plen:]).any(0).nonzero()
+    return n if diff.numel() == 0 else int(diff[0]) + 1
 
 
 def _tol(ref):
@@ -315,4 +322,7 @@ def test_every_pair_generates_on_cute(models, pair):
             unpatch(model)
         assert seq.shape == seq0.shape and torch.isfinite(logits).all(), (family, pair)
         assert all(c["decode"] == n - 1 for c in stats.values()), (family, pair, stats)
-        assert (logits - log0).abs().max() < 0.5 * log0.abs().max() + 1e-3, (family, pair)
+        # loose, over the steps whose inputs are still the same tokens (a low-precision state
+        # may flip a greedy token of a random model; after that the sequences differ)
+        k = _same_inputs(seq0, seq, log0.shape[0])
+        assert (logits[:k] - log0[:k]).abs().max() < 0.5 * log0.abs().max() + 1e-3, (family, pair)
