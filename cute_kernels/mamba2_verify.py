@@ -39,16 +39,28 @@ consecutive heads of one group (:func:`cute_kernels.mamba2_replay.choose_heads_p
    rows the decode kernel's fold weights ``exp(Λ_{h−1} − Λ_j)·dt'_j`` and ``exp(Λ_{h−1})``;
 4. per head: the state rows go to registers with 16-byte loads (the decode kernel's non-flush
    mapping, :class:`cute_kernels.mamba2_replay.ReplayTile`: TN lanes per row, RPT rows per thread),
-   each element is decoded once and multiplied with the T columns of C (fp32 FMA on the CUDA cores),
-   the T row sums are reduced over the TN lanes with one transposed butterfly and land in smem
-   (``sDot[t, p]``, scaled); the x_e rows of the E entries are staged in smem meanwhile; then
-   ``Y = coef·X + exp(Λ)·sDot + D·x`` (a T×E by E×P product, one (t, p) output per thread step),
-   gated and stored;
+   then the T dots ``S·C_t``:
+
+   * nvfp4 copies with 16-bit acts, T <= 8 (``use_mma``, env ``REPLAYSSM_M2V_MMA``, default on):
+     tensor cores, ``mma.sync.m16n8k16`` f16 -> f32 with the queries as the 8 columns -- the
+     decode kernel's A operand (e2m1·s_blk·2^-7 in fp16, exact) and k permutation, B = C_t in fp16
+     (exact for fp16 acts; bf16 acts: C_t scaled by an exact power of two per query), so every
+     product is exact and the sums are fp32 tensor-core accumulation; 8 k-steps per 16 rows, the
+     row sums land in the lanes finished (no lane reduction);
+   * every other format (fp32 / fp16 / bf16 / fp8, nvfp4 with fp32 acts or T > 8): CUDA cores,
+     each element decoded once and multiplied with the T columns of C in fp32 FMA (one vector smem
+     load of C per column, shared by a group of rows), the rows·T sums reduced over the TN lanes
+     with one transposed butterfly -- no tf32 / fp16 rounding of fp32 and 16-bit copies;
+
+   the sums land in smem (``sDot[t, p]``, scaled); the x_e rows of the E entries are staged in smem
+   meanwhile; then ``Y = coef·X + exp(Λ)·sDot + D·x`` (a T×E by E×P product, one (t, p) output per
+   thread step), gated and stored;
 5. flush rows: the decode kernel's flush; then the append and the cursor update.
 
-Numerics: every product and sum is fp32 (CUDA-core FMA; no tensor cores, so no tf32 / fp16
-rounding of the fp32 and 16-bit copies). The nvfp4 decode multiplies e2m1 by the block scale exactly
-in fp32 and applies the global scale after the row sum; fp8 applies the row scale after the row sum.
+Numerics: fp32 everywhere (the tensor-core path: exact products, fp32 accumulation -- what the
+decode kernel's nvfp4 read path does). The CUDA-core nvfp4 decode multiplies e2m1 by the block
+scale exactly in fp32 and applies the global scale after the row sum; fp8 applies the row scale
+after the row sum.
 
 Public entry points: :func:`compile_mamba2_verify` (tensor-free, cached by scalars),
 :func:`mamba2_verify_cute` (launcher on a :class:`replayssm_lp.Mamba2ReplayCache`),
