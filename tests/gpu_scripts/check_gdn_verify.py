@@ -394,6 +394,25 @@ def main(argv=None) -> int:
               f"{res.get('ms_per_step', 0.0):7.2f}  "
               f"{'ok' if ok else 'FAIL: ' + ' | '.join(res['fail'])}", flush=True)
     print(f"(wall {time.perf_counter() - t_start:.0f} s, compiles included)")
+    if a.self_test:
+        # teeth: a one-ulp-scale corruption of one output / one u entry / one cursor must fail
+        for what in ("out", "u", "cursor"):
+            def bad_verify(cache, kw, scale, l2, sbi, out, _w=what):
+                verify(cache, kw, scale, l2, sbi, out)
+                if _w == "out":
+                    v = out.view(-1)
+                    i = int((~v.isnan()).nonzero()[0])
+                    v[i] = v[i] * 1.01 + 0.01
+                elif _w == "u":
+                    cache.u_buf.view(-1)[7] += 1.0
+                else:
+                    cache.pending += 1
+            res = run_config("fp32", 4, torch.float32, SMALL, 5, 3, 2, 0, device, bad_verify,
+                             commit, 2, fixed_T=2, use_idx=False)
+            caught = bool(res["fail"])
+            nfail += not caught
+            print(f"self-test: a corrupted {what} is {'caught' if caught else 'MISSED'}")
+        cfgs = cfgs + [None] * 3
     print(f"\n{len(cfgs) - nfail}/{len(cfgs)} configurations passed")
     return 1 if nfail else 0
 
