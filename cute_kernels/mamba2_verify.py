@@ -134,11 +134,15 @@ def _lanes_reduce(vals, tn: int, lir):
     """Sums each value of ``vals`` (a list of Float32, the same length in every lane) over the
     ``tn`` consecutive lanes of a group (``lir`` = lane in group), transposed: at every butterfly
     level a lane keeps one half of its list and trades the other half with its partner, so n values
-    cost ~n shuffles in all instead of n·log2(tn). Returns ``(sums, base)``: ``sums[m]`` is the
-    total of ``vals[base + m]`` (Int32 ``base``, a function of the lane bits; indices past
-    ``len(vals)`` are padding). Lanes that end with the same index hold bit-identical sums."""
+    cost ~n shuffles in all instead of n·log2(tn). Returns ``(sums, base, count)``: ``sums[m]`` is
+    the total of ``vals[base + m]`` for ``m < count`` (Int32 ``base`` and ``count``, functions of
+    the lane bits); entries from ``count`` on are padding. (An odd split pads the upper half; at a
+    later level ``base + m`` of a padding entry can name a real index another lane holds, so the
+    validity is tracked per lane, not read off the index.) Lanes that end with the same index hold
+    bit-identical sums."""
     cur = list(vals)
     base = Int32(0)
+    count = Int32(len(vals))
     o = tn // 2
     while o >= 1:
         n = len(cur)
@@ -154,11 +158,13 @@ def _lanes_reduce(vals, tn: int, lir):
                 nxt.append(keep + cute.arch.shuffle_sync_bfly(send, offset=o))
             cur = nxt
             base = base + _sel_i32(hi, Int32(h), Int32(0))
+            count = _sel_i32(hi, cutlass.max(count - Int32(h), Int32(0)),
+                             cutlass.min(count, Int32(h)))
         else:
             v = cur[0]
             cur = [v + cute.arch.shuffle_sync_bfly(v, offset=o)]
         o //= 2
-    return cur, base
+    return cur, base, count
 
 
 def _bcast_seg(lam, nseg: int, q):
@@ -494,9 +500,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 else:
                     for m in cutlass.range_constexpr(NBL):
                         bv[m] = mB[row, e - h, group, lane + 32 * m].to(Float32)
-                sums, base = self._cb_partials(bv, sCT, lane)
+                sums, base, cnt = self._cb_partials(bv, sCT, lane)
                 for m in cutlass.range_constexpr(len(sums)):
-                    if base + m < T:
+                    if Int32(m) < cnt:
                         sCB[e, base + m] = sums[m]
 
     def _cb_partials(self, bv, sCT, lane):
@@ -703,10 +709,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         rg = self._rows_per_group(tile)
         for g in cutlass.range_constexpr(RPT // rg):
             vals = self._dot_group(fmt, tile, raw, rsc, bsc, sCT, g, rg, lir)
-            sums, base = _lanes_reduce(vals, TN, lir)
+            sums, base, cnt = _lanes_reduce(vals, TN, lir)
             for m in cutlass.range_constexpr(len(sums)):
                 idx = base + m
-                if idx < rg * T:
+                if Int32(m) < cnt:
                     r = idx // T
                     t = idx - r * T
                     p = rp + RPP * (g * rg + r)

@@ -213,3 +213,65 @@ def test_output_decomposition_matches_reference():
             c.write_pos[slots] += n.to(torch.int32)
             c.pending[slots] = 0
         assert nflush >= 3, (pair, nflush)      # the flush rows' formula was exercised
+
+
+def test_lanes_reduce_and_broadcast_emulated(monkeypatch):
+    """``_lanes_reduce`` (transposed butterfly) and ``_bcast_seg`` run on a SIMT emulation (one
+    numpy array over the lanes per value): every lane ends with the full sum of the value its
+    returned index names, padding indices only past the list, and broadcasts pick Λ_q."""
+    import numpy as np
+
+    class _Arch:
+        @staticmethod
+        def shuffle_sync_bfly(v, offset):
+            return v[np.arange(v.shape[0]) ^ offset]
+
+        @staticmethod
+        def shuffle_sync(v, src):
+            return v[np.broadcast_to(np.asarray(src), v.shape)]
+
+    class _Cute:
+        arch = _Arch
+
+    class _Lp:
+        @staticmethod
+        def sel_f32(c, a, b):
+            return np.where(c, a, b)
+
+    monkeypatch.setattr(MV, "cute", _Cute)
+    monkeypatch.setattr(MV, "lp", _Lp)
+    monkeypatch.setattr(MV, "_sel_i32", lambda c, a, b: np.where(c, a, b))
+    monkeypatch.setattr(MV, "Int32", lambda v: np.asarray(v, dtype=np.int64))
+    monkeypatch.setattr(MV, "Float32", lambda v: np.asarray(v, dtype=np.float64))
+
+    class _Cutlass:
+        max = staticmethod(np.maximum)
+        min = staticmethod(np.minimum)
+    monkeypatch.setattr(MV, "cutlass", _Cutlass)
+    rng = np.random.default_rng(0)
+    for tn in (1, 2, 4, 8, 16, 32):
+        for nv in (1, 2, 3, 5, 8, 16, 17, 32):
+            lanes = 32
+            vals = [rng.standard_normal(lanes) for _ in range(nv)]
+            lir = np.arange(lanes) % tn
+            sums, base, cnt = MV._lanes_reduce(vals, tn, lir)
+            base = np.broadcast_to(base, (lanes,))
+            cnt = np.broadcast_to(cnt, (lanes,))
+            seen = set()
+            for m, s in enumerate(sums):
+                s = np.broadcast_to(s, (lanes,))
+                for ln in range(lanes):
+                    idx = int(base[ln]) + m
+                    if m >= int(cnt[ln]):
+                        continue
+                    assert idx < nv
+                    grp = (ln // tn) * tn
+                    want = sum(v[grp:grp + tn].sum() for v in [vals[idx]])
+                    assert abs(s[ln] - want) < 1e-9, (tn, nv, ln, idx)
+                    seen.add((ln // tn, idx))
+            assert len(seen) == (lanes // tn) * nv, (tn, nv)     # every value of every group
+    lam = [rng.standard_normal(32) for _ in range(3)]
+    for q in (-1, 0, 5, 31, 32, 70, 95, 96):
+        r = MV._bcast_seg(lam, 3, np.asarray(q))
+        want = 0.0 if not 0 <= q < 96 else lam[q // 32][q % 32]
+        assert np.allclose(r, want), q
