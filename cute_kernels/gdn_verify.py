@@ -44,6 +44,7 @@ Public entry points: :class:`GDNVerifyKernel`, :func:`compile_gdn_verify`, :func
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import cutlass
@@ -438,7 +439,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         sSum[vi * BV + warp * 16 + g4 + 8 * r] = eg * x
             cute.arch.barrier()                              # sKs is reused below
             # ---- stage the keys of the coefficient dots: kn_p (p < m0: ring, then drafts)
-            for it in cutlass.range_constexpr((L * K + NT - 1) // NT):
+            for it in cutlass.range((L * K + NT - 1) // NT, unroll=1):
                 e_ = tidx + it * NT
                 if e_ < Int32(L * K):
                     p = e_ // K
@@ -453,7 +454,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                     sKd[p * KD_PITCH + col] = x
             cute.arch.barrier()
             # ---- coefficients sCo[v, p] = e^{G_{m0+t-1} - G_p} (kn_p . vec_v), p < m0 + t
-            for it in cutlass.range_constexpr((NV * L + NT - 1) // NT):
+            for it in cutlass.range((NV * L + NT - 1) // NT, unroll=1):
                 item = tidx + it * NT
                 if item < Int32(NV * L):
                     vi = item // L
@@ -686,13 +687,15 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
 
 
 def compile_report(pair: str, T: int, L: int = 16, gates: str = "raw",
-                   act_dtype: str = "bfloat16", H: int = 2, HV: int = 4, V: int = 128) -> dict:
+                   act_dtype: str = "bfloat16", H: int = 2, HV: int = 4, V: int = 128,
+                   block_v: Optional[int] = None) -> dict:
     """Compile one variant (CPU-only is fine) and return plain facts for tests: compile seconds,
     tile, PTX memory-instruction counts, tensor-core instruction counts. Picklable, so a test
     can spread compiles over worker processes."""
     gk = (dict(g_dtype="float32", beta_dtype="float32", alog_dtype=None, a_dtype=None,
                dt_bias_dtype=None, b_dtype=None) if gates == "given" else {})
-    k, ptx = compile_only(pair, act_dtype, H, HV, V2_K, V, L, T=T, keep_ptx=True, **gk)
+    k, ptx = compile_only(pair, act_dtype, H, HV, V2_K, V, L, T=T, keep_ptx=True,
+                          block_v=block_v, **gk)
     tile = k.meta["tile"]
     return dict(pair=pair, T=T, L=L, secs=k.compile_seconds, tile=repr(tile),
                 block_v=tile.block_v, stats=common.ptx_stats(ptx),
@@ -750,6 +753,7 @@ def _cache_views(cache, rf, cf, split):
 
 
 _LAUNCH: dict = {}
+_pair_key = functools.lru_cache(maxsize=64)(pair_key)   # PrecisionPair is hashable
 
 
 def _dt(t):
@@ -778,7 +782,7 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
         return out
     if scale is None:
         scale = K ** -0.5
-    rf, rr, cf, cr, split = pair_key(cache.pair)
+    rf, rr, cf, cr, split = _pair_key(cache.pair)
     L, ring = cache.buffer_len, cache.ring
     fast_key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, _dt(g), _dt(beta),
                 None if g is not None else _dt(A_log), None if g is not None else _dt(a),

@@ -3,7 +3,7 @@ Hopper (sm_90a) on a machine without a GPU.
 
 * every precision pair (``precision_pairs(include_extra=True)``) compiles once, with the draft
   count T cycling through 1, 2, 8 and both gate forms; fp32 and nvfp4/fp16sr also at every
-  T in {1, 2, 8}. Per variant: 16-byte read-copy loads, no local memory in the PTX (no dynamically
+  T in {1, 2, 8}; one variant with 16-row CTAs (small batches). Per variant: 16-byte read-copy loads, no local memory in the PTX (no dynamically
   indexed registers), the flush's 3xTF32 tensor-core fold, the row-cursor atomic, nvfp4 pairs
   with whole-head CTAs;
 * tiling / shared-memory budget and ``supports_cache`` over pairs x T x L (pure Python).
@@ -30,14 +30,16 @@ from replayssm_lp import precision_pairs  # noqa: E402
 PAIRS = list(precision_pairs(include_extra=True))
 TS = (1, 2, 8)
 # every pair once (T and gate form cycling), plus all T for two pairs
-VARIANTS = [(p, TS[i % 3], "raw" if i % 2 else "given") for i, p in enumerate(PAIRS)]
+VARIANTS = [(p, TS[i % 3], "raw" if i % 2 else "given", None) for i, p in enumerate(PAIRS)]
 for _p in ("fp32", "nvfp4/fp16sr"):
-    VARIANTS += [(_p, t, "raw") for t in TS if (_p, t) not in {(v[0], v[1]) for v in VARIANTS}]
+    VARIANTS += [(_p, t, "raw", None) for t in TS
+                 if (_p, t) not in {(v[0], v[1]) for v in VARIANTS}]
+VARIANTS.append(("fp8/fp32", 4, "raw", 16))   # small batches: 16 value rows (one warp) per CTA
 
 
 def _compile(args):
-    pair, T, gates = args
-    return GV.compile_report(pair, T, L=16, gates=gates)
+    pair, T, gates, bv = args
+    return GV.compile_report(pair, T, L=16, gates=gates, block_v=bv)
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +48,12 @@ def reports():
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
         out = list(ex.map(_compile, VARIANTS))
-    return {(r["pair"], r["T"]): r for r in out}
+    return {(v[0], v[1], v[3]): r for v, r in zip(VARIANTS, out)}
 
 
-@pytest.mark.parametrize("pair,T,gates", VARIANTS)
-def test_gdn_verify_compiles(reports, pair, T, gates):
-    r = reports[(pair, T)]
+@pytest.mark.parametrize("pair,T,gates,block_v", VARIANTS)
+def test_gdn_verify_compiles(reports, pair, T, gates, block_v):
+    r = reports[(pair, T, block_v)]
     assert r["secs"] < 90, r          # generous: shared CI machines are often loaded
     st = r["stats"]
     rf, _, cf, _, _ = GR.pair_key(pair)
