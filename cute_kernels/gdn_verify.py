@@ -29,17 +29,23 @@ Mapping (same CTA tile and thread <-> data map as the v2 decode kernel, whose de
 flush this reuses): one CTA per (batch row, value head, block of ``block_v`` value rows), warp w
 owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte 64 i + 16 t.
 
-* read dot (non-flush rows): CUDA-core fp32 FMAs against the 2T vectors kn_t, qn_t (decode of the
-  read copy as in v1 / v2: fp8 row scale after the dot, nvfp4 values pre-scaled per 16-block), so
-  the dots are as accurate as the fp32 reference; a quad butterfly completes the row sums;
+* read dot (non-flush rows): the lane's 32 columns of both rows decoded once (fp8 row scale after
+  the dot, nvfp4 values pre-scaled per 16-block), then a run-time loop over the 2T vectors kn_t,
+  qn_t with CUDA-core fp32 FMAs (as accurate as the fp32 reference; the decode kernel's split-fp16
+  tensor-core dot would need 6T B columns and is left for a measured follow-up); a quad
+  butterfly completes the row sums, stored per (vector, row) in shared memory;
 * coefficient dots c, d: one thread per (vector, position) item over keys staged in shared memory
   (pitch K + 1: conflict-free across positions); decays from one sequential prefix (warp 0);
-* flush rows: the v2 flush; its output hook dots the fold (still in registers) with all 2T
-  vectors;
+* flush rows: the v2 flush (fold, encoders, SR generation), unchanged; its output hook
+  (``_flush_out_partials``) dots the fold, still in registers, with all 2T vectors;
 * finish: thread r < block_v solves its row's T x T system, writes outputs, u (and v).
 
+Shared memory: 2T padded draft vectors, per-draft scalars, the decay prefix, the 2T x L
+coefficient matrix, 2T x block_v row sums, plus the v2 flush workspace (its pre-split key copies
+only where the 47 KiB budget allows; the staged key buffer doubles as the coefficient keys).
+
 Public entry points: :class:`GDNVerifyKernel`, :func:`compile_gdn_verify`, :func:`compile_only`,
-:func:`gdn_verify_cute`, :func:`supports_cache`.
+:func:`compile_report`, :func:`gdn_verify_cute`, :func:`supports_cache`.
 """
 
 from __future__ import annotations
@@ -56,9 +62,9 @@ import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name
-from .gdn_replay import (FMT_BITS, KS_PITCH, SMEM_LIMIT, V2_BLOCK_VS, V2_K, V2_MAX_L,
-                         GDNReplayDecodeV2, ReplayTileV2, _fidx, _kq_addr, _read_chunk_values,
-                         _ring, _sel, _seq_prefix, choose_block_v_v2, pair_key)
+from .gdn_replay import (FMT_BITS, KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2,
+                         ReplayTileV2, _fidx, _kq_addr, _read_chunk_values, _ring, _sel,
+                         _seq_prefix, choose_block_v_v2, pair_key)
 from .gdn_standard import slot_of_row, softplus_bypass
 
 __all__ = [
