@@ -20,6 +20,7 @@ packs .device/hf/transformers.tar.xz):
 (``REPLAYSSM_TEST_BUDGET_S=200`` skips the tests that would start after 200 s.)
 """
 import os
+import sys
 import time
 
 import pytest
@@ -113,8 +114,33 @@ def _exact_fp32():
     hf_logging.set_verbosity(saved[2])
 
 
+_PEERS = ("mamba_ssm", "fla", "causal_conv1d")
+
+
+def _import_model_classes():
+    """Import the modeling modules with HF's pure-torch fallbacks for the peer kernels (mamba_ssm,
+    fla, causal_conv1d; HF picks them when its modeling module is imported), so the unpatched
+    reference and the prefill do not depend on those packages' Triton kernels working with this
+    machine's Triton. REPLAYSSM_HF_PEER_KERNELS=1 keeps whatever is installed."""
+    names = [v[1] for v in _SPECS.values() if hasattr(transformers, v[0])]
+    if os.environ.get("REPLAYSSM_HF_PEER_KERNELS") == "1":
+        return [getattr(transformers, n) for n in names]
+    saved = {m: sys.modules.get(m) for m in _PEERS}
+    try:
+        for m in _PEERS:
+            sys.modules[m] = None          # import -> ImportError -> HF's torch path
+        return [getattr(transformers, n) for n in names]
+    finally:
+        for m, v in saved.items():
+            if v is None:
+                sys.modules.pop(m, None)
+            else:
+                sys.modules[m] = v
+
+
 @pytest.fixture(scope="module")
 def models():
+    _import_model_classes()
     return {}
 
 
