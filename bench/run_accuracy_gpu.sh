@@ -13,7 +13,7 @@
 #
 # Knobs (environment): LAYERS="mamba2 gdn", MAX_LEN=131072, SEEDS=0,1,2, ROWS=1 (sequences per
 # regime: dense + bursty), NGROUPS=5, AGREE_LEN=1024 (0: skip the agreement), CHUNK=512,
-# PART_TIMEOUT=540 (s), EXTRA="" (more args for every part, e.g. "--no-graph"),
+# PART_TIMEOUT=540 (s), EXTRA="" (more args for every part, e.g. "--no-graph"), GRAPH_CHECK=1,
 # MAMBA2_SHAPE=nemotron3-super, GDN_SHAPE=qwen3.5-4b.
 set -u
 OUT=${OUT:-bench/results/gpu_run}
@@ -51,6 +51,15 @@ PY
 )
 if [ ${#PAIR_GROUPS[@]} -eq 0 ]; then echo "run_accuracy_gpu: could not list the pairs" >&2; exit 1; fi
 
+# graph-vs-eager check (small config, its own process): the study's numbers come from CUDA-graph
+# replays, this shows they equal an eager run's
+GC_PID=""
+if [ "$BACKEND" = cute ] && [ "${GRAPH_CHECK:-1}" = 1 ]; then
+  timeout "$PART_TIMEOUT" $PY -m bench accuracy --graph-check --layer mamba2 --shape "$MAMBA2_SHAPE" \
+    >"$OUT/graph_check.txt" 2>&1 &
+  GC_PID=$!
+fi
+
 pids=()
 for L in $LAYERS; do
   SHAPE=$MAMBA2_SHAPE; [ "$L" = gdn ] && SHAPE=$GDN_SHAPE
@@ -79,6 +88,11 @@ for pl in "${pids[@]}"; do
   fi
 done
 
+if [ -n "$GC_PID" ]; then
+  wait "$GC_PID" || fail=1
+  tail -n 1 "$OUT/graph_check.txt"
+fi
+
 for L in $LAYERS; do
   js=$(ls "$OUT"/parts/"$L"/*/accuracy.json 2>/dev/null)
   [ -z "$js" ] && { echo "no results for $L"; continue; }
@@ -88,5 +102,6 @@ done
 # keep only the part logs (the merged JSON holds every number)
 rm -f "$OUT"/parts/*/*/accuracy.json "$OUT"/parts/*/*/accuracy.md
 echo "run_accuracy_gpu: wall $(( $(date +%s) - t0 )) s"
+[ -f "$OUT/graph_check.txt" ] && tail -n 1 "$OUT/graph_check.txt"
 $PY -m bench accuracy --summary "$OUT"/accuracy_*_"$BACKEND"/accuracy.json
 exit $fail
