@@ -360,17 +360,49 @@ def _rows_plan(n: int, tn: int):
     return plan
 
 
+def _rows_pad_aliases(n: int, tn: int) -> bool:
+    """Whether :func:`_rows_reduce` of ``n`` values over ``tn`` lanes leaves some lane with a
+    padding entry whose plain index (the sum of the upper-half offsets of its lane bits) names a
+    real row another lane holds: an odd split pads the upper half, and a later split of that
+    padded list can move the padding to a low position (n = 5 over 8 lanes: lane bits 011 end
+    with index 2 + 1 = 3, padding, while lane bits 100 hold row 3). Static; False for n a power of
+    two (no padding at all) and for n = 3 (the padding only ever ends past the list)."""
+    for lane in range(tn):
+        row, cnt = 0, n
+        for o, m in _rows_plan(n, tn):
+            if m > 1:
+                h = -(-m // 2)
+                if lane & o:
+                    row, cnt = row + h, max(cnt - h, 0)
+                else:
+                    cnt = min(cnt, h)
+        if cnt == 0 and row < n:
+            return True
+    return False
+
+
 def _rows_lane_row(n: int, tn: int, lir):
     """(row, writer) of this lane after :func:`_rows_reduce` of ``n`` values over ``tn`` lanes:
     the row whose sum it ends with (>= n on padding lanes), and whether it is the one lane of the
-    lanes holding that row that should store it."""
+    lanes holding that row that should store it. Where padding can alias a real row
+    (:func:`_rows_pad_aliases`) the number of real entries is tracked per lane (as
+    mamba2_verify's ``_lanes_reduce`` does) and padding lanes get row ``n``; otherwise the row is
+    the plain offset sum (the code is unchanged)."""
     row = Int32(0)
     wmask = 0
+    track = _rows_pad_aliases(n, tn)
+    cnt = Int32(n)
     for o, m in _rows_plan(n, tn):
         if m > 1:
-            row = row + _sel_i32((lir & o) != 0, Int32(-(-m // 2)), Int32(0))
+            h = -(-m // 2)
+            row = row + _sel_i32((lir & o) != 0, Int32(h), Int32(0))
+            if track:
+                cnt = _sel_i32((lir & o) != 0, cutlass.max(cnt - Int32(h), Int32(0)),
+                               cutlass.min(cnt, Int32(h)))
         else:
             wmask |= o
+    if track:
+        row = _sel_i32(cnt > Int32(0), row, Int32(n))
     return row, (lir & wmask) == 0
 
 
@@ -379,8 +411,9 @@ def _rows_reduce(vals, tn: int, lir):
     group) over the lanes, transposed: at each butterfly level a lane keeps one half of its
     values and trades the other half with its partner, so ``len(vals)`` rows cost ~len(vals)
     shuffles instead of len(vals)·log2(tn). Returns ``(sum, row)``: this lane's row index
-    (lane-bit function, Int32; >= len(vals) for padding lanes) and its full sum; the lanes that
-    share a row hold the same sum (bit-identical: every pair adds in the same order)."""
+    (lane-bit function, Int32; >= len(vals) for padding lanes, see :func:`_rows_lane_row`) and its
+    full sum; the lanes that share a row hold the same sum (bit-identical: every pair adds in the
+    same order)."""
     cur = list(vals)
     row = Int32(0)
     for o, n in _rows_plan(len(vals), tn):
@@ -400,6 +433,8 @@ def _rows_reduce(vals, tn: int, lir):
         else:
             v = cur[0]
             cur = [v + cute.arch.shuffle_sync_bfly(v, offset=o)]
+    if _rows_pad_aliases(len(vals), tn):
+        row, _ = _rows_lane_row(len(vals), tn, lir)
     return cur[0], row
 
 

@@ -171,3 +171,74 @@ def test_tile_config_and_errors():
     with pytest.raises(ValueError):
         M.Mamba2ReplayDecode("nvfp4/fp4", "bfloat16", "float32", 8, 64, 128, 2, 16, 17, True,
                              True, True, True, 1)
+
+
+def test_rows_reduce_writers_emulated(monkeypatch):
+    """The non-flush transposed row reduction (``_rows_reduce``) and the per-lane store mapping
+    (``_rows_lane_row``, as the kernel's ``_nonflush`` uses them) on a SIMT emulation (one numpy
+    array over the 128 threads per value) for every supported read format, P and N: every output
+    row p < P is stored by exactly one lane, and that lane holds the full sum of row p over the TN
+    lanes of its row group (odd splits at inner levels pad an entry whose plain index can name a
+    real row held by another lane: P=80 fp8 / fp16 / fp32 used to store a 0 there too)."""
+    import numpy as np
+
+    class _Arch:
+        @staticmethod
+        def shuffle_sync_bfly(v, offset):
+            return v[np.arange(v.shape[0]) ^ offset]
+
+    class _Cute:
+        arch = _Arch
+
+    class _Lp:
+        @staticmethod
+        def sel_f32(c, a, b):
+            return np.where(c, a, b)
+
+    class _Cutlass:
+        max = staticmethod(np.maximum)
+        min = staticmethod(np.minimum)
+
+    monkeypatch.setattr(M, "cute", _Cute)
+    monkeypatch.setattr(M, "lp", _Lp)
+    monkeypatch.setattr(M, "cutlass", _Cutlass)
+    monkeypatch.setattr(M, "_sel_i32", lambda c, a, b: np.where(c, a, b))
+    monkeypatch.setattr(M, "Int32", lambda v: np.asarray(v, dtype=np.int64))
+    monkeypatch.setattr(M, "Float32", lambda v: np.asarray(v, dtype=np.float64))
+    rng = np.random.default_rng(0)
+    nt = 128
+    tid = np.arange(nt)
+    seen_cfgs = set()
+    for fmt in ("fp32", "fp16", "bf16", "fp8", "nvfp4"):
+        for N in (64, 128, 256):
+            for P in (32, 48, 64, 80, 96, 128):
+                t = M.ReplayTile(fmt, 8, P, N, 2, 16, 17, 1)
+                TN, RPT, RPP = t.tn, t.rpt, t.rpp
+                seen_cfgs.add((TN, RPT))
+                lir, rp = tid % TN, tid // TN
+                # integer-valued partials: the butterfly sums are exact in float64
+                vals = [rng.integers(-1000, 1000, nt).astype(np.float64) for _ in range(RPT)]
+                tot, row_r = M._rows_reduce(vals, TN, lir)
+                myrow, mywr = M._rows_lane_row(RPT, TN, lir)
+                tot, row_r, myrow, mywr = (np.broadcast_to(a, (nt,)) for a in (tot, row_r, myrow,
+                                                                              mywr))
+                assert (row_r == myrow).all(), (fmt, N, P)
+                store = mywr & (myrow < RPT) & (rp + RPP * myrow < P)     # the kernel's my_store
+                writers = {}
+                for ln in np.nonzero(store)[0]:
+                    r = int(myrow[ln])
+                    g = (ln // TN) * TN
+                    want = vals[r][g:g + TN].sum()
+                    assert tot[ln] == want, (fmt, N, P, TN, RPT, int(ln), r, tot[ln], want)
+                    writers.setdefault(int(rp[ln] + RPP * r), []).append(int(ln))
+                assert sorted(writers) == list(range(P)), (fmt, N, P)
+                multi = {p: w for p, w in writers.items() if len(w) > 1}
+                assert not multi, (fmt, N, P, multi)
+    assert {(8, 5), (16, 10), (32, 20)} <= seen_cfgs          # the P=80 cases of the bug report
+    # power-of-two row counts (P = 32 / 64 / 128) keep the plain index (unchanged code)
+    for tn in (1, 2, 4, 8, 16, 32):
+        n = 1
+        while n <= tn:
+            assert not M._rows_pad_aliases(n, tn)
+            n *= 2
+    assert M._rows_pad_aliases(5, 8) and not M._rows_pad_aliases(3, 4)

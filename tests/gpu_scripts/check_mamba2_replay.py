@@ -31,6 +31,7 @@ Usage (on the GPU machine, from the repository root)::
     python tests/gpu_scripts/check_mamba2_replay.py               # every pair, default configs
     python tests/gpu_scripts/check_mamba2_replay.py --pairs nvfp4/fp16sr,fp32 --quick
     python tests/gpu_scripts/check_mamba2_replay.py --full        # every config for every pair
+    python tests/gpu_scripts/check_mamba2_replay.py --pairs fp8/fp32,fp16/fp32,fp32 --headdim 80
     python tests/gpu_scripts/check_mamba2_replay.py --self-test   # CPU: the checker vs itself
 
 Prints one table row per configuration and exits 1 if any check fails.
@@ -313,6 +314,9 @@ def run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, seed, device, 
 
 
 HEADLINE = ("fp32", "nvfp4/fp16sr", "nvfp4/fp8sr", "fp8/fp16sr", "nvfp4sr")
+# P = 80 with a non-nvfp4 read copy (N = 128): RPT = 5 / 10 / 20 rows over TN = 8 / 16 / 32
+# lanes, odd splits at inner levels of the non-flush transposed row reduction
+P80_READ = ("fp8/fp32", "fp16/fp32", "fp32")
 
 
 def default_configs(pairs, level="default"):
@@ -322,7 +326,8 @@ def default_configs(pairs, level="default"):
 
     quick: one random-mode config per pair (L=4, fp32 acts, one head per CTA). default: plus an
     exact-mode config per pair (bf16 acts, 2 heads per CTA), L=16 with 4 heads per CTA for the
-    headline pairs, P=80 with a ring larger than L+1, no state_batch_indices, L=32 (the largest
+    headline pairs, P=80 with a ring larger than L+1 (and P=80 for the fp8 / fp16 / fp32 read
+    copies of ``P80_READ``), no state_batch_indices, L=32 (the largest
     fold staging), fp16 acts at P=64 (tensor-core dot without C scaling), the fallback
     implementations (flush v1, register non-flush, CUDA-core dot: ``impl`` v1) in exact and
     random mode, and the real Nemotron-3-Super layer shape (whole groups per CTA and the launch
@@ -345,6 +350,9 @@ def default_configs(pairs, level="default"):
             # L = 32 (JB = 32: the largest smem footprint), fp16 acts at P = 64
             out.append((name, 32, torch.bfloat16, 1, "random", small, 13, 5, True, 0, {}))
             out.append((name, 8, torch.float16, 4, "random", small, 13, 6, True, 0, {}))
+        for name in [p for p in pairs if p in P80_READ and p not in extra]:
+            out.append((name, 8, torch.bfloat16, 2, "random", (4, 80, 128, 1), 11, 5, True, 3,
+                        {}))
         fb = [p for p in pairs if p in ("nvfp4/fp16sr", "fp32", "fp8/fp16sr")]
         if level == "full":
             fb = pairs
@@ -370,6 +378,8 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="every configuration for every pair")
     ap.add_argument("--steps-factor", type=int, default=3, help="steps = factor * L + 5")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--headdim", type=int, default=None,
+                    help="only the configurations with this head dim P (e.g. 80)")
     ap.add_argument("--self-test", action="store_true",
                     help="CPU: compare the torch reference with itself (checks this script)")
     a = ap.parse_args(argv)
@@ -394,6 +404,8 @@ def main(argv=None) -> int:
                                              state_batch_indices, pad_slot_id, out,
                                              heads_per_cta=heads_per_cta, **impl)
     cfgs = default_configs(names, "quick" if a.quick else ("full" if a.full else "default"))
+    if a.headdim is not None:
+        cfgs = [c for c in cfgs if c[5][1] == a.headdim]
     if a.self_test:
         cfgs = [c for c in cfgs if c[5][0] <= 8][: 2 * len(names)]
     hdr = (f"{'pair':16s} {'L':>2s} {'act':>4s} {'hpc':>3s} {'mode':6s} {'impl':4s} {'H,P,N,G':>13s} "
