@@ -2468,6 +2468,9 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
 
 # ---- torch-facing launcher -----------------------------------------------------------------
 
+from replayssm_lp._validate import cache_plan, env_fingerprint  # noqa: E402  (launcher helpers)
+
+
 def supports_cache(cache) -> bool:
     """True when this kernel has a tiling for ``cache`` (K % 32 == 0, V tiles, shared memory for
     the fold staging: L <= 32 at K = V = 128), so a dispatcher can fall back to torch otherwise."""
@@ -2495,15 +2498,18 @@ def _u8(t):
 
 
 def _cache_views(cache, rf, cf, split):
-    """int32 word views of the stored copies (+ uint8 nvfp4 scales), memoised on the cache and
-    rebuilt when a tensor was replaced."""
+    """int32 word views of the stored copies (+ uint8 nvfp4 scales), memoised on the cache's
+    plan (:func:`replayssm_lp._validate.cache_plan`: rebuilt when a cache tensor was replaced or
+    a stored copy's storage moved)."""
+    memo = cache_plan(cache).memo
+    views = memo.get("gdn_replay_views")
+    if views is None:
+        views = memo["gdn_replay_views"] = _build_cache_views(cache, rf, cf, split)
+    return views
+
+
+def _build_cache_views(cache, rf, cf, split):
     hi, lo = cache.hi, cache.lo
-    ptrs = (hi.data.data_ptr(), None if lo is None else lo.data.data_ptr(),
-            None if hi.scale is None else hi.scale.data_ptr(),
-            None if lo is None or lo.scale is None else lo.scale.data_ptr())
-    memo = getattr(cache, "_gdn_replay_views", None)
-    if memo is not None and memo[0] == ptrs:
-        return memo[1]
 
     def cp(enc, fmt):
         sc = enc.scale
@@ -2513,12 +2519,12 @@ def _cache_views(cache, rf, cf, split):
             sc = None
         return (_words(enc.data, fmt), sc, enc.global_scale if fmt == "nvfp4" else None)
 
-    views = cp(hi, cf) + (cp(lo, rf) if split else (None, None, None))
-    cache._gdn_replay_views = (ptrs, views)
-    return views
+    return cp(hi, cf) + (cp(lo, rf) if split else (None, None, None))
 
 
-_LAUNCH: dict = {}
+_LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
+#: environment variables the launch decisions read (part of the launch memo key)
+_ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV)
 
 
 def _dt(t):
@@ -2529,7 +2535,8 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
                            b=None, scale=None, use_qk_l2norm: bool = True,
                            state_batch_indices=None, pad_slot_id: int = -1, out=None,
                            block_v: Optional[int] = None, num_threads: Optional[int] = None,
-                           min_blocks_per_mp: Optional[int] = None, impl: Optional[str] = None):
+                           min_blocks_per_mp: Optional[int] = None, impl: Optional[str] = None,
+                           _memo=None):
     """One GDN ReplaySSM decode step (T = 1, committed) on a ``GDNReplayCache`` on CUDA.
 
     Inputs validated by the torch layer: q, k [batch, H, K], v / out [batch, HV, V] in the cache's
@@ -2537,7 +2544,8 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
     [HV], ``a`` [batch, HV], ``dt_bias`` [HV], ``b`` [batch, HV]; cache tensors contiguous;
     ``state_batch_indices`` int32 [batch] (unique slots) or None. ``scale`` None -> K^-0.5.
     Launches one kernel on the current torch stream, allocates nothing when ``out`` is given,
-    never synchronises (CUDA-graph capturable once compiled). Returns ``out``.
+    never synchronises (CUDA-graph capturable once compiled). Returns ``out``. ``_memo``: the
+    memo of the cache's plan when the caller has just validated it (replayssm_lp.ops' fast path).
     """
     batch, H, K = q.shape
     HV, Vd = v.shape[1], v.shape[2]
@@ -2547,17 +2555,22 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
         return out
     if scale is None:
         scale = K ** -0.5
-    rf, rr, cf, cr, split = pair_key(cache.pair)
-    L, ring = cache.buffer_len, cache.ring
-    fast_key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, _dt(g), _dt(beta),
+    # hot path: one dict lookup on the cache's plan (valid while the cache holds the same
+    # tensors; it memoises the stored-copy views too), keyed by what the tensors carry
+    memo = cache_plan(cache).memo if _memo is None else _memo
+    launch = memo.get("gdn_replay_launch")
+    if launch is None:
+        launch = memo["gdn_replay_launch"] = {}
+    fast_key = (q.dtype, H, HV, K, Vd, _dt(g), _dt(beta),
                 None if g is not None else _dt(A_log), None if g is not None else _dt(a),
                 None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
-                bool(use_qk_l2norm), state_batch_indices is None,
-                batch if block_v is None else -block_v, num_threads, min_blocks_per_mp,
-                impl or os.environ.get(IMPL_ENV), os.environ.get(TPW_ENV),
-                os.environ.get(MINB_ENV))
-    ent = _LAUNCH.get(fast_key)
+                use_qk_l2norm, state_batch_indices is None,
+                batch if block_v is None else -block_v, num_threads, min_blocks_per_mp, impl,
+                env_fingerprint(_ENV_NAMES))
+    ent = launch.get(fast_key)
     if ent is None:
+        rf, rr, cf, cr, split = pair_key(cache.pair)
+        L, ring = cache.buffer_len, cache.ring
         im = resolve_impl(rf, cf, K, Vd, L, impl)
         bv = block_v
         if bv is None:
@@ -2569,10 +2582,9 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
             None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
             use_qk_l2norm, state_batch_indices is not None, bv, num_threads, min_blocks_per_mp,
             im)
-        ent = (kern.ffi, kern.meta["any_sr"])
-        _LAUNCH[fast_key] = ent
-    fn, any_sr = ent
-    hw, hs, hg, lw, ls, lg = _cache_views(cache, rf, cf, split)
+        ent = (kern.ffi, kern.meta["any_sr"], split) + _cache_views(cache, rf, cf, split)
+        launch[fast_key] = ent
+    fn, any_sr, split, hw, hs, hg, lw, ls, lg = ent
     if g is not None:
         A_log = a = dt_bias = None
     if beta is not None:

@@ -2264,6 +2264,9 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
     return k, ptx
 
 
+from replayssm_lp._validate import cache_plan, env_fingerprint  # noqa: E402  (launcher helpers)
+
+
 def _copy_args(enc, fmt: str):
     """(int32 words, scale, global scale) views of an EncodedState for the kernel."""
     from .state_codec import _as_u8, _as_words
@@ -2282,7 +2285,7 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
                               prefetch: Optional[bool] = None,
                               min_blocks_per_mp: Optional[int] = None,
                               flush_impl: Optional[int] = None, staged: Optional[bool] = None,
-                              nonflush_mma: Optional[bool] = None):
+                              nonflush_mma: Optional[bool] = None, _memo=None):
     """One ReplaySSM decode step of a :class:`replayssm_lp.Mamba2ReplayCache` on CUDA tensors
     (inputs validated by the torch layer: x, z, out [batch, H, P] act dtype; dt [batch, H] fp32 or
     act; A, D, dt_bias [H] fp32; B, C [batch, G, N] act; ``state_batch_indices`` int32 [batch] or
@@ -2291,12 +2294,45 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
     launches on the current torch stream (CUDA-graph capturable once compiled: warm every
     heads_per_cta variant up before capture). Returns ``out``. ``flush_impl`` / ``staged`` /
     ``nonflush_mma``: implementation switches (None = the defaults, env-overridable; see
-    :func:`compile_mamba2_replay`)."""
+    :func:`compile_mamba2_replay`). ``_memo``: the memo of the cache's plan when the caller has
+    just validated it (replayssm_lp.ops' fast path)."""
     batch, H, P = x.shape
     if out is None:
         out = x.new_empty(x.shape)
     if batch == 0:
         return out
+    # hot path: the cache's plan (valid while the cache holds the same tensors) memoises the
+    # kernel-ready views of the stored copies and, per call signature, the compiled function
+    memo = cache_plan(cache).memo if _memo is None else _memo
+    launch = memo.get("m2_replay_launch")
+    if launch is None:
+        launch = memo["m2_replay_launch"] = {}
+    key = (x.dtype, dt.dtype, H, P, B.shape, D is None, z is None, dt_bias is None,
+           dt_softplus, state_batch_indices is None,
+           batch if heads_per_cta is None else -heads_per_cta, prefetch, min_blocks_per_mp,
+           flush_impl, staged, nonflush_mma, common.HAS_TVM_FFI, env_fingerprint(_ENV_NAMES))
+    ent = launch.get(key)
+    if ent is None:
+        ent = launch[key] = _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
+                                          state_batch_indices, heads_per_cta, prefetch,
+                                          min_blocks_per_mp, flush_impl, staged, nonflush_mma)
+    fn, hw, hs, hg, lw, ls, lg, any_sr = ent
+    fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
+       cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
+       cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
+       cache.seed if any_sr else None, pad_slot_id)
+    return out
+
+
+#: environment variables the launch decisions read (part of the launch memo key)
+_ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
+              "REPLAYSSM_M2_HEADS_PER_CTA")
+
+
+def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
+                  heads_per_cta, prefetch, min_blocks_per_mp, flush_impl, staged, nonflush_mma):
+    """(ffi function, stored-copy views..., any_sr) for one call signature on one cache plan."""
+    batch, H, P = x.shape
     G, N = B.shape[1], B.shape[2]
     if heads_per_cta is None:
         heads_per_cta = choose_heads_per_cta(batch, H, G)
@@ -2308,9 +2344,4 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
                               staged=staged)
     hi = _copy_args(cache.hi, pair.rec_fmt)
     lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
-    op = k.meta["op"]
-    k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, *hi, *lo,
-          cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
-          cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-          cache.seed if op.any_sr else None, pad_slot_id)
-    return out
+    return (k.ffi, *hi, *lo, bool(k.meta["op"].any_sr))

@@ -2,6 +2,8 @@
 and what was expected. Nothing here synchronises with the device."""
 from __future__ import annotations
 
+import os as _os
+import weakref as _weakref
 from typing import Optional, Sequence
 
 import torch
@@ -73,3 +75,137 @@ def pad_slot(pad_slot_id):
     if isinstance(pad_slot_id, bool) or not isinstance(pad_slot_id, int) or pad_slot_id >= 0:
         raise ValueError(f"pad_slot_id must be a negative int, got {pad_slot_id!r}")
     return pad_slot_id
+
+
+# ------------------------------------------------------------------------------------------------
+# Host fast path helpers (``python -m bench.host_overhead`` measures them): cheap environment reads
+# and per-cache launch plans. Nothing here weakens a check: a plan only memoises facts derived from
+# a cache's own tensors, and it is dropped as soon as any of them is replaced.
+# ------------------------------------------------------------------------------------------------
+_ENV_DATA = getattr(_os.environ, "_data", None) if _os.name == "posix" else None
+_ENV_KEYS: dict = {}
+
+
+def getenv(name: str, default=None):
+    """``os.environ.get(name, default)`` at dict-lookup cost (os.environ.get costs ~0.7 µs)."""
+    data = getattr(_os.environ, "_data", None)
+    if data is None or data is not _ENV_DATA:
+        return _os.environ.get(name, default)
+    k = _ENV_KEYS.get(name)
+    if k is None:
+        k = _ENV_KEYS[name] = _os.fsencode(name)
+    v = data.get(k)
+    return default if v is None else _os.fsdecode(v)
+
+
+_ENV_TUPLES: dict = {}
+
+
+def env_fingerprint(names: tuple) -> tuple:
+    """The raw values of the environment variables ``names`` (a tuple), for cache keys of
+    launch decisions that read them; ~50 ns per name."""
+    data = getattr(_os.environ, "_data", None)
+    if data is None or data is not _ENV_DATA:
+        return tuple(_os.environ.get(n) for n in names)
+    keys = _ENV_TUPLES.get(names)
+    if keys is None:
+        keys = _ENV_TUPLES[names] = tuple(_os.fsencode(n) for n in names)
+    return tuple(map(data.get, keys))
+
+
+_PLAN_ATTR = "_replayssm_plan"
+#: bumped by :func:`clear_plans`: plans of an older generation are rebuilt
+_GEN = [0]
+
+
+def _no_plan():
+    return None
+
+
+class CachePlan:
+    """Host-side facts about one replay cache, valid while the cache holds the same tensor objects.
+
+    Stored on the cache itself (attribute ``_replayssm_plan``; copies and pickles of the cache
+    drop it), so it lives and dies with the cache. ``memo`` is a free dict for consumers (backend
+    decisions, kernel-ready views of the stored copies, ...). Validity is checked per call by
+    comparing the cache's attribute dicts (and those of its ``hi`` / ``lo`` copies) against
+    snapshots taken at construction: identical objects compare equal without touching the data,
+    so a replaced attribute (a reallocated tensor, a different dtype, a swapped EncodedState)
+    invalidates the plan. One loophole of ``==``: a one-element tensor replaced by an equal-valued
+    one on the same device compares equal, so consumers must not memoise the tensors themselves
+    -- the launchers read cursors, seed and ring buffers from the cache on every call -- and
+    memoised *views* of the stored copies are guarded by their data pointers as well (``ptrs``;
+    also catches in-place ``set_``/``resize_``). After replacing a cache tensor, make one eager
+    call before capturing a CUDA graph (the first comparison of a replaced tensor is
+    elementwise)."""
+
+    __slots__ = ("ref", "gen", "snap", "hsnap", "lsnap", "memo", "ptrs", "__weakref__")
+
+    def __init__(self, cache):
+        self.ref = _weakref.ref(cache)
+        self.gen = _GEN[0]
+        self.memo: dict = {}
+        cache.__dict__[_PLAN_ATTR] = self
+        self.snap = dict(cache.__dict__)
+        # compares equal to this plan without a reference cycle (a cache must be freed by
+        # reference counting, not wait for the cyclic GC, to release its device memory at once)
+        self.snap[_PLAN_ATTR] = _weakref.proxy(self)
+        hi, lo = cache.hi, cache.lo
+        self.hsnap = dict(hi.__dict__)
+        self.lsnap = None if lo is None else dict(lo.__dict__)
+        # data pointers of the stored copies (views of them are memoised): an in-place storage
+        # swap (``set_``/``resize_``) keeps the tensor object but must drop the views too
+        self.ptrs = _copy_ptrs(hi, lo)
+
+    def valid(self, cache) -> bool:
+        try:
+            if self.gen != _GEN[0] or cache.__dict__ != self.snap:
+                return False
+            hi, lo = cache.hi, cache.lo
+            if hi.__dict__ != self.hsnap:
+                return False
+            if lo is None:
+                if self.lsnap is not None:
+                    return False
+            elif self.lsnap is None or lo.__dict__ != self.lsnap:
+                return False
+            return _copy_ptrs(hi, lo) == self.ptrs
+        except Exception:  # a replaced tensor compared elementwise: not the same object
+            return False
+
+    # a copy of a cache is another cache: it builds its own plan
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return None
+
+    def __reduce__(self):
+        return (_no_plan, ())
+
+
+def _copy_ptrs(hi, lo):
+    hs = hi.scale
+    p = (hi.data.data_ptr(), 0 if hs is None else hs.data_ptr())
+    if lo is None:
+        return p
+    ls = lo.scale
+    return p + (lo.data.data_ptr(), 0 if ls is None else ls.data_ptr())
+
+
+#: memo of the ops' fast path for ops without a cache: (op, backend, state layout) -> launcher
+STD_MEMO: dict = {}
+
+
+def cache_plan(cache) -> CachePlan:
+    """The current :class:`CachePlan` of ``cache`` (rebuilt when the cache's tensors changed)."""
+    p = cache.__dict__.get(_PLAN_ATTR)
+    if p is not None and p.ref() is cache and p.valid(cache):
+        return p
+    return CachePlan(cache)
+
+
+def clear_plans() -> None:
+    """Forget every cache plan (after a backend registration or an environment change)."""
+    _GEN[0] += 1
+    STD_MEMO.clear()

@@ -5,14 +5,27 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
+from ._validate import getenv
+
 __all__ = ["register_cute", "resolve", "cute_available", "cute_unavailable_reason"]
 
 _CUTE: Dict[str, Tuple[Callable, Callable]] = {}
+#: device -> cute_unavailable_reason(device), memoised for resolve() (CUDA availability, the
+#: compute capability and the importability of the kernel modules do not change in a process)
+_DEV_REASON: Dict[torch.device, Optional[str]] = {}
+
+
+def clear_memo() -> None:
+    """Forget memoised backend decisions (per-device availability, per-cache plans)."""
+    from ._validate import clear_plans
+    _DEV_REASON.clear()
+    clear_plans()
+
+
 _KERNEL_MODULES = ("cutlass", "cute_kernels.common", "replayssm_lp.cute_ops")
 
 
@@ -20,6 +33,7 @@ def register_cute(op: str, supports: Optional[Callable] = None):
     """Decorator: ``impl`` runs ``op`` with CuTe kernels when ``supports(target) -> bool``."""
     def deco(impl):
         _CUTE[op] = (impl, supports or (lambda target: True))
+        clear_memo()  # decisions memoised before this registration may change
         return impl
     return deco
 
@@ -56,12 +70,23 @@ def _device_of(target):
     return target.device if hasattr(target, "device") else torch.device("cpu")
 
 
+def _device_reason(dev: torch.device) -> Optional[str]:
+    try:
+        return _DEV_REASON[dev]
+    except KeyError:
+        pass
+    reason = _DEV_REASON[dev] = cute_unavailable_reason(dev)
+    return reason
+
+
 def resolve(backend: str, op: str, target) -> Optional[Callable]:
     """The CuTe implementation to call, or None for the torch reference."""
-    if backend == "torch" or os.environ.get("REPLAYSSM_FORCE_TORCH") == "1" and backend == "auto":
+    if backend == "torch" or backend == "auto" and getenv("REPLAYSSM_FORCE_TORCH") == "1":
         return None
-    dev = torch.device(_device_of(target))
-    reason = cute_unavailable_reason(dev)
+    dev = _device_of(target)
+    if dev.__class__ is not torch.device:
+        dev = torch.device(dev)
+    reason = _device_reason(dev)
     entry = _CUTE.get(op) if reason is None else None
     if entry is not None and not entry[1](target):
         reason, entry = f"the CuTe {op} kernel does not support this configuration", None

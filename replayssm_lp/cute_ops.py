@@ -12,32 +12,65 @@ import importlib
 
 import torch
 
+from ._validate import cache_plan
 from .backends import register_cute
 
 
 def _c(t):
-    return None if t is None else t.contiguous()
+    return t if t is None or t.is_contiguous() else t.contiguous()
+
+
+_MODULES: dict = {}
 
 
 def _module(name):
-    return importlib.import_module(f"cute_kernels.{name}")
+    m = _MODULES.get(name)
+    if m is None:
+        m = _MODULES[name] = importlib.import_module(f"cute_kernels.{name}")
+    return m
 
 
 def _contig_cache(cache) -> bool:
-    ts = [cache.hi.data, cache.write_pos] + list(cache._buffers())
-    if cache.lo is not None:
-        ts.append(cache.lo.data)
-    return all(t.is_contiguous() for t in ts)
+    """Every tensor of the cache contiguous (memoised on the cache's plan: re-checked whenever a
+    cache tensor is replaced)."""
+    memo = cache_plan(cache).memo
+    ok = memo.get("contig")
+    if ok is None:
+        ts = [cache.hi.data, cache.write_pos] + list(cache._buffers())
+        if cache.lo is not None:
+            ts.append(cache.lo.data)
+        ok = memo["contig"] = all(t.is_contiguous() for t in ts)
+    return ok
+
+
+def _direct(module, fn, takes_memo=False):
+    """Mark an implementation whose arguments, when already contiguous, go unchanged to the
+    launcher ``cute_kernels.<module>.<fn>``: the ops' fast path (which has checked every input
+    contiguous) calls that launcher directly (``impl.direct()`` returns it). ``takes_memo``: the
+    launcher accepts ``_memo=`` (the memo of the cache's plan the op has just validated)."""
+    def deco(impl):
+        impl.direct = lambda: getattr(_module(module), fn)
+        impl.direct_takes_memo = takes_memo
+        return impl
+    return deco
+
+
+_HAS: dict = {}
 
 
 def _has(name) -> bool:
+    ok = _HAS.get(name)
+    if ok is not None:
+        return ok
     try:
         _module(name)
-        return True
+        ok = True
     except ModuleNotFoundError as e:
-        if e.name == f"cute_kernels.{name}":
-            return False
-        raise
+        if e.name != f"cute_kernels.{name}":
+            raise
+        ok = False
+    _HAS[name] = ok
+    return ok
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,6 +90,7 @@ def _std_ok(state):
 
 
 @register_cute("mamba2_standard_decode", supports=_std_ok)
+@_direct("mamba2_standard", "mamba2_standard_decode_cute")
 def _mamba2_standard(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out):
     return _module("mamba2_standard").mamba2_standard_decode_cute(
         state, _c(x), _c(dt), _c(A), _c(B), _c(C), _c(D), _c(z), _c(dt_bias), dt_softplus, _c(sbi),
@@ -68,6 +102,7 @@ def _m2_replay_ok(cache):
 
 
 @register_cute("mamba2_decode", supports=_m2_replay_ok)
+@_direct("mamba2_replay", "mamba2_replay_decode_cute", takes_memo=True)
 def _mamba2_decode(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out):
     return _module("mamba2_replay").mamba2_replay_decode_cute(
         cache, _c(x), _c(dt), _c(A), _c(B), _c(C), _c(D), _c(z), _c(dt_bias), dt_softplus, _c(sbi),
@@ -87,6 +122,7 @@ def _gdn_std_ok(state):
 
 
 @register_cute("gdn_standard_decode", supports=_gdn_std_ok)
+@_direct("gdn_standard", "gdn_standard_decode_cute")
 def _gdn_standard(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
                   out, layout):
     return _module("gdn_standard").gdn_standard_decode_cute(
@@ -99,6 +135,7 @@ def _gdn_replay_ok(cache):
 
 
 @register_cute("gdn_decode", supports=_gdn_replay_ok)
+@_direct("gdn_replay", "gdn_replay_decode_cute", takes_memo=True)
 def _gdn_decode(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out):
     return _module("gdn_replay").gdn_replay_decode_cute(
         cache, _c(q), _c(k), _c(v), _c(g), _c(beta), _c(A_log), _c(a), _c(dt_bias), _c(b), scale,

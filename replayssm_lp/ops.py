@@ -16,11 +16,13 @@ import torch
 
 from . import _validate as V
 from . import reference as ref
+from ._validate import cache_plan, getenv
 from .backends import resolve
 from .cache import GDNReplayCache, Mamba2ReplayCache, ReplayCache
 
 __all__ = ["mamba2_decode", "mamba2_verify", "gdn_decode", "gdn_verify", "commit",
-           "mamba2_standard_decode", "gdn_standard_decode"]
+           "mamba2_standard_decode", "gdn_standard_decode", "prepare_mamba2_decode",
+           "prepare_gdn_decode"]
 
 _ACT = (torch.float32, torch.float16, torch.bfloat16)
 _FLOAT = _ACT
@@ -45,6 +47,442 @@ def _out(name, out, shape, dtype, device):
         return torch.zeros(shape, dtype=dtype, device=device)
     V.tensor(name, out, shape, (dtype,), device)
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Fast path (host overhead per eager call; ``python -m bench.host_overhead`` measures it). Each
+# public op first tries a cheap *accept* check: one pass over the arguments' class / dtype /
+# shape / device / contiguity against facts memoised per cache (the cache's plan,
+# :func:`replayssm_lp._validate.cache_plan`) or per state layout, with the backend decision
+# memoised alongside. Anything it does not positively
+# accept -- a mismatch, an unusual but valid form (tied vLLM views, non-contiguous inputs, no
+# ``out``), the torch backend -- goes through the general path below, which validates everything
+# as before and raises the documented errors. No tensor op, no ``.item()``, no allocation.
+# ----------------------------------------------------------------------------------------------
+_T = torch.Tensor
+_F32, _I32 = torch.float32, torch.int32
+_MISS = object()
+_STD_MEMO = V.STD_MEMO   # (op, backend, state dtype/shape/strides/device) -> launcher or None
+
+
+def _direct(backend, op, target):
+    """(launcher, takes_memo) the fast path calls for (op, backend) on ``target``: the CuTe
+    implementation's direct launcher (inputs already checked contiguous) or the implementation
+    itself; None when the general path must run (torch reference, a declined configuration, an
+    error to raise)."""
+    try:
+        impl = resolve(backend, op, target)
+    except Exception:  # noqa: BLE001  (the general path raises it with its message)
+        return None
+    if impl is None:
+        return None
+    direct = getattr(impl, "direct", None)
+    if direct is None:
+        return impl, False
+    return direct(), bool(getattr(impl, "direct_takes_memo", False))
+
+
+def _backend_fast(backend) -> bool:
+    if backend == "auto":
+        return getenv("REPLAYSSM_FORCE_TORCH") != "1"
+    return backend == "cute"
+
+
+def _m2_entry(cache, op, backend):
+    d = _direct(backend, op, cache)
+    if d is None:
+        return None
+    H, P, N, G = cache.nheads, cache.headdim, cache.dstate, cache.ngroups
+    return (d[0], d[1], H, P, (H,), G, N, cache.act_dtype, cache.device, cache.num_slots,
+            max(cache.max_draft, 1))
+
+
+def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
+                 backend, verify, params_checked=False):
+    """Fast accept for mamba2_decode / mamba2_verify: launches and returns what the CuTe
+    implementation returns, or returns ``_MISS`` (nothing done) for the general path."""
+    if (out is None or pad_slot_id.__class__ is not int or pad_slot_id >= 0
+            or not isinstance(cache, Mamba2ReplayCache) or not _backend_fast(backend)):
+        return _MISS
+    memo = cache_plan(cache).memo
+    ent = memo.get((op, backend), _MISS)
+    if ent is _MISS:
+        ent = memo[(op, backend)] = _m2_entry(cache, op, backend)
+    if ent is None:
+        return _MISS
+    fn, takes_memo, H, P, hs, G, N, act, dev, nslots, tmax = ent
+    if not (isinstance(x, _T) and x.dtype is act and x.device == dev and x.is_contiguous()):
+        return _MISS
+    xs = x.shape
+    if verify:
+        if len(xs) != 4 or xs[2] != H or xs[3] != P or not 1 <= xs[1] <= tmax:
+            return _MISS
+        b = xs[0]
+        bh, gn = (b, xs[1], H), (b, xs[1], G, N)
+    else:
+        if len(xs) != 3 or xs[1] != H or xs[2] != P:
+            return _MISS
+        b = xs[0]
+        bh, gn = (b, H), (b, G, N)
+    if not (isinstance(dt, _T) and dt.shape == bh and dt.dtype in _FLOAT
+            and dt.device == dev and dt.is_contiguous()):
+        return _MISS
+    if not params_checked and not _m2_params_fast(A, D, dt_bias, hs, dev):
+        return _MISS
+    if not (isinstance(B, _T) and B.shape == gn and B.dtype is act and B.device == dev
+            and B.is_contiguous()):
+        return _MISS
+    if not (isinstance(C, _T) and C.shape == gn and C.dtype is act and C.device == dev
+            and C.is_contiguous()):
+        return _MISS
+    if z is not None and not (isinstance(z, _T) and z.shape == xs and z.dtype is act
+                              and z.device == dev and z.is_contiguous()):
+        return _MISS
+    if sbi is None:
+        if b > nslots:
+            return _MISS
+    elif not (isinstance(sbi, _T) and sbi.shape == (b,) and sbi.dtype is _I32
+              and sbi.device == dev and sbi.is_contiguous()):
+        return _MISS
+    if not (isinstance(out, _T) and out.shape == xs and out.dtype is act and out.device == dev
+            and out.is_contiguous()):
+        return _MISS
+    if takes_memo:
+        return fn(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
+                  _memo=memo)
+    return fn(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
+
+
+def _m2_params_fast(A, D, dt_bias, hs, dev) -> bool:
+    """Per-head A (required), D, dt_bias (optional): fp32 [H] on ``dev``, contiguous."""
+    return (isinstance(A, _T) and A.shape == hs and A.dtype is _F32 and A.device == dev
+            and A.is_contiguous()
+            and (D is None or (isinstance(D, _T) and D.shape == hs and D.dtype is _F32
+                               and D.device == dev and D.is_contiguous()))
+            and (dt_bias is None or (isinstance(dt_bias, _T) and dt_bias.shape == hs
+                                     and dt_bias.dtype is _F32 and dt_bias.device == dev
+                                     and dt_bias.is_contiguous())))
+
+
+def _gdn_entry(cache, op, backend):
+    d = _direct(backend, op, cache)
+    if d is None:
+        return None
+    H, HV = cache.H, cache.HV
+    return (d[0], d[1], H, cache.K, HV, cache.V, (HV,), cache.act_dtype, cache.device,
+            cache.num_slots, max(cache.max_draft, 1))
+
+
+def _ok_gate(t, shape, dev):
+    """A gate tensor (fp32/fp16/bf16) of exactly ``shape`` on ``dev``, contiguous."""
+    return (isinstance(t, _T) and t.shape == shape and t.dtype in _FLOAT and t.device == dev
+            and t.is_contiguous())
+
+
+def _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev) -> bool:
+    """The gate arguments in one of the accepted forms (exactly the general path's rules)."""
+    if g is not None:
+        if A_log is not None or a is not None or not _ok_gate(g, bhv, dev):
+            return False
+    elif (A_log is None or a is None or not _ok_gate(A_log, hv, dev) or not _ok_gate(a, bhv, dev)
+          or (dt_bias is not None and not _ok_gate(dt_bias, hv, dev))):
+        return False
+    if beta is not None:
+        return b is None and _ok_gate(beta, bhv, dev)
+    return b is not None and _ok_gate(b, bhv, dev)
+
+
+def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
+              out, backend, verify):
+    """Fast accept for gdn_decode / gdn_verify (see :func:`_mamba2_fast`)."""
+    if (out is None or pad_slot_id.__class__ is not int or pad_slot_id >= 0
+            or not isinstance(cache, GDNReplayCache) or not _backend_fast(backend)
+            or not (scale is None or isinstance(scale, (int, float)))):
+        return _MISS
+    memo = cache_plan(cache).memo
+    ent = memo.get((op, backend), _MISS)
+    if ent is _MISS:
+        ent = memo[(op, backend)] = _gdn_entry(cache, op, backend)
+    if ent is None:
+        return _MISS
+    fn, takes_memo, H, K, HV, Vd, hv, act, dev, nslots, tmax = ent
+    if not (isinstance(q, _T) and q.dtype is act and q.device == dev and q.is_contiguous()):
+        return _MISS
+    qs = q.shape
+    if verify:
+        if len(qs) != 4 or qs[2] != H or qs[3] != K or not 1 <= qs[1] <= tmax:
+            return _MISS
+        bsz = qs[0]
+        vs, bhv = (bsz, qs[1], HV, Vd), (bsz, qs[1], HV)
+    else:
+        if len(qs) != 3 or qs[1] != H or qs[2] != K:
+            return _MISS
+        bsz = qs[0]
+        vs, bhv = (bsz, HV, Vd), (bsz, HV)
+    if not (isinstance(k, _T) and k.shape == qs and k.dtype is act and k.device == dev
+            and k.is_contiguous()):
+        return _MISS
+    if not (isinstance(v, _T) and v.shape == vs and v.dtype is act and v.device == dev
+            and v.is_contiguous()):
+        return _MISS
+    if not _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev):
+        return _MISS
+    if sbi is None:
+        if bsz > nslots:
+            return _MISS
+    elif not (isinstance(sbi, _T) and sbi.shape == (bsz,) and sbi.dtype is _I32
+              and sbi.device == dev and sbi.is_contiguous()):
+        return _MISS
+    if not (isinstance(out, _T) and out.shape == vs and out.dtype is act and out.device == dev
+            and out.is_contiguous()):
+        return _MISS
+    if takes_memo:
+        return fn(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
+                  out, _memo=memo)
+    return fn(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out)
+
+
+def _std_entry(op, backend, state):
+    key = (op, backend, state.dtype, state.shape, state.stride(), state.device)
+    fn = _STD_MEMO.get(key, _MISS)
+    if fn is _MISS:
+        fn = None
+        if state.dtype in _ACT:
+            d = _direct(backend, op, state)
+            fn = None if d is None else d[0]
+        if len(_STD_MEMO) > 4096:
+            _STD_MEMO.clear()
+        _STD_MEMO[key] = fn
+    return fn
+
+
+def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
+                      backend):
+    """Fast accept for mamba2_standard_decode (see :func:`_mamba2_fast`)."""
+    if (out is None or pad_slot_id.__class__ is not int or pad_slot_id >= 0
+            or not isinstance(state, _T) or not _backend_fast(backend)):
+        return _MISS
+    fn = _std_entry("mamba2_standard_decode", backend, state)
+    if fn is None:
+        return _MISS
+    ss = state.shape
+    if len(ss) != 4:
+        return _MISS
+    nslots, H, P, N = ss
+    dev = state.device
+    if not (isinstance(x, _T) and x.device == dev and x.is_contiguous()):
+        return _MISS
+    act, xs = x.dtype, x.shape
+    if act not in _ACT or len(xs) != 3 or xs[1] != H or xs[2] != P:
+        return _MISS
+    b = xs[0]
+    hs = (H,)
+    if not (isinstance(dt, _T) and dt.shape == (b, H) and dt.dtype in _FLOAT
+            and dt.device == dev and dt.is_contiguous()):
+        return _MISS
+    if not (isinstance(A, _T) and A.shape == hs and A.dtype is _F32 and A.device == dev
+            and A.is_contiguous()):
+        return _MISS
+    if not (isinstance(B, _T) and B.dtype is act and B.device == dev and B.is_contiguous()):
+        return _MISS
+    bs = B.shape
+    if len(bs) != 3 or bs[0] != b or bs[2] != N or bs[1] < 1 or H % bs[1]:
+        return _MISS
+    if not (isinstance(C, _T) and C.shape == bs and C.dtype is act and C.device == dev
+            and C.is_contiguous()):
+        return _MISS
+    if D is not None and not (isinstance(D, _T) and D.shape == hs and D.dtype is _F32
+                              and D.device == dev and D.is_contiguous()):
+        return _MISS
+    if dt_bias is not None and not (isinstance(dt_bias, _T) and dt_bias.shape == hs
+                                    and dt_bias.dtype is _F32 and dt_bias.device == dev
+                                    and dt_bias.is_contiguous()):
+        return _MISS
+    if z is not None and not (isinstance(z, _T) and z.shape == xs and z.dtype is act
+                              and z.device == dev and z.is_contiguous()):
+        return _MISS
+    if sbi is None:
+        if b > nslots:
+            return _MISS
+    elif not (isinstance(sbi, _T) and sbi.shape == (b,) and sbi.dtype is _I32
+              and sbi.device == dev and sbi.is_contiguous()):
+        return _MISS
+    if not (isinstance(out, _T) and out.shape == xs and out.dtype is act and out.device == dev
+            and out.is_contiguous()):
+        return _MISS
+    return fn(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
+
+
+def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi,
+                       pad_slot_id, out, state_layout, backend):
+    """Fast accept for gdn_standard_decode (see :func:`_mamba2_fast`)."""
+    if (out is None or pad_slot_id.__class__ is not int or pad_slot_id >= 0
+            or not isinstance(state, _T) or not _backend_fast(backend)
+            or not (state_layout == "vk" or state_layout == "kv")
+            or not (scale is None or isinstance(scale, (int, float)))):
+        return _MISS
+    fn = _std_entry("gdn_standard_decode", backend, state)
+    if fn is None:
+        return _MISS
+    ss = state.shape
+    if len(ss) != 4:
+        return _MISS
+    nslots, HV = ss[0], ss[1]
+    Vd, K = (ss[2], ss[3]) if state_layout == "vk" else (ss[3], ss[2])
+    dev = state.device
+    if not (isinstance(q, _T) and q.device == dev and q.is_contiguous()):
+        return _MISS
+    act, qs = q.dtype, q.shape
+    if act not in _ACT or len(qs) != 3 or qs[2] != K:
+        return _MISS
+    bsz, H = qs[0], qs[1]
+    if H < 1 or HV % H:
+        return _MISS
+    if not (isinstance(k, _T) and k.shape == qs and k.dtype is act and k.device == dev
+            and k.is_contiguous()):
+        return _MISS
+    vs = (bsz, HV, Vd)
+    if not (isinstance(v, _T) and v.shape == vs and v.dtype is act and v.device == dev
+            and v.is_contiguous()):
+        return _MISS
+    if not _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, (bsz, HV), (HV,), dev):
+        return _MISS
+    if sbi is None:
+        if bsz > nslots:
+            return _MISS
+    elif not (isinstance(sbi, _T) and sbi.shape == (bsz,) and sbi.dtype is _I32
+              and sbi.device == dev and sbi.is_contiguous()):
+        return _MISS
+    if not (isinstance(out, _T) and out.shape == vs and out.dtype is act and out.device == dev
+            and out.is_contiguous()):
+        return _MISS
+    return fn(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out,
+              state_layout)
+
+
+def _commit_fast(cache, nacc, sbi, pad_slot_id, backend):
+    """Fast accept for commit (see :func:`_mamba2_fast`)."""
+    if (pad_slot_id.__class__ is not int or pad_slot_id >= 0 or not isinstance(cache, ReplayCache)
+            or not _backend_fast(backend)):
+        return _MISS
+    memo = cache_plan(cache).memo
+    ent = memo.get(("commit", backend), _MISS)
+    if ent is _MISS:
+        d = _direct(backend, "commit", cache)
+        ent = memo[("commit", backend)] = (None if d is None or cache.device.type == "cpu"
+                                           else (d[0], cache.device, cache.num_slots))
+    if ent is None:
+        return _MISS
+    fn, dev, nslots = ent
+    if not (isinstance(nacc, _T) and nacc.dtype is _I32 and nacc.device == dev
+            and nacc.is_contiguous()):
+        return _MISS
+    ns = nacc.shape
+    if len(ns) != 1:
+        return _MISS
+    b = ns[0]
+    if sbi is None:
+        if b > nslots:
+            return _MISS
+    elif not (isinstance(sbi, _T) and sbi.shape == ns and sbi.dtype is _I32
+              and sbi.device == dev and sbi.is_contiguous()):
+        return _MISS
+    return fn(cache, nacc, sbi, pad_slot_id)
+
+
+# ----------------------------------------------------------------------------------------------
+# Prepared calls (engines): bind the per-layer arguments once, call per step with the per-token
+# tensors only.
+# ----------------------------------------------------------------------------------------------
+class PreparedMamba2Decode:
+    """``step(x, dt, B, C, z=None, state_batch_indices=None, out=None) -> out``: one
+    :func:`mamba2_decode` on the bound cache and per-layer arguments (see
+    :func:`prepare_mamba2_decode`)."""
+
+    __slots__ = ("cache", "A", "D", "dt_bias", "dt_softplus", "pad_slot_id", "backend", "_fast")
+
+    def __init__(self, cache, A, D=None, dt_bias=None, dt_softplus=True, pad_slot_id=-1,
+                 backend="auto"):
+        if not isinstance(cache, Mamba2ReplayCache):
+            raise TypeError(f"cache must be a Mamba2ReplayCache, got {type(cache).__name__}")
+        H, dev = cache.nheads, cache.device
+        self.A = V.per_head("A", A, H, dev)
+        self.D = V.per_head("D", D, H, dev, optional=True)
+        self.dt_bias = V.per_head("dt_bias", dt_bias, H, dev, optional=True)
+        V.pad_slot(pad_slot_id)
+        V.backend(backend)
+        self.cache, self.dt_softplus = cache, dt_softplus
+        self.pad_slot_id, self.backend = pad_slot_id, backend
+        # the per-call fast path skips re-checking the bound per-head tensors when they are in
+        # the form it accepts (fp32, contiguous); otherwise every call takes the general path
+        self._fast = _m2_params_fast(self.A, self.D, self.dt_bias, (H,), dev)
+
+    def __call__(self, x, dt, B, C, z=None, state_batch_indices=None, out=None):
+        if self._fast:
+            r = _mamba2_fast("mamba2_decode", self.cache, x, dt, self.A, B, C, self.D, z,
+                             self.dt_bias, self.dt_softplus, state_batch_indices,
+                             self.pad_slot_id, out, self.backend, False, True)
+            if r is not _MISS:
+                return r
+        return mamba2_decode(self.cache, x, dt, self.A, B, C, self.D, z, self.dt_bias,
+                             self.dt_softplus, state_batch_indices, self.pad_slot_id, out,
+                             self.backend)
+
+
+def prepare_mamba2_decode(cache: Mamba2ReplayCache, A, D=None, dt_bias=None, dt_softplus=True,
+                          pad_slot_id=-1, backend="auto") -> PreparedMamba2Decode:
+    """Bind a layer's cache and per-head parameters (A, D, dt_bias: validated here, once) and
+    return ``step(x, dt, B, C, z=None, state_batch_indices=None, out=None)``, which validates
+    the per-token tensors on every call (the same checks and errors as :func:`mamba2_decode`) and
+    launches. The bound tensors are used by reference: update them in place, or prepare again
+    after replacing them."""
+    return PreparedMamba2Decode(cache, A, D, dt_bias, dt_softplus, pad_slot_id, backend)
+
+
+class PreparedGDNDecode:
+    """``step(q, k, v, g=None, beta=None, *, a=None, b=None, state_batch_indices=None,
+    out=None) -> out``: one :func:`gdn_decode` on the bound cache and per-layer arguments (see
+    :func:`prepare_gdn_decode`)."""
+
+    __slots__ = ("cache", "A_log", "dt_bias", "scale", "use_l2", "pad_slot_id", "backend")
+
+    def __init__(self, cache, A_log=None, dt_bias=None, scale=None, use_qk_l2norm_in_kernel=True,
+                 pad_slot_id=-1, backend="auto"):
+        if not isinstance(cache, GDNReplayCache):
+            raise TypeError(f"cache must be a GDNReplayCache, got {type(cache).__name__}")
+        HV, dev = cache.HV, cache.device
+        V.tensor("A_log", A_log, (HV,), _FLOAT, dev, optional=True)
+        V.tensor("dt_bias", dt_bias, (HV,), _FLOAT, dev, optional=True)
+        if scale is not None and not isinstance(scale, (int, float)):
+            raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+        V.pad_slot(pad_slot_id)
+        V.backend(backend)
+        self.cache, self.A_log, self.dt_bias, self.scale = cache, A_log, dt_bias, scale
+        self.use_l2, self.pad_slot_id, self.backend = use_qk_l2norm_in_kernel, pad_slot_id, backend
+
+    def __call__(self, q, k, v, g=None, beta=None, *, a=None, b=None, state_batch_indices=None,
+                 out=None):
+        # raw gates use the bound A_log / dt_bias; a given g uses neither
+        A_log, dt_bias = (None, None) if g is not None else (self.A_log, self.dt_bias)
+        r = _gdn_fast("gdn_decode", self.cache, q, k, v, g, beta, A_log, a, dt_bias, b,
+                      self.scale, self.use_l2, state_batch_indices, self.pad_slot_id, out,
+                      self.backend, False)
+        if r is not _MISS:
+            return r
+        return gdn_decode(self.cache, q, k, v, g, beta, A_log=A_log, a=a, dt_bias=dt_bias, b=b,
+                          scale=self.scale, use_qk_l2norm_in_kernel=self.use_l2,
+                          state_batch_indices=state_batch_indices, pad_slot_id=self.pad_slot_id,
+                          out=out, backend=self.backend)
+
+
+def prepare_gdn_decode(cache: GDNReplayCache, A_log=None, dt_bias=None, scale=None,
+                       use_qk_l2norm_in_kernel=True, pad_slot_id=-1,
+                       backend="auto") -> PreparedGDNDecode:
+    """Bind a GDN layer's cache and per-head gate parameters (``A_log``, ``dt_bias`` [HV] for the
+    raw gate form; validated here) and return ``step(q, k, v, g=None, beta=None, *, a=None,
+    b=None, state_batch_indices=None, out=None)`` (per-token checks as :func:`gdn_decode`)."""
+    return PreparedGDNDecode(cache, A_log, dt_bias, scale, use_qk_l2norm_in_kernel, pad_slot_id,
+                             backend)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -116,6 +554,10 @@ def mamba2_decode(cache: Mamba2ReplayCache, x, dt, A, B, C, D=None, z=None, dt_b
     if _compiling(_eager):
         return _lib_mamba2(cache, False, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                            state_batch_indices, pad_slot_id, out, backend)
+    done = _mamba2_fast("mamba2_decode", cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
+                        state_batch_indices, pad_slot_id, out, backend, False)
+    if done is not _MISS:
+        return done
     return _mamba2_step("mamba2_decode", cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                         state_batch_indices, pad_slot_id, out, backend, None)
 
@@ -129,6 +571,10 @@ def mamba2_verify(cache: Mamba2ReplayCache, x, dt, A, B, C, D=None, z=None, dt_b
     if _compiling(_eager):
         return _lib_mamba2(cache, True, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                            state_batch_indices, pad_slot_id, out, backend)
+    done = _mamba2_fast("mamba2_verify", cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
+                        state_batch_indices, pad_slot_id, out, backend, True)
+    if done is not _MISS:
+        return done
     T = x.shape[1] if isinstance(x, torch.Tensor) and x.dim() == 4 else -1
     if T < 1:
         raise ValueError(f"x must have shape [batch, T, nheads, headdim] with T >= 1, got "
@@ -216,6 +662,10 @@ def gdn_decode(cache: GDNReplayCache, q, k, v, g=None, beta=None, *, A_log=None,
     if _compiling(_eager):
         return _lib_gdn(cache, False, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
                         use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend)
+    done = _gdn_fast("gdn_decode", cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
+                     use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend, False)
+    if done is not _MISS:
+        return done
     return _gdn_step("gdn_decode", cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
                      use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend, None)
 
@@ -227,6 +677,10 @@ def gdn_verify(cache: GDNReplayCache, q, k, v, g=None, beta=None, *, A_log=None,
     if _compiling(_eager):
         return _lib_gdn(cache, True, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
                         use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend)
+    done = _gdn_fast("gdn_verify", cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
+                     use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend, True)
+    if done is not _MISS:
+        return done
     T = q.shape[1] if isinstance(q, torch.Tensor) and q.dim() == 4 else -1
     if T < 1:
         raise ValueError(f"q must have shape [batch, T, H, K] with T >= 1, got "
@@ -248,6 +702,9 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
         torch.ops.replayssm.commit(cache.handle, num_accepted_tokens, state_batch_indices,
                                    pad_slot_id, cache_tensors(cache), backend)
         return None
+    done = _commit_fast(cache, num_accepted_tokens, state_batch_indices, pad_slot_id, backend)
+    if done is not _MISS:
+        return done
     if not isinstance(cache, ReplayCache):
         raise TypeError(f"cache must be a Mamba2ReplayCache or GDNReplayCache, got {type(cache).__name__}")
     dev = cache.device
@@ -288,6 +745,10 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
         torch.ops.replayssm.mamba2_standard_decode(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                                                    state_batch_indices, pad_slot_id, out, backend)
         return out
+    done = _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
+                             state_batch_indices, pad_slot_id, out, backend)
+    if done is not _MISS:
+        return done
     V.tensor("state", state, (None, None, None, None), (torch.float32, torch.float16, torch.bfloat16))
     dev = state.device
     slots_n, H, P, N = state.shape
@@ -333,6 +794,11 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
                                                 use_qk_l2norm_in_kernel, state_batch_indices,
                                                 pad_slot_id, out, state_layout, backend)
         return out
+    done = _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
+                              use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out,
+                              state_layout, backend)
+    if done is not _MISS:
+        return done
     V.tensor("state", state, (None, None, None, None), (torch.float32, torch.float16, torch.bfloat16))
     if state_layout not in ("vk", "kv"):
         raise ValueError(f"state_layout must be 'vk' or 'kv', got {state_layout!r}")

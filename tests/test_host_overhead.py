@@ -1,0 +1,310 @@
+"""Host fast path (no GPU needed): launch plans are memoised per cache and dropped when a cache
+tensor is replaced; the fast path accepts only what the general path accepts (same errors); the
+python part of an eager call stays cheap (bench.host_overhead --mode python, in a subprocess so its
+kernel stubs never leak into this process)."""
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+import replayssm_lp as R
+from replayssm_lp import backends, ops
+from replayssm_lp._validate import cache_plan, env_fingerprint, getenv
+
+ROOT = Path(__file__).resolve().parents[1]
+H, P, N, G = 4, 8, 32, 2
+META = torch.device("meta")
+
+
+def _m2_cache(**kw):
+    kw = dict(dict(precision="nvfp4/fp16sr", buffer_len=4, max_draft=2, act_dtype=torch.bfloat16,
+                   device="meta"), **kw)
+    return R.Mamba2ReplayCache(6, H, P, N, G, **kw)
+
+
+def _m2_args(b=3, act=torch.bfloat16):
+    e = lambda *s, dtype=torch.float32: torch.empty(*s, dtype=dtype, device=META)  # noqa: E731
+    return dict(x=e(b, H, P, dtype=act), dt=e(b, H), A=e(H), B=e(b, G, N, dtype=act),
+                C=e(b, G, N, dtype=act), D=e(H), dt_bias=e(H),
+                state_batch_indices=torch.zeros(b, dtype=torch.int32, device=META),
+                out=e(b, H, P, dtype=act))
+
+
+class _Recorder:
+    """Stands in for compile_mamba2_replay: records compiles and kernel calls."""
+
+    def __init__(self):
+        self.compiles, self.calls = [], []
+
+    def compile(self, *args, **kw):
+        self.compiles.append((args, kw))
+        return types.SimpleNamespace(ffi=lambda *a: self.calls.append(a),
+                                     meta={"op": types.SimpleNamespace(any_sr=True)})
+
+
+@pytest.fixture
+def cute_on_meta(monkeypatch):
+    """The CuTe backend counts as available for meta tensors; the replay kernel is a recorder."""
+    import cute_kernels.mamba2_replay as M
+
+    rec = _Recorder()
+    real = backends.cute_unavailable_reason
+    monkeypatch.setattr(backends, "cute_unavailable_reason",
+                        lambda d: backends._load_kernel_modules() if d.type == "meta" else real(d))
+    monkeypatch.setattr(M, "compile_mamba2_replay", rec.compile)
+    backends.clear_memo()
+    yield rec
+    monkeypatch.undo()
+    backends.clear_memo()
+
+
+def test_env_helpers(monkeypatch):
+    monkeypatch.setenv("REPLAYSSM_TEST_ENV_X", "abc")
+    assert getenv("REPLAYSSM_TEST_ENV_X") == "abc" == os.environ.get("REPLAYSSM_TEST_ENV_X")
+    assert env_fingerprint(("REPLAYSSM_TEST_ENV_X",)) != env_fingerprint(("REPLAYSSM_TEST_ENV_Y",))
+    monkeypatch.delenv("REPLAYSSM_TEST_ENV_X")
+    assert getenv("REPLAYSSM_TEST_ENV_X", "d") == "d"
+
+
+def test_cache_plan_invalidation():
+    c = _m2_cache()
+    p = cache_plan(c)
+    assert cache_plan(c) is p
+    c.x_buf = torch.zeros_like(c.x_buf)                       # reallocated ring buffer
+    p2 = cache_plan(c)
+    assert p2 is not p and cache_plan(c) is p2
+    c.hi.data = c.hi.data.clone()                             # reallocated stored copy
+    p3 = cache_plan(c)
+    assert p3 is not p2
+    c.lo.scale = c.lo.scale.to(torch.uint8)                   # dtype change
+    p4 = cache_plan(c)
+    assert p4 is not p3
+    c.write_pos = torch.zeros(6, dtype=torch.int64, device=META)  # cursor dtype change
+    assert cache_plan(c) is not p4
+    # CPU cache: in-place storage swap of a stored copy (same tensor object) drops the plan
+    cc = R.Mamba2ReplayCache(2, H, P, N, G, precision="fp32", buffer_len=4)
+    q = cache_plan(cc)
+    cc.hi.data.set_(cc.hi.data.clone())
+    assert cache_plan(cc) is not q
+    # a one-element tensor replaced by an equal one still yields a fresh plan or a harmless one;
+    # copies of a cache get their own plan
+    import copy
+    d = copy.deepcopy(cc)
+    assert cache_plan(d) is not cache_plan(cc)
+
+
+def test_plan_lives_and_dies_with_its_cache():
+    import copy
+    import gc
+    import pickle
+    import weakref
+    c = R.Mamba2ReplayCache(2, H, P, N, G, precision="fp32", buffer_len=4)
+    p = cache_plan(c)
+    assert copy.deepcopy(c).__dict__.get("_replayssm_plan") is None
+    assert pickle.loads(pickle.dumps(c)).__dict__.get("_replayssm_plan") is None
+    assert cache_plan(copy.copy(c)) is not p and cache_plan(c) is p
+    del p
+    t, r = weakref.ref(c.x_buf), weakref.ref(c)
+    gc.disable()
+    try:
+        del c                       # freed by reference counting: no cycle through the plan
+        assert r() is None and t() is None
+    finally:
+        gc.enable()
+
+
+def test_launcher_uses_current_cache_tensors(cute_on_meta):
+    from cute_kernels.mamba2_replay import mamba2_replay_decode_cute
+    rec = cute_on_meta
+    c = _m2_cache()
+    a = _m2_args()
+    args = (a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], None, a["dt_bias"], True,
+            a["state_batch_indices"], -1, a["out"])
+    mamba2_replay_decode_cute(c, *args)
+    mamba2_replay_decode_cute(c, *args)
+    assert len(rec.compiles) == 1 and len(rec.calls) == 2
+    call = rec.calls[-1]
+    assert call[0] is a["x"] and call[9] is a["out"]
+    view = call[10]                                           # hi int32 word view, memoised
+    assert view.dtype == torch.int32 and view is rec.calls[0][10]
+    assert call[16] is c.x_buf and call[20] is c.write_pos and call[25] is c.seed
+    # replaced cursor / ring buffer / seed: the next launch passes the new tensors
+    c.write_pos = torch.zeros_like(c.write_pos)
+    c.x_buf = torch.zeros_like(c.x_buf)
+    c.seed = torch.zeros_like(c.seed)
+    mamba2_replay_decode_cute(c, *args)
+    call = rec.calls[-1]
+    assert call[20] is c.write_pos and call[16] is c.x_buf and call[25] is c.seed
+    # replaced stored copy: the views are rebuilt
+    c.hi.data = c.hi.data.clone()
+    mamba2_replay_decode_cute(c, *args)
+    assert rec.calls[-1][10] is not view and rec.calls[-1][10].shape == view.shape
+    # a different call signature (no D) compiles another variant
+    mamba2_replay_decode_cute(c, *args[:5], None, *args[6:])
+    assert len(rec.compiles) >= 2 and rec.compiles[-1][0][9] is False   # has_D
+
+
+def test_launcher_env_is_part_of_the_key(cute_on_meta, monkeypatch):
+    from cute_kernels.mamba2_replay import mamba2_replay_decode_cute
+    rec = cute_on_meta
+    c = _m2_cache()
+    a = _m2_args()
+    args = (a["x"], a["dt"], a["A"], a["B"], a["C"], None, None, None, True, None, -1, a["out"])
+    mamba2_replay_decode_cute(c, *args)
+    n = len(rec.compiles)
+    monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "2")
+    mamba2_replay_decode_cute(c, *args)
+    assert len(rec.compiles) == n + 1 and rec.compiles[-1][0][13] == 2   # heads_per_cta
+
+
+def test_public_op_fast_and_general_paths(cute_on_meta):
+    rec = cute_on_meta
+    c = _m2_cache()
+    a = _m2_args()
+    R.mamba2_decode(c, **a, backend="cute")
+    assert len(rec.calls) == 1
+    x0 = rec.calls[-1][0]
+    assert x0 is a["x"]                                       # fast path: no copy
+    # non-contiguous x: accepted by the general path, which passes a contiguous copy
+    xn = torch.empty(3, P, H, dtype=torch.bfloat16, device=META).transpose(1, 2)
+    R.mamba2_decode(c, **dict(a, x=xn), backend="cute")
+    assert rec.calls[-1][0] is not xn and rec.calls[-1][0].is_contiguous()
+    # vLLM tied views (general path)
+    tied = dict(a, A=a["A"][:, None, None].expand(H, P, N), dt=a["dt"][..., None].expand(3, H, P))
+    R.mamba2_decode(c, **tied, backend="cute")
+    assert len(rec.calls) == 3
+    # prepared step
+    step = ops.prepare_mamba2_decode(c, a["A"], a["D"], a["dt_bias"])
+    step(a["x"], a["dt"], a["B"], a["C"], None, a["state_batch_indices"], a["out"])
+    assert len(rec.calls) == 4 and rec.calls[-1][0] is a["x"]
+    # a replaced (non-contiguous) ring buffer: supports() declines it again, auto -> torch path
+    c.x_buf = torch.empty(c.x_buf.shape[::-1], dtype=c.x_buf.dtype, device=META).permute(3, 2, 1, 0)
+    with pytest.raises(RuntimeError, match="does not support this configuration"):
+        R.mamba2_decode(c, **a, backend="cute")
+    assert backends.resolve("auto", "mamba2_decode", c) is None
+    assert len(rec.calls) == 4
+
+
+def test_gdn_launcher_plan(monkeypatch):
+    import cute_kernels.gdn_replay as GR
+    calls, compiles = [], []
+
+    def fake_compile(*a, **k):
+        compiles.append(a)
+        return types.SimpleNamespace(ffi=lambda *args: calls.append(args), meta={"any_sr": True})
+
+    monkeypatch.setattr(GR, "compile_gdn_replay", fake_compile)
+    c = R.GDNReplayCache(4, 2, 4, 128, 128, precision="nvfp4/fp16sr", buffer_len=4,
+                         act_dtype=torch.bfloat16, device="meta")
+    e = lambda *s, dtype=torch.bfloat16: torch.empty(*s, dtype=dtype, device=META)  # noqa: E731
+    q, k, v, o = e(2, 2, 128), e(2, 2, 128), e(2, 4, 128), e(2, 4, 128)
+    g, beta = e(2, 4, dtype=torch.float32), e(2, 4, dtype=torch.float32)
+    for _ in range(2):
+        GR.gdn_replay_decode_cute(c, q, k, v, g, beta, out=o)
+    assert len(compiles) == 1 and calls[0][0] is calls[1][0]       # memoised word views
+    assert calls[-1][6] is c.k_buf and calls[-1][12] is c.write_pos
+    c.lo.data = c.lo.data.clone()
+    c.write_pos = torch.zeros_like(c.write_pos)
+    GR.gdn_replay_decode_cute(c, q, k, v, g, beta, out=o)
+    assert calls[-1][3] is not calls[0][3] and calls[-1][12] is c.write_pos
+    assert calls[-1][0] is not calls[0][0]                           # new plan, new views
+
+
+@pytest.mark.parametrize("field,bad,match", [
+    ("x", torch.empty(3, H, P + 1, dtype=torch.bfloat16, device=META), "x must have shape"),
+    ("x", torch.empty(3, H, P, dtype=torch.float32, device=META), "x must have dtype"),
+    ("x", torch.empty(3, H, P, dtype=torch.bfloat16), "x must be on meta"),
+    ("dt", torch.empty(3, H + 1, device=META), "dt must have shape"),
+    ("dt", torch.empty(3, H, dtype=torch.int32, device=META), "dt must have dtype"),
+    ("A", torch.empty(H + 1, device=META), "A must have shape"),
+    ("A", torch.empty(H), "A must be on meta"),
+    ("B", torch.empty(3, G + 1, N, dtype=torch.bfloat16, device=META), "B must have shape"),
+    ("C", torch.empty(3, G, N, dtype=torch.float16, device=META), "C must have dtype"),
+    ("D", torch.empty(H - 1, device=META), "D must have shape"),
+    ("dt_bias", torch.empty(2, device=META), "dt_bias must have shape"),
+    ("state_batch_indices", torch.zeros(3, dtype=torch.int64, device=META), "must have dtype"),
+    ("state_batch_indices", torch.zeros(2, dtype=torch.int32, device=META), "must have shape"),
+    ("state_batch_indices", torch.zeros(3, dtype=torch.int32), "must be on meta"),
+    ("out", torch.empty(3, H, P, dtype=torch.float32, device=META), "out must have dtype"),
+    ("out", torch.empty(3, H, P + 1, dtype=torch.bfloat16, device=META), "out must have shape"),
+    ("pad_slot_id", 3, "pad_slot_id must be a negative int"),
+    ("pad_slot_id", True, "pad_slot_id must be a negative int"),
+    ("backend", "triton", "backend must be one of"),
+    ("x", "not a tensor", "x must be a torch.Tensor"),
+])
+def test_fast_path_rejects_what_the_general_path_rejects(cute_on_meta, field, bad, match):
+    c = _m2_cache()
+    kw = dict(_m2_args(), backend="cute")
+    R.mamba2_decode(c, **kw)                                  # warm the plan (fast path)
+    n = len(cute_on_meta.calls)
+    kw[field] = bad
+    with pytest.raises((ValueError, TypeError), match=match):
+        R.mamba2_decode(c, **kw)
+    assert len(cute_on_meta.calls) == n
+    if field not in ("A", "D", "dt_bias", "pad_slot_id", "backend"):
+        step = ops.prepare_mamba2_decode(c, kw["A"], kw["D"], kw["dt_bias"])
+        per_call = {k: kw[k] for k in ("x", "dt", "B", "C", "state_batch_indices", "out")}
+        with pytest.raises((ValueError, TypeError), match=match):
+            step(per_call["x"], per_call["dt"], per_call["B"], per_call["C"], None,
+                 per_call["state_batch_indices"], per_call["out"])
+        assert len(cute_on_meta.calls) == n
+
+
+def test_prepare_validates_bound_arguments():
+    c = R.Mamba2ReplayCache(4, H, P, N, G, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    with pytest.raises(ValueError, match="A must have shape"):
+        ops.prepare_mamba2_decode(c, torch.randn(H + 1))
+    with pytest.raises(TypeError, match="cache must be a Mamba2ReplayCache"):
+        ops.prepare_mamba2_decode("c", torch.randn(H))
+    with pytest.raises(ValueError, match="pad_slot_id"):
+        ops.prepare_mamba2_decode(c, torch.randn(H), pad_slot_id=0)
+    gc = R.GDNReplayCache(4, 2, 4, 32, 16, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    with pytest.raises(ValueError, match="A_log must have shape"):
+        ops.prepare_gdn_decode(gc, torch.randn(5))
+
+
+def test_prepared_steps_match_the_ops_on_cpu(seed):
+    """CPU (torch reference behind both): a prepared step is exactly the op."""
+    import copy
+    c1 = R.Mamba2ReplayCache(4, H, P, N, G, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    c1.init_from_state([0, 1, 2, 3], torch.randn(4, H, P, N))
+    c2 = copy.deepcopy(c1)
+    A, D, dtb = -torch.rand(H), torch.randn(H), torch.randn(H)
+    step = ops.prepare_mamba2_decode(c2, A, D, dtb)
+    sbi = torch.tensor([2, -1, 0], dtype=torch.int32)
+    for _ in range(6):
+        x, dt = torch.randn(3, H, P), torch.randn(3, H)
+        B, C = torch.randn(3, G, N), torch.randn(3, G, N)
+        o1, o2 = torch.zeros(3, H, P), torch.zeros(3, H, P)
+        R.mamba2_decode(c1, x, dt, A, B, C, D, None, dtb, True, sbi, out=o1)
+        step(x, dt, B, C, None, sbi, o2)
+        assert torch.equal(o1, o2)
+    assert torch.equal(c1.materialize([0, 2]), c2.materialize([0, 2]))
+    g1 = R.GDNReplayCache(3, 2, 4, 32, 16, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    g2 = copy.deepcopy(g1)
+    A_log, dt_bias = torch.randn(4), torch.randn(4)
+    gstep = ops.prepare_gdn_decode(g2, A_log, dt_bias)
+    for _ in range(5):
+        q, k, v = torch.randn(2, 2, 32), torch.randn(2, 2, 32), torch.randn(2, 4, 16)
+        a, b = torch.randn(2, 4), torch.randn(2, 4)
+        o1 = R.gdn_decode(g1, q, k, v, A_log=A_log, a=a, dt_bias=dt_bias, b=b)
+        o2 = gstep(q, k, v, a=a, b=b)
+        assert torch.equal(o1, o2)
+
+
+def test_python_part_is_cheap():
+    """Python-only host cost per call (kernels stubbed). Generous bound for a loaded CI box (the
+    unloaded CPU figure is a few µs; GPU: ``python -m bench.host_overhead`` on the H200)."""
+    env = dict(os.environ, CUTE_DSL_ARCH=os.environ.get("CUTE_DSL_ARCH", "sm_90a"))
+    r = subprocess.run([sys.executable, "-m", "bench.host_overhead", "--mode", "python", "--json",
+                        "-n", "500", "--repeat", "5"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    for name, us in res.items():
+        assert us < 60, (name, us, res)
