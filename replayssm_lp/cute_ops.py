@@ -140,3 +140,31 @@ def _gdn_decode(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sb
     return _module("gdn_replay").gdn_replay_decode_cute(
         cache, _c(q), _c(k), _c(v), _c(g), _c(beta), _c(A_log), _c(a), _c(dt_bias), _c(b), scale,
         use_l2, _c(sbi), pad_slot_id, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# speculative verify: T drafts appended, cursors left pending until commit
+# ---------------------------------------------------------------------------------------------
+def _m2_verify_ok(cache):
+    return (_contig_cache(cache) and _has("mamba2_verify")
+            and _module("mamba2_verify").supports_cache(cache))
+
+
+@register_cute("mamba2_verify", supports=_m2_verify_ok)
+def _mamba2_verify(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out):
+    return _module("mamba2_verify").mamba2_verify_cute(
+        cache, _c(x), _c(dt), _c(A), _c(B), _c(C), _c(D), _c(z), _c(dt_bias), dt_softplus, _c(sbi),
+        pad_slot_id, out)
+
+
+def _gdn_verify_ok(cache):
+    # the kernel covers K = 128, L <= 32, max_draft <= min(L, 8); other caches run the reference
+    return (_contig_cache(cache) and _has("gdn_verify")
+            and _module("gdn_verify").supports_cache(cache))
+
+
+@register_cute("gdn_verify", supports=_gdn_verify_ok)
+def _gdn_verify(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out):
+    return _module("gdn_verify").gdn_verify_cute(
+        cache, _c(q), _c(k), _c(v), _c(g), _c(beta), _c(A_log), _c(a), _c(dt_bias), _c(b), scale,
+        use_l2, _c(sbi), pad_slot_id, out)
