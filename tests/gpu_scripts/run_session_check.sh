@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Everything GPU-side in ONE device call, in two phases:
+#   1. correctness, concurrently (the GPU is shared, CuTe JIT compiles overlap on the 16 cores):
+#      GPU pytest suites, the verify-kernel checks, the transformers integration tests, the P=80
+#      decode check, the accuracy study (128K tokens, CUDA graphs);
+#   2. timing, alone on the GPU: `replayssm-bench spec` (reduced grid) and the host overhead.
+# Usage (repo root, .device staged; transformers 5.24 staged by tools/stage_transformers.sh):
+#   bash tests/gpu_scripts/run_session_check.sh
+# Knobs: CHECK_S (phase-1 wall limit, s), SPEC_BATCHES, SPEC_T, SPEC_PAIRS, ACC_MAX_LEN, P80_CMD,
+# INTEGRATION_ARGS, SKIP_{TIMING,ACCURACY,GPU_OPS,VERIFY_CHECKS}=1, DEVICE_DIR.
+DEV=${DEVICE_DIR:-.device}    # the staged bundle (another checkout's when run from a snapshot)
+(cd "$DEV/.." && source .device/gpu_env.sh >/dev/null)
+source "$DEV/../.device/gpu_env.sh" 2>/dev/null || true
+export PYTHONPATH=$PWD:$PYTHONPATH
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+CHECK_S=${CHECK_S:-270}
+t0=$(date +%s)
+if [ -f "$DEV/hf/transformers.tar.xz" ]; then
+  mkdir -p /tmp/hf && tar xJf "$DEV/hf/transformers.tar.xz" -C /tmp/hf
+fi
+bg() {  # name, command...: run in the background with the phase-1 limit, log under $OUT
+  local name=$1; shift
+  ( timeout "$CHECK_S" "$@" >"$OUT/$name.log" 2>&1; echo "rc=$?" >>"$OUT/$name.log" ) &
+}
+# ---- phase 1: correctness
+[ "${SKIP_GPU_OPS:-0}" = 1 ] || bg gpu_ops python -m pytest -q -rs -p no:cacheprovider -n 3 tests/test_gpu_ops.py
+bg gpu_spec python -m pytest -q -rs -p no:cacheprovider -n 3 tests/test_gpu_spec.py
+[ "${SKIP_VERIFY_CHECKS:-0}" = 1 ] || bg m2_verify python tests/gpu_scripts/check_mamba2_verify.py --quick
+[ "${SKIP_VERIFY_CHECKS:-0}" = 1 ] || bg gdn_verify python tests/gpu_scripts/check_gdn_verify.py --quick
+[ -n "${P80_CMD:-}" ] && bg m2_p80 bash -c "$P80_CMD"
+bg integration env PYTHONPATH="/tmp/hf:$PYTHONPATH" REPLAYSSM_TEST_BUDGET_S=$((CHECK_S - 40)) \
+  python -m pytest -q -rs -p no:cacheprovider ${INTEGRATION_ARGS:-} tests/test_gpu_integration.py
+[ "${SKIP_ACCURACY:-0}" = 1 ] || bg accuracy env OUT="$OUT/acc" MAX_LEN="${ACC_MAX_LEN:-131072}" \
+  PART_TIMEOUT=$((CHECK_S - 10)) bash bench/run_accuracy_gpu.sh
+wait
+echo "phase 1 done after $(( $(date +%s) - t0 )) s"
+[ "${SKIP_TIMING:-0}" = 1 ] && SKIP2=1 || SKIP2=0
+# ---- phase 2: timing (nothing else on the GPU)
+if [ $SKIP2 = 0 ]; then
+timeout 150 python -m bench spec --layer both --pairs "${SPEC_PAIRS:-fp32,nvfp4/fp16sr}" \
+  --batches "${SPEC_BATCHES:-1,256}" --T "${SPEC_T:-1,8}" --replays 8 --out "$OUT/spec" \
+  >"$OUT/spec.log" 2>&1; echo "rc=$?" >>"$OUT/spec.log"
+timeout 60 python -m bench.host_overhead >"$OUT/host_overhead.log" 2>&1; echo "rc=$?" >>"$OUT/host_overhead.log"
+fi
+echo "all done after $(( $(date +%s) - t0 )) s"
+for f in gpu_ops gpu_spec m2_verify gdn_verify m2_p80 integration; do
+  [ -f "$OUT/$f.log" ] && { echo "=== $f"; grep -E "passed|failed|error|configurations|rc=" "$OUT/$f.log" | tail -4; }
+done
+echo "=== accuracy"; tail -15 "$OUT/accuracy.log"
+[ $SKIP2 = 0 ] && echo "=== spec" && grep -E "^\||target|rc=" "$OUT/spec.log" | tail -30
+[ $SKIP2 = 0 ] && echo "=== host overhead" && tail -15 "$OUT/host_overhead.log"
