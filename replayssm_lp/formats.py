@@ -246,6 +246,17 @@ class EncodedState:
     global_scale: Optional[torch.Tensor] = None
 
 
+def _div_const(x: torch.Tensor, c: float) -> torch.Tensor:
+    """``x / c`` for a Python number ``c``: one IEEE fp32 division per element on every device.
+    Not ``x / c``: PyTorch's CUDA kernel divides a tensor by a CPU scalar (a Python number or a
+    0-dim CPU tensor) as ``x * fp32(1/c)`` (BinaryDivTrueKernel.cu, "may lose one bit of
+    precision"), which differs from ``div.rn.f32`` in the last bit for c = 448 / 2688 / 6 (about
+    half of all fp8 row scales). A divisor tensor on x's device takes the true-division path on
+    CPU and CUDA alike. (Dividing by a power of two, as ``round_to_grid`` does, is exact either
+    way: its reciprocal only overflows for bf16, whose k > 23 branch never runs.)"""
+    return x / torch.full_like(x, c)
+
+
 def _safe_div(x: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """x / d, and ±0 (sign of x) where d == 0."""
     nz = d != 0
@@ -264,7 +275,7 @@ def encode(S: torch.Tensor, fmt: str, mode: str = "rn",
         return EncodedState(round_to_grid(S, fmt, mode, words).to(FORMATS[fmt].storage))
     if fmt == "fp8":
         amax = torch.nan_to_num(S.abs(), nan=0.0).amax(dim=-1)       # [n, H, R]
-        scale = amax / E4M3_MAX
+        scale = _div_const(amax, E4M3_MAX)
         q = torch.clamp(_safe_div(S, scale.unsqueeze(-1)), -E4M3_MAX, E4M3_MAX)
         q = round_to_grid(q, "fp8", mode, words)
         return EncodedState(q.to(torch.float8_e4m3fn), scale)
@@ -273,10 +284,11 @@ def encode(S: torch.Tensor, fmt: str, mode: str = "rn",
         if C % NVFP4_BLOCK:
             raise ValueError(f"nvfp4 needs the contiguous dim to be a multiple of 16, got {C}")
         a = torch.nan_to_num(S.abs(), nan=0.0)
-        s_glob = a.amax(dim=(-1, -2)) / NVFP4_GLOBAL_DIV                  # [n, H]
+        s_glob = _div_const(a.amax(dim=(-1, -2)), NVFP4_GLOBAL_DIV)       # [n, H]
         amax_blk = a.view(n, H, R, C // NVFP4_BLOCK, NVFP4_BLOCK).amax(-1)  # [n, H, R, C/16]
         sg = s_glob.view(n, H, 1, 1)
-        s_blk_f = torch.clamp(_safe_div(amax_blk / 6.0, sg.expand_as(amax_blk)), max=E4M3_MAX)
+        s_blk_f = torch.clamp(_safe_div(_div_const(amax_blk, 6.0), sg.expand_as(amax_blk)),
+                              max=E4M3_MAX)
         s_blk = round_to_grid(s_blk_f, "fp8", "rn")                        # exact e4m3 values
         d = (s_blk * sg).repeat_interleave(NVFP4_BLOCK, dim=-1)           # [n, H, R, C]
         q = torch.clamp(_safe_div(S, d), -E2M1_MAX, E2M1_MAX)

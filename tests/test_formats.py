@@ -203,3 +203,69 @@ def test_encode_decode_roundtrip_all_formats(seed):
         F.encode(S, "fp6")
     with pytest.raises(ValueError, match="needs `words`"):
         F.round_to_grid(S, "fp16", "sr")
+
+
+class _CudaScalarDivision(torch.overrides.TorchFunctionMode):
+    """CPU emulation of how PyTorch divides a *CUDA* fp32 tensor by a CPU scalar (a Python number
+    or a 0-dim CPU tensor): ``a * fp32(1 / b)`` (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu,
+    the ``is_cpu_scalar(2)`` fast path), not the IEEE division the format spec (and the kernels'
+    ``div.rn.f32``) uses. Counts the divisions it rewrote in ``hits``."""
+
+    def __init__(self):
+        super().__init__()
+        self.hits = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if (name in ("div", "divide", "true_divide", "__truediv__", "div_") and len(args) == 2
+                and kwargs.get("rounding_mode") is None and isinstance(args[0], torch.Tensor)
+                and args[0].dtype == torch.float32):
+            b = args[1]
+            if isinstance(b, (int, float)) or (isinstance(b, torch.Tensor) and b.dim() == 0
+                                               and b.device.type == "cpu"):
+                self.hits += 1
+                inv = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(float(b),
+                                                                            dtype=torch.float32)
+                return args[0] * inv
+        return func(*args, **kwargs)
+
+
+def _enc_bytes(enc):
+    ts = [enc.scale, enc.global_scale, enc.data]
+    return [None if t is None else t.contiguous().view(torch.uint8) for t in ts]
+
+
+def test_encoders_divide_exactly_on_cuda_too():
+    """The torch encoder runs on CUDA tensors too (``cache.write_state(backend="torch")``: the
+    reference of the GPU checks) and must write the bytes it writes on CPU, which are the spec's
+    (IEEE divisions, = the kernels' div.rn.f32). ``amax / 448`` on a CUDA tensor is
+    ``amax * fp32(1/448)``: about half of the fp8 row scales were one ulp off while the e4m3 bytes
+    still matched (check_mamba2_replay.py exact mode, fp8/fp32 P=80: 0 data / 891 scale bytes
+    differed); likewise the nvfp4 global (/2688) and block (/6) scales."""
+    g = torch.Generator().manual_seed(0)
+    S = torch.randn(5, 4, 80, 128, generator=g) * torch.exp2(
+        torch.randint(-4, 5, (1, 4, 1, 1), generator=g).float())
+    S[:, 0, 0, :] = 0.0
+    # the emulation has teeth: the reciprocal product is off for about half of these row maxima
+    amax = S.abs().amax(-1)
+    with _CudaScalarDivision() as m:
+        recip = amax / F.E4M3_MAX
+    assert m.hits == 1 and (recip != (amax.double() / 448).float()).float().mean() > 0.3
+    # every byte (scales first) equal to the CPU encoder's
+    for fmt in ("fp8", "nvfp4"):
+        for mode in ("rn", "sr"):
+            words = torch.randint(0, 2 ** 32, S.shape, generator=g) if mode == "sr" else None
+            cpu = F.encode(S, fmt, mode, words)
+            with _CudaScalarDivision():
+                cuda = F.encode(S, fmt, mode, words)
+            for a, b, what in zip(_enc_bytes(cpu), _enc_bytes(cuda), ("scale", "gscale", "data")):
+                assert (a is None) == (b is None)
+                if a is not None:
+                    assert torch.equal(a, b), (fmt, mode, what, int((a != b).sum()))
+    # ... which are the correctly rounded quotients (an fp64 quotient rounded once to fp32 is the
+    # IEEE fp32 quotient)
+    enc = F.encode(S, "fp8")
+    assert torch.equal(enc.scale, (amax.double() / 448).float())
+    enc = F.encode(S, "nvfp4")
+    assert torch.equal(enc.global_scale, (amax.amax(-1).double() / 2688).float())
