@@ -5,27 +5,30 @@ every step against two oracles.
   verify + commit the cursors must be equal, the ring buffers equal (bit for bit where the kernel
   only copies inputs; computed fp32 entries within ``buffer_ulps`` fp32 units — GDN's u, the result
   of a cancellation, within ``u_ulps`` units of its row's largest entry — when the cache under test
-  runs kernels, exactly when it runs the torch reference), stored copies within one unit of
-  their format (fp32 copies: within fp32 rounding of the fold), and outputs equal up to the
-  activation dtype's rounding. Then the twin is re-synced to the tested bytes, so every step is
-  checked from identical state (one last-bit difference in a fold flips an SR decision and the two
-  trajectories would otherwise drift apart).
+  runs kernels, exactly when it runs the torch reference), the stored copies likewise bit for bit
+  under the torch reference and, under kernels, equal up to the fold's fp32 summation order
+  (:func:`fold_tolerance`: fp32 copies within it, low-precision copies within one unit of their
+  format beyond it, fp32 scales within 4 fp32 ulps plus what it moves an amax, e4m3 block scales
+  within one e4m3 unit beyond that), and outputs equal up to the activation dtype's rounding.
+  Then the twin is re-synced to the tested bytes, so every step is checked from identical state
+  (one last-bit difference in a fold flips an SR decision and the two trajectories would
+  otherwise drift apart).
 * **Accepted stream** (fp32 pair): an fp64 state per slot advanced token by token
   (``reference.mamba2_standard_step`` / ``gdn_standard_step``) over the *accepted* drafts only.
   Draft j's output must equal the standard decode output of that token given every previously
   accepted token, within fp32 rounding; the final materialised state must equal the fp64 state.
 
-Each step: a random draft count T in 1..max_draft, a random row order over a fixed set of slots
-(scattered in a larger pool), ~20% pad rows (their NaN-poisoned outputs must stay NaN), random
-acceptance 0..T per row; rows start at random (staggered) buffer positions, so flushes happen at
-their natural rate. Slots no row owns must never change.
+Each step: a random draft count T in 1..max_draft (or from ``drafts``), a random row order over a
+fixed set of slots (scattered in a larger pool), ~20% pad rows (their NaN-poisoned outputs must
+stay NaN), random acceptance 0..T per row; rows start at random (staggered) buffer positions, so
+flushes happen at their natural rate. Slots no row owns must never change.
 
 A check that fails raises :class:`FuzzMismatch` naming the step, the tensor and the error.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -66,27 +69,119 @@ def _buffer_names(cache) -> List[str]:
     return [n for n in type(cache)._BUFFERS if getattr(cache, n) is not None]
 
 
-def _units(a, b, fmt):
-    """|a − b| in units of the format's spacing at max(|a|, |b|)."""
-    if fmt == "fp32":
-        return (a - b).abs() / (torch.maximum(a.abs(), b.abs()) * 2.0 ** -23).clamp(min=1e-45)
+EPS32 = 2.0 ** -23
+
+
+def fold_tolerance(decay_abs_sum, fold_ulps=32.0, lam_ulps=4.0):
+    """How far (relative to the largest |element| of its (slot, head) matrix) two fp32 folds of the
+    same buffered entries may differ when they only sum in different orders.
+
+    * ``fold_ulps``: the summation order of the weighted sum itself (test_gpu_ops' one-step decode
+      criterion is 2e-6 ≈ 17 fp32 units of the matrix's magnitude for folds of <= 4 entries; a verify
+      fold covers up to max(L, max_draft) entries);
+    * ``lam_ulps`` per unit of Λ: each weight is exp(Λ_h − Λ_j) of two prefix sums of the log decays
+      (torch: a sequential cumsum, the kernel: a warp scan); each prefix sum carries an absolute
+      error of a few fp32 units of |Λ|, i.e. a relative error of a few·|Λ| units on every weight.
+      ``decay_abs_sum`` [..., heads] = Σ|log decay| over the slot's ring bounds every |Λ| of the fold.
+
+    Returns the relative tolerance [..., heads, 1, 1]."""
+    return (EPS32 * (fold_ulps + lam_ulps * decay_abs_sum))[..., None, None]
+
+
+def _ulp_at(m, fmt):
+    """Spacing of ``fmt``'s grid (mantissa, min normal exponent) at |m| (fp64)."""
     spec = F.FORMATS[fmt]
-    mag = torch.maximum(a.abs(), b.abs()).clamp(min=2.0 ** spec.emin)
-    return (a - b).abs() / 2.0 ** (torch.floor(torch.log2(mag)) - spec.mant_bits)
+    return 2.0 ** (torch.floor(torch.log2(m.clamp(min=2.0 ** spec.emin))) - spec.mant_bits)
 
 
-def _stored_values(enc, fmt):
-    """Stored values in their format's own units (before scales)."""
-    if fmt == "nvfp4":
-        return F.e2m1_codes_to_float(F.unpack_nibbles(enc.data))
-    return enc.data.float()
+def _sub(enc, slots):
+    g = lambda t: None if t is None else t[slots]  # noqa: E731
+    return F.EncodedState(enc.data[slots], g(enc.scale), g(enc.global_scale))
+
+
+def compare_stored(et, er, fmt, tol_rel):
+    """One stored copy of the cache under test (``et``) vs the twin's (``er``), EncodedStates of the
+    same slots, decoded to their values (scales applied). ``tol_rel`` [n, heads, 1, 1]: the fold
+    tolerance relative to each matrix's magnitude (:func:`fold_tolerance`).
+
+    * fp32: |a − b| <= tol_rel · max|S|;
+    * fp16 / bf16 / fp8 / nvfp4: within one unit of the target format beyond that (an fp32
+      difference across a rounding boundary moves the stored element by one unit; fp8: the e4m3
+      spacing times the larger row scale, nvfp4: the e2m1 spacing times the larger block scale);
+    * fp8 row scales and the nvfp4 global scales (fp32, = amax / 448, amax / 2688): within 4 fp32
+      ulps plus tol_rel · max|S| / 448 (/ 2688) — a fold difference moves the amax by that much;
+      nvfp4 block scales (e4m3) within one e4m3 unit beyond what it moves a block's amax.
+
+    Returns (problem or None, worst |a − b| in the measure of the format: fp32 units of the matrix
+    magnitude for fp32, units of the format beyond the fold tolerance otherwise)."""
+    a, b = F.decode(et, fmt).double(), F.decode(er, fmt).double()
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    if not torch.equal(fa, fb) or not torch.equal(a[~fa].nan_to_num(1.0), b[~fb].nan_to_num(1.0)):
+        return "non-finite values differ", float("inf")
+    a, b = a.nan_to_num(0.0), b.nan_to_num(0.0)
+    amat = torch.maximum(a.abs(), b.abs()).amax(dim=(-1, -2), keepdim=True)
+    tol = tol_rel.double() * amat                                          # [n, heads, 1, 1]
+    d = (a - b).abs()
+    # ---- scales
+    n, H = a.shape[:2]
+    for part, div in (("scale", F.E4M3_MAX), ("global_scale", F.NVFP4_GLOBAL_DIV)):
+        x, y = getattr(et, part), getattr(er, part)
+        if y is None:
+            continue
+        if y.dtype == torch.float8_e4m3fn:                                  # nvfp4 block scales
+            # = RN_e4m3((amax_blk / 6) / s_glob): one e4m3 unit beyond what the fold moves amax_blk
+            xs, ys = x.double(), y.double()
+            gs = torch.maximum(et.global_scale.double(), er.global_scale.double()).view(n, H, 1, 1)
+            fold = tol / (6.0 * gs.clamp(min=1e-300))
+            ex = ((xs - ys).abs() - fold).clamp(min=0)
+            u = ex / _ulp_at(torch.maximum(xs.abs(), ys.abs()), "fp8")
+            worst = u.max().item() if u.numel() else 0.0
+            if not worst <= 1.0:
+                return f"{part} (e4m3 block scales) {worst:.1f} e4m3 units from the twin", worst
+            continue
+        xs, ys = x.double(), y.double()
+        t = tol.view(n, H, *([1] * (ys.dim() - 2)))
+        allowed = 4 * EPS32 * torch.maximum(xs.abs(), ys.abs()) + t / div
+        if not bool(((xs - ys).abs() <= allowed).all()):
+            r = ((xs - ys).abs() / allowed.clamp(min=1e-300)).max().item()
+            return f"{part} differs from the twin by {r:.2f}x the allowed (4 ulps + fold / {div:g})", r
+    # ---- values
+    if fmt == "fp32":
+        worst = (d / amat.clamp(min=1e-300)).max().item() / EPS32 if d.numel() else 0.0
+        if not bool((d <= tol).all()):
+            r = (d / tol.clamp(min=1e-300)).max().item()
+            return (f"{worst:.2f} fp32 units of the matrix magnitude from the twin ({r:.2f}x the fold "
+                    f"tolerance)"), worst
+        return None, worst
+    m = torch.maximum(a.abs(), b.abs())
+    if fmt in ("fp16", "bf16"):
+        unit = _ulp_at(m, fmt)
+    elif fmt == "fp8":
+        sc = torch.maximum(et.scale.double(), er.scale.double()).unsqueeze(-1)
+        unit = _ulp_at(m / sc.clamp(min=1e-300), "fp8") * sc
+    elif fmt == "nvfp4":
+        da = et.scale.double() * et.global_scale.double().view(n, H, 1, 1)
+        db = er.scale.double() * er.global_scale.double().view(n, H, 1, 1)
+        dd = torch.maximum(da, db).repeat_interleave(F.NVFP4_BLOCK, dim=-1)
+        v = m / dd.clamp(min=1e-300)
+        unit = torch.where(v < 2, 0.5, torch.where(v < 4, 1.0, 2.0)) * dd   # e2m1 grid spacing
+    else:
+        raise ValueError(fmt)
+    excess = (d - tol).clamp(min=0)
+    units = torch.where(excess == 0, torch.zeros_like(excess), excess / unit.clamp(min=1e-300))
+    worst = units.max().item() if units.numel() else 0.0
+    if not worst <= 1.0 + 1e-6:          # one unit, up to the fp64 rounding of this measure
+        return f"{worst:.2f} units of {fmt} from the twin beyond the fold tolerance", worst
+    return None, worst
 
 
 class _Checker:
     def __init__(self, exact_buffers: bool, buffer_ulps: float, u_ulps: float, out_rel: float,
-                 report: FuzzReport):
+                 fold_ulps: float, lam_ulps: float, report: FuzzReport):
         self.exact_buffers, self.buffer_ulps, self.u_ulps = exact_buffers, buffer_ulps, u_ulps
         self.out_rel = out_rel
+        self.fold_ulps, self.lam_ulps = fold_ulps, lam_ulps
+        self.decay_abs = None        # Σ|log decay| over each (slot, head)'s ring before the step
         self.report = report
         self.step = -1
 
@@ -124,40 +219,30 @@ class _Checker:
                 self.fail(f"buffer {n}: {ulps:.1f} fp32 units from the twin (allowed {allowed})")
             self.report.worst_buffer_ulps = max(self.report.worst_buffer_ulps, ulps)
 
-    def stored(self, test, twin):
+    def note_decays(self, twin):
+        """Before the step (twin == cache under test): Σ|log decay| per (slot, head) of the ring,
+        which bounds every prefix sum Λ of the step's folds (:func:`fold_tolerance`)."""
+        self.decay_abs = (twin.dA_buf if twin.kind == "mamba2" else twin.g_buf).abs().sum(-1)
+
+    def stored(self, test, twin, slots):
         p = twin.pair
+        tol_rel = fold_tolerance(self.decay_abs[slots], self.fold_ulps, self.lam_ulps)
         for name, fmt in (("hi", p.rec_fmt), ("lo", p.read_fmt)):
             et, er = getattr(test, name), getattr(twin, name)
             if er is None:
                 continue
-            for part in ("scale", "global_scale"):
-                x, y = getattr(et, part), getattr(er, part)
-                if y is None:
-                    continue
-                x, y = x.cpu().float(), y.float()
-                if getattr(et, part).dtype == torch.float8_e4m3fn:   # nvfp4 block scales
-                    bad = _units(x, y, "fp8").max().item() > 1.0 if x.numel() else False
-                else:
-                    bad = not torch.allclose(x, y, rtol=4e-6, atol=0)
-                if bad:
-                    self.fail(f"{name} {part} ({fmt}) differs from the twin")
-            a, b = _stored_values(et, fmt).cpu(), _stored_values(er, fmt)
-            if torch.equal(a, b):
+            et, er = _sub(et, slots), _sub(er, slots)
+            if all(torch.equal(_bytes(x), _bytes(y)) for x, y in
+                   zip((et.data, et.scale, et.global_scale), (er.data, er.scale, er.global_scale))
+                   if y is not None):
                 continue
-            amax = b.abs().amax(dim=(-1, -2), keepdim=True).clamp(min=1e-30)
-            if fmt == "fp32":
-                err = ((a - b).abs() / amax).max().item()
-                units = err / 2.0 ** -23
-                ok = err <= 2e-6
-            else:
-                # one unit, beyond what the fold's fp32 summation order moves a cancelled element
-                excess = ((a - b).abs() - 2e-6 * amax).clamp(min=0)
-                units = _units(b + excess * torch.sign(a - b), b, fmt).max().item()
-                ok = units <= 1.0 + 1e-6
-            if not ok:
-                self.fail(f"stored {name} copy ({fmt}) is {units:.2f} units from the twin")
+            if self.exact_buffers:      # torch reference on both sides: the same bytes
+                self.fail(f"stored {name} copy ({fmt}) differs from the twin (exact run)")
+            problem, worst = compare_stored(et, er, fmt, tol_rel)
+            if problem is not None:
+                self.fail(f"stored {name} copy ({fmt}): {problem}")
             key = f"{name}:{fmt}"
-            self.report.worst_units[key] = max(self.report.worst_units.get(key, 0.0), units)
+            self.report.worst_units[key] = max(self.report.worst_units.get(key, 0.0), worst)
 
     def outputs(self, a, b, rows):
         """a (tested) vs b (twin) [b, T, heads, dim] on the valid rows."""
@@ -189,12 +274,20 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
               batch: int = 6, pool: int = 17, act=torch.float32, seed: int = 0,
               exact_oracle: Optional[bool] = None, exact_rel: float = 5e-5,
               out_rel: Optional[float] = None, exact_buffers: Optional[bool] = None,
-              buffer_ulps: float = 8.0, u_ulps: float = 256.0, pad_prob: float = 0.2,
-              corrupt: Optional[Callable] = None) -> FuzzReport:
+              buffer_ulps: float = 8.0, u_ulps: float = 256.0, fold_ulps: float = 32.0,
+              lam_ulps: float = 4.0, pad_prob: float = 0.2, corrupt: Optional[Callable] = None,
+              setup: Optional[Callable] = None, drafts: Optional[Sequence[int]] = None) -> FuzzReport:
     """Run the fuzz (module docstring); returns a :class:`FuzzReport`, raises :class:`FuzzMismatch`.
 
     ``corrupt(step, test_cache, twin_cache, slots)``, if given, runs after each step's checks and
-    re-sync (the teeth tests use it to damage one entry)."""
+    re-sync (the teeth tests use it to damage one entry). ``setup(test_cache, twin_cache)``, if
+    given, runs once after the caches are made (tests that perturb only the cache under test use
+    it to know which one that is). ``fold_ulps`` / ``lam_ulps``: :func:`fold_tolerance`.
+    ``drafts``: the draft counts T is drawn from (default 1..max_draft; the CuTe verify kernels
+    compile one variant per T, so GPU runs over many pairs give each pair a few)."""
+    drafts = list(range(1, max_draft + 1)) if drafts is None else [int(t) for t in drafts]
+    if not drafts or not all(1 <= t <= max_draft for t in drafts):
+        raise ValueError(f"drafts {drafts} must be non-empty values in 1..max_draft={max_draft}")
     dims = dict(dims or (M2_TINY if kind == "mamba2" else GDN_TINY))
     device = torch.device(device)
     exact_oracle = (precision == "fp32") if exact_oracle is None else exact_oracle
@@ -206,12 +299,14 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
     rnd = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
     uni = lambda *s: torch.rand(*s, generator=gen, dtype=torch.float64)  # noqa: E731
     report = FuzzReport()
-    chk = _Checker(exact_buffers, buffer_ulps, u_ulps, out_rel, report)
+    chk = _Checker(exact_buffers, buffer_ulps, u_ulps, out_rel, fold_ulps, lam_ulps, report)
 
     test = _make_cache(kind, dims, pool, precision, L, max_draft, act, device, seed + 1)
     twin = _make_cache(kind, dims, pool, precision, L, max_draft, act, "cpu", seed + 1)
     # one device-to-host copy of the tested cache per step; every check reads this CPU shadow
     shadow = _make_cache(kind, dims, pool, precision, L, max_draft, act, "cpu", seed + 1)
+    if setup is not None:
+        setup(test, twin)
     slots = torch.randperm(pool, generator=gen)[:batch]
     heads, rows_, cols = test.state_heads, test.rows, test.cols
     S = rnd(pool, heads, rows_, cols) * (0.5 if kind == "mamba2" else 0.3)
@@ -237,7 +332,7 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
 
     for step in range(steps):
         chk.step = step
-        T = int(torch.randint(1, max_draft + 1, (), generator=gen))
+        T = drafts[int(torch.randint(0, len(drafts), (), generator=gen))]
         order = torch.randperm(batch, generator=gen)
         row_slots = slots[order]
         pad = uni(batch) < pad_prob
@@ -255,6 +350,7 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
             inp = {k: v.to(act) for k, v in inp.items()}
             inp.update(a=rnd(batch, T, HV).float(), b=rnd(batch, T, HV).float())
             shape = (batch, T, HV, Vd)
+        chk.note_decays(twin)
         outs = []
         for cache, be, dev in ((test, backend, device), (twin, "torch", torch.device("cpu"))):
             o = torch.full(shape, float("nan"), dtype=act, device=dev)
@@ -280,7 +376,7 @@ def spec_fuzz(kind: str, precision: str = "fp32", steps: int = 1000, *, backend:
         _sync(shadow, test)
         chk.cursors(shadow, twin)
         chk.buffers(shadow, twin)
-        chk.stored(shadow, twin)
+        chk.stored(shadow, twin, slots)
         chk.outputs(out, out_twin, valid)
         # ---- accepted-stream oracle
         if exact_oracle and valid.numel():

@@ -319,7 +319,9 @@ def test_nn_block_cuda_graph_loop(pair):
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):                    # warm-up = step 0, compiles the kernel
         blk(x, dt, A, Bt, Ct, D=D, dt_bias=dt_bias, out=out)
+    torch.cuda.current_stream().wait_stream(s)    # the warm-up's out before reading it here
     got = [out.clone()]
+    s.wait_stream(torch.cuda.current_stream())    # and the clone before the capture on s
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, stream=s):
         blk(x, dt, A, Bt, Ct, D=D, dt_bias=dt_bias, out=out)
