@@ -37,10 +37,10 @@ echo "phase 1 done after $(( $(date +%s) - t0 )) s"
 [ "${SKIP_TIMING:-0}" = 1 ] && SKIP2=1 || SKIP2=0
 # ---- phase 2: timing (nothing else on the GPU)
 if [ $SKIP2 = 0 ]; then
-timeout 150 python -m bench spec --layer both --pairs "${SPEC_PAIRS:-fp32,nvfp4/fp16sr}" \
+timeout "${SPEC_S:-150}" python -m bench spec --layer both --pairs "${SPEC_PAIRS:-fp32,nvfp4/fp16sr}" \
   --batches "${SPEC_BATCHES:-1,256}" --T "${SPEC_T:-1,8}" --replays 8 --out "$OUT/spec" \
   >"$OUT/spec.log" 2>&1; echo "rc=$?" >>"$OUT/spec.log"
-timeout 60 python -m bench.host_overhead >"$OUT/host_overhead.log" 2>&1; echo "rc=$?" >>"$OUT/host_overhead.log"
+timeout "${HOST_S:-60}" python -m bench.host_overhead ${HOST_ARGS:-} >"$OUT/host_overhead.log" 2>&1; echo "rc=$?" >>"$OUT/host_overhead.log"
 fi
 echo "all done after $(( $(date +%s) - t0 )) s"
 for f in gpu_ops gpu_spec m2_verify gdn_verify m2_p80 integration; do
