@@ -30,9 +30,22 @@ bg gpu_spec python -m pytest -q -rs -p no:cacheprovider -n 3 tests/test_gpu_spec
 [ -n "${P80_CMD:-}" ] && bg m2_p80 bash -c "$P80_CMD"
 bg integration env PYTHONPATH="/tmp/hf:$PYTHONPATH" REPLAYSSM_TEST_BUDGET_S=$((CHECK_S - 40)) \
   python -m pytest -q -rs -p no:cacheprovider ${INTEGRATION_ARGS:-} tests/test_gpu_integration.py
-[ "${SKIP_ACCURACY:-0}" = 1 ] || bg accuracy env OUT="$OUT/acc" MAX_LEN="${ACC_MAX_LEN:-131072}" \
-  PART_TIMEOUT=$((CHECK_S - 10)) bash bench/run_accuracy_gpu.sh
-wait
+# ACC_GPU=<index> (a 2-GPU machine): the accuracy study runs on that GPU for ACC_S seconds and
+# overlaps phase 2 (the timing runs on the other GPU); otherwise it is part of phase 1
+acc_env=(); acc_s=$((CHECK_S - 10))
+if [ -n "${ACC_GPU:-}" ]; then acc_env=(CUDA_VISIBLE_DEVICES="$ACC_GPU"); acc_s=${ACC_S:-$acc_s}; fi
+if [ "${SKIP_ACCURACY:-0}" != 1 ]; then
+  ( env "${acc_env[@]}" OUT="$OUT/acc" MAX_LEN="${ACC_MAX_LEN:-131072}" PART_TIMEOUT="$acc_s" \
+      timeout $((acc_s + 20)) bash bench/run_accuracy_gpu.sh >"$OUT/accuracy.log" 2>&1
+    echo "rc=$?" >>"$OUT/accuracy.log" ) &
+  acc_pid=$!
+fi
+if [ -n "${ACC_GPU:-}" ]; then
+  # wait for the phase-1 jobs only
+  for p in $(jobs -p); do [ "$p" = "${acc_pid:-}" ] || wait "$p"; done
+else
+  wait
+fi
 echo "phase 1 done after $(( $(date +%s) - t0 )) s"
 [ "${SKIP_TIMING:-0}" = 1 ] && SKIP2=1 || SKIP2=0
 # ---- phase 2: timing (nothing else on the GPU)
@@ -42,6 +55,10 @@ timeout "${SPEC_S:-150}" python -m bench spec --layer both --pairs "${SPEC_PAIRS
   >"$OUT/spec.log" 2>&1; echo "rc=$?" >>"$OUT/spec.log"
 timeout "${HOST_S:-60}" python -m bench.host_overhead ${HOST_ARGS:-} >"$OUT/host_overhead.log" 2>&1; echo "rc=$?" >>"$OUT/host_overhead.log"
 fi
+wait
+# the device returns at most 8 files: pack the result folders into one archive
+tar czf "$OUT/results.tgz" -C "$OUT" $(cd "$OUT" && ls -d acc/accuracy_*_cute spec 2>/dev/null) 2>/dev/null
+rm -rf "$OUT/acc/parts" "$OUT/acc"/accuracy_*_cute "$OUT/spec"
 echo "all done after $(( $(date +%s) - t0 )) s"
 for f in gpu_ops gpu_spec m2_verify gdn_verify m2_p80 integration; do
   [ -f "$OUT/$f.log" ] && { echo "=== $f"; grep -E "passed|failed|error|configurations|rc=" "$OUT/$f.log" | tail -4; }
