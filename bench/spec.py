@@ -37,29 +37,12 @@ from replayssm_lp.backends import resolve
 from replayssm_lp.snapshot import gdn_snapshot_verify, mamba2_snapshot_verify
 
 from . import traffic
-from .timing import L2_BYTES, pool_rotation
+from .timing import L2_BYTES, pool_rotation, progress
 
 DEFAULT_PAIRS = "fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32"
 SHAPES = {"mamba2": "nemotron3-super", "gdn": "qwen3.5-4b"}
 TINY = {"mamba2": dict(kind="mamba2", H=4, P=8, N=32, G=2),
         "gdn": dict(kind="gdn", H=2, HV=4, K=32, V=16)}
-
-
-def _progress(total, desc):
-    try:
-        from tqdm import tqdm
-        return tqdm(total=total, desc=desc, leave=False)
-    except ImportError:  # pragma: no cover
-        class _P:
-            def update(self, n=1):
-                pass
-
-            def set_postfix_str(self, s):
-                pass
-
-            def close(self):
-                pass
-        return _P()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -452,7 +435,7 @@ def run(args) -> int:
             raise SystemExit(f"--snapshot-dtypes: unknown state dtype {n!r} (fp32, bf16, fp16)")
         snapshot_dtypes.append(dt)
     total = len(layers) * len(batches) * (1 + len(Ts) * (len(snapshot_dtypes) + len(pairs)))
-    prog = _progress(total, "spec")
+    prog = progress(total, "spec")
     t0 = time.time()
     cells, mem = [], []
     for layer in layers:

@@ -21,24 +21,10 @@ from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, parse_pair
 from replayssm_lp import ops
 
 from . import traffic
-from .timing import copy_bandwidth_gbs, graph_time_us, pool_rotation
+from .timing import copy_bandwidth_gbs, graph_time_us, pool_rotation, progress
 
 DEFAULT_PAIRS = ["fp32", "nvfp4/fp16sr", "nvfp4/fp8sr", "nvfp4/fp32", "fp8/fp16sr", "fp8/fp32",
                  "fp16/fp32", "bf16/fp32", "fp16sr", "bf16sr", "fp8sr", "nvfp4sr"]
-
-
-def _progress(total, desc):
-    try:
-        from tqdm import tqdm
-        return tqdm(total=total, desc=desc, leave=False)
-    except ImportError:  # pragma: no cover
-        class _P:
-            def update(self, n=1):
-                pass
-
-            def close(self):
-                pass
-        return _P()
 
 
 def _mamba2_inputs(batch, H, P, N, G, act, dev):
@@ -327,7 +313,7 @@ def run(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     copy_gbs = copy_bandwidth_gbs()
     total = len(shapes) * len(batches) * (2 + len(Ls) * len(pairs))
-    prog = _progress(total, "sweep")
+    prog = progress(total, "sweep")
     t0 = time.time()
     cells = []
     for shape in shapes:

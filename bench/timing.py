@@ -11,6 +11,24 @@ import torch
 L2_BYTES = 60 * 2**20  # H200
 
 
+def progress(total, desc):
+    """A tqdm progress bar (not left on screen), or a silent stand-in without tqdm."""
+    try:
+        from tqdm import tqdm
+        return tqdm(total=total, desc=desc, leave=False)
+    except ImportError:  # pragma: no cover
+        class _P:
+            def update(self, n=1):
+                pass
+
+            def set_postfix_str(self, s):
+                pass
+
+            def close(self):
+                pass
+        return _P()
+
+
 def pool_rotation(bytes_per_row_step: float, batch: int, min_bytes: float = 4 * L2_BYTES,
                   max_rot: int = 64) -> int:
     """How many disjoint slot sets to rotate through so one pass over them exceeds ``min_bytes``."""

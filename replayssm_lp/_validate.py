@@ -11,14 +11,21 @@ import torch
 BACKENDS = ("auto", "torch", "cute")
 
 
-def tensor(name, t, shape: Sequence[Optional[int]], dtypes=None, device=None, optional=False):
-    """Check ``t`` is a tensor of ``shape`` (None = any size) with a dtype in ``dtypes``."""
+def _given(name, t, optional) -> bool:
+    """False for an omitted optional argument; raises for a missing required one or a non-tensor."""
     if t is None:
         if optional:
-            return None
+            return False
         raise ValueError(f"{name} is required")
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    return True
+
+
+def tensor(name, t, shape: Sequence[Optional[int]], dtypes=None, device=None, optional=False):
+    """Check ``t`` is a tensor of ``shape`` (None = any size) with a dtype in ``dtypes``."""
+    if not _given(name, t, optional):
+        return None
     if t.dim() != len(shape) or any(s is not None and s != d for s, d in zip(shape, t.shape)):
         exp = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
         raise ValueError(f"{name} must have shape {exp}, got {list(t.shape)}")
@@ -34,12 +41,8 @@ def tensor(name, t, shape: Sequence[Optional[int]], dtypes=None, device=None, op
 def per_head(name, t, nheads, device, optional=False, trailing=0):
     """A per-head scalar given as [H], or as a vLLM-style expanded view [H, ...] whose trailing
     dims have stride 0 (TIE_HDIM). Returns the [H] view."""
-    if t is None:
-        if optional:
-            return None
-        raise ValueError(f"{name} is required")
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not _given(name, t, optional):
+        return None
     if t.device != device:
         raise ValueError(f"{name} must be on {device}, got {t.device}")
     if not t.is_floating_point():
@@ -48,6 +51,14 @@ def per_head(name, t, nheads, device, optional=False, trailing=0):
         return t[(slice(None),) + (0,) * (t.dim() - 1)]
     raise ValueError(f"{name} must have shape [{nheads}] (or [{nheads}, ...] with stride-0 trailing "
                      f"dims), got {list(t.shape)} with strides {list(t.stride())}")
+
+
+def output(name, t, shape, dtype, device):
+    """An ``out`` argument: zeros of ``shape`` / ``dtype`` when None, else checked."""
+    if t is None:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    tensor(name, t, shape, (dtype,), device)
+    return t
 
 
 def indices(name, t, batch, device, num_slots=None, pad_slot_id=-1):
@@ -63,6 +74,33 @@ def indices(name, t, batch, device, num_slots=None, pad_slot_id=-1):
             raise ValueError(f"{name} must hold slots in [0, {num_slots}) or the pad id, got "
                              f"{t[bad].tolist()[:8]}")
     return t
+
+
+def gdn_gates(g, beta, A_log, a, dt_bias, b, lead, nv, device, dtypes, lead_name="batch",
+              name_missing_b=False):
+    """The gate arguments of a GDN op: either ``g`` [*lead, HV] (log decay) or the raw inputs
+    ``A_log`` [HV], ``a`` [*lead, HV], ``dt_bias`` [HV] (optional); either ``beta`` [*lead, HV] or
+    the raw ``b`` [*lead, HV]. ``lead_name`` names the leading dims in the messages;
+    ``name_missing_b``: a missing ``b`` is reported as such (else as ``b is required``)."""
+    if g is not None:
+        if A_log is not None or a is not None:
+            raise ValueError("give either g (log decay) or the raw gate inputs A_log, a, dt_bias, not both")
+        tensor("g", g, lead + (nv,), dtypes, device)
+    else:
+        if A_log is None or a is None:
+            raise ValueError(f"g is None: the raw gate inputs A_log [HV] and a [{lead_name}, HV] are "
+                             f"required")
+        tensor("A_log", A_log, (nv,), dtypes, device)
+        tensor("a", a, lead + (nv,), dtypes, device)
+        tensor("dt_bias", dt_bias, (nv,), dtypes, device, optional=True)
+    if beta is not None:
+        if b is not None:
+            raise ValueError("give either beta or the raw b, not both")
+        tensor("beta", beta, lead + (nv,), dtypes, device)
+    else:
+        if b is None and name_missing_b:
+            raise ValueError(f"beta is None: the raw b [{lead_name}, HV] is required")
+        tensor("b", b, lead + (nv,), dtypes, device)
 
 
 def backend(name):
@@ -203,6 +241,19 @@ def cache_plan(cache) -> CachePlan:
     if p is not None and p.ref() is cache and p.valid(cache):
         return p
     return CachePlan(cache)
+
+
+def plan_entry(cache, key, make):
+    """(memo of the cache's current plan, ``memo[key]``: ``make(cache, *key)`` on first use) --
+    :func:`cache_plan` and the memo lookup in one call (the ops' fast path)."""
+    p = cache.__dict__.get(_PLAN_ATTR)
+    if p is None or p.ref() is not cache or not p.valid(cache):
+        p = CachePlan(cache)
+    memo = p.memo
+    ent = memo.get(key, memo)
+    if ent is memo:
+        ent = memo[key] = make(cache, *key)
+    return memo, ent
 
 
 def clear_plans() -> None:

@@ -32,6 +32,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from . import _validate as V
 from . import ops
 from .cache import GDNReplayCache, Mamba2ReplayCache
 
@@ -99,8 +100,7 @@ class Mamba2DecodeBlock(_ReplayBlock):
                  act_dtype: torch.dtype = torch.bfloat16, device="cpu", backend: str = "auto",
                  dt_softplus: bool = True, seed: int = 0):
         super().__init__()
-        if backend not in ("auto", "torch", "cute"):
-            raise ValueError(f"backend must be one of ('auto', 'torch', 'cute'), got {backend!r}")
+        V.backend(backend)
         self.cache = Mamba2ReplayCache(num_slots, nheads, headdim, dstate, ngroups,
                                        precision=precision, buffer_len=buffer_len,
                                        max_draft=max_draft, act_dtype=act_dtype, device=device,
@@ -111,20 +111,21 @@ class Mamba2DecodeBlock(_ReplayBlock):
     @torch.no_grad()
     def forward(self, x, dt, A, B, C, D=None, z=None, dt_bias=None, *, state_batch_indices=None,
                 pad_slot_id: int = -1, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return ops.mamba2_decode(self.cache, x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias,
-                                 dt_softplus=self.dt_softplus,
-                                 state_batch_indices=state_batch_indices, pad_slot_id=pad_slot_id,
-                                 out=out, backend=self.backend)
+        return self._step(ops.mamba2_decode, x, dt, A, B, C, D, z, dt_bias, state_batch_indices,
+                          pad_slot_id, out)
 
     @torch.no_grad()
     def verify(self, x, dt, A, B, C, D=None, z=None, dt_bias=None, *, state_batch_indices=None,
                pad_slot_id: int = -1, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """T draft tokens per row (``[batch, T, ...]`` inputs, T <= max_draft): outputs of all T,
         output-only; the drafts stay pending until :meth:`commit`."""
-        return ops.mamba2_verify(self.cache, x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias,
-                                 dt_softplus=self.dt_softplus,
-                                 state_batch_indices=state_batch_indices, pad_slot_id=pad_slot_id,
-                                 out=out, backend=self.backend)
+        return self._step(ops.mamba2_verify, x, dt, A, B, C, D, z, dt_bias, state_batch_indices,
+                          pad_slot_id, out)
+
+    def _step(self, op, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, pad_slot_id, out):
+        return op(self.cache, x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias,
+                  dt_softplus=self.dt_softplus, state_batch_indices=state_batch_indices,
+                  pad_slot_id=pad_slot_id, out=out, backend=self.backend)
 
     def materialize(self, slots) -> torch.Tensor:
         """fp32 state ``[len(slots), nheads, headdim, dstate]`` (checkpoint + committed buffer)."""
@@ -149,8 +150,7 @@ class GDNDecodeBlock(_ReplayBlock):
                  use_qk_l2norm_in_kernel: bool = True, scale: Optional[float] = None,
                  seed: int = 0):
         super().__init__()
-        if backend not in ("auto", "torch", "cute"):
-            raise ValueError(f"backend must be one of ('auto', 'torch', 'cute'), got {backend!r}")
+        V.backend(backend)
         self.cache = GDNReplayCache(num_slots, num_k_heads, num_v_heads, head_k_dim, head_v_dim,
                                     precision=precision, buffer_len=buffer_len,
                                     max_draft=max_draft, act_dtype=act_dtype, device=device,
@@ -163,11 +163,8 @@ class GDNDecodeBlock(_ReplayBlock):
     def forward(self, q, k, v, g=None, beta=None, *, A_log=None, a=None, dt_bias=None, b=None,
                 state_batch_indices=None, pad_slot_id: int = -1,
                 out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return ops.gdn_decode(self.cache, q, k, v, g, beta, A_log=A_log, a=a, dt_bias=dt_bias,
-                              b=b, scale=self.scale,
-                              use_qk_l2norm_in_kernel=self.use_qk_l2norm_in_kernel,
-                              state_batch_indices=state_batch_indices, pad_slot_id=pad_slot_id,
-                              out=out, backend=self.backend)
+        return self._step(ops.gdn_decode, q, k, v, g, beta, A_log, a, dt_bias, b,
+                          state_batch_indices, pad_slot_id, out)
 
     @torch.no_grad()
     def verify(self, q, k, v, g=None, beta=None, *, A_log=None, a=None, dt_bias=None, b=None,
@@ -175,11 +172,15 @@ class GDNDecodeBlock(_ReplayBlock):
                out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """T draft tokens per row (``[batch, T, ...]`` inputs, T <= max_draft), output-only; the
         drafts stay pending until :meth:`commit`."""
-        return ops.gdn_verify(self.cache, q, k, v, g, beta, A_log=A_log, a=a, dt_bias=dt_bias,
-                              b=b, scale=self.scale,
-                              use_qk_l2norm_in_kernel=self.use_qk_l2norm_in_kernel,
-                              state_batch_indices=state_batch_indices, pad_slot_id=pad_slot_id,
-                              out=out, backend=self.backend)
+        return self._step(ops.gdn_verify, q, k, v, g, beta, A_log, a, dt_bias, b,
+                          state_batch_indices, pad_slot_id, out)
+
+    def _step(self, op, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, pad_slot_id,
+              out):
+        return op(self.cache, q, k, v, g, beta, A_log=A_log, a=a, dt_bias=dt_bias, b=b,
+                  scale=self.scale, use_qk_l2norm_in_kernel=self.use_qk_l2norm_in_kernel,
+                  state_batch_indices=state_batch_indices, pad_slot_id=pad_slot_id, out=out,
+                  backend=self.backend)
 
     @torch.no_grad()
     def prefill(self, slots, final_state: torch.Tensor, layout: str = "vk") -> None:

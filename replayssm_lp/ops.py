@@ -16,7 +16,7 @@ import torch
 
 from . import _validate as V
 from . import reference as ref
-from ._validate import cache_plan, getenv
+from ._validate import getenv, plan_entry
 from .backends import resolve
 from .cache import GDNReplayCache, Mamba2ReplayCache, ReplayCache
 
@@ -40,13 +40,6 @@ def _rows_and_slots(sbi, batch, pad_slot_id, device):
         return r, r
     rows = (sbi != pad_slot_id).nonzero().squeeze(1)
     return rows, sbi[rows].to(torch.int64)
-
-
-def _out(name, out, shape, dtype, device):
-    if out is None:
-        return torch.zeros(shape, dtype=dtype, device=device)
-    V.tensor(name, out, shape, (dtype,), device)
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -82,10 +75,54 @@ def _direct(backend, op, target):
     return direct(), bool(getattr(impl, "direct_takes_memo", False))
 
 
-def _backend_fast(backend) -> bool:
+def _fast_call(pad_slot_id, backend) -> bool:
+    """A negative int ``pad_slot_id`` and a backend that may be CuTe (the fast path's premise)."""
+    if pad_slot_id.__class__ is not int or pad_slot_id >= 0:
+        return False
     if backend == "auto":
         return getenv("REPLAYSSM_FORCE_TORCH") != "1"
     return backend == "cute"
+
+
+def _ok(t, shape, dtype, dev):
+    """``t`` is a tensor of exactly ``shape`` and ``dtype`` on ``dev``, contiguous."""
+    return (isinstance(t, _T) and t.shape == shape and t.dtype is dtype and t.device == dev
+            and t.is_contiguous())
+
+
+def _ok_gate(t, shape, dev):
+    """A float tensor (fp32/fp16/bf16) of exactly ``shape`` on ``dev``, contiguous."""
+    return (isinstance(t, _T) and t.shape == shape and t.dtype in _FLOAT and t.device == dev
+            and t.is_contiguous())
+
+
+def _ok_rows(sbi, b, nslots, dev, out=None, shape=None, dtype=None) -> bool:
+    """state_batch_indices None (row i -> slot i, b <= nslots) or int32 [b] on ``dev``, and
+    ``out`` (when given) as :func:`_ok`, contiguous."""
+    if sbi is None:
+        if b > nslots:
+            return False
+    elif not (isinstance(sbi, _T) and sbi.shape == (b,) and sbi.dtype is _I32
+              and sbi.device == dev and sbi.is_contiguous()):
+        return False
+    return out is None or (isinstance(out, _T) and out.shape == shape and out.dtype is dtype
+                           and out.device == dev and out.is_contiguous())
+
+
+def _lead(t, act, dev, n1, n2, verify, tmax):
+    """(shape, leading dims) of the first activation (x / q): ``(b,)`` for ``[b, n1, n2]``
+    (decode) or ``(b, T)`` for ``[b, T, n1, n2]`` with 1 <= T <= tmax (verify); ``act`` on
+    ``dev``, contiguous. None otherwise."""
+    if not (isinstance(t, _T) and t.dtype is act and t.device == dev and t.is_contiguous()):
+        return None
+    s = t.shape
+    if verify:
+        if len(s) != 4 or s[2] != n1 or s[3] != n2 or not 1 <= s[1] <= tmax:
+            return None
+        return s, (s[0], s[1])
+    if len(s) != 3 or s[1] != n1 or s[2] != n2:
+        return None
+    return s, (s[0],)
 
 
 def _m2_entry(cache, op, backend):
@@ -101,51 +138,23 @@ def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
                  backend, verify, params_checked=False):
     """Fast accept for mamba2_decode / mamba2_verify: launches and returns what the CuTe
     implementation returns, or returns ``_MISS`` (nothing done) for the general path."""
-    if (out is None or pad_slot_id.__class__ is not int or pad_slot_id >= 0
-            or not isinstance(cache, Mamba2ReplayCache) or not _backend_fast(backend)):
+    if (out is None or not isinstance(cache, Mamba2ReplayCache)
+            or not _fast_call(pad_slot_id, backend)):
         return _MISS
-    memo = cache_plan(cache).memo
-    ent = memo.get((op, backend), _MISS)
-    if ent is _MISS:
-        ent = memo[(op, backend)] = _m2_entry(cache, op, backend)
+    memo, ent = plan_entry(cache, (op, backend), _m2_entry)
     if ent is None:
         return _MISS
     fn, takes_memo, H, P, hs, G, N, act, dev, nslots, tmax = ent
-    if not (isinstance(x, _T) and x.dtype is act and x.device == dev and x.is_contiguous()):
+    r = _lead(x, act, dev, H, P, verify, tmax)
+    if r is None:
         return _MISS
-    xs = x.shape
-    if verify:
-        if len(xs) != 4 or xs[2] != H or xs[3] != P or not 1 <= xs[1] <= tmax:
-            return _MISS
-        b = xs[0]
-        bh, gn = (b, xs[1], H), (b, xs[1], G, N)
-    else:
-        if len(xs) != 3 or xs[1] != H or xs[2] != P:
-            return _MISS
-        b = xs[0]
-        bh, gn = (b, H), (b, G, N)
-    if not (isinstance(dt, _T) and dt.shape == bh and dt.dtype in _FLOAT
-            and dt.device == dev and dt.is_contiguous()):
-        return _MISS
-    if not params_checked and not _m2_params_fast(A, D, dt_bias, hs, dev):
-        return _MISS
-    if not (isinstance(B, _T) and B.shape == gn and B.dtype is act and B.device == dev
-            and B.is_contiguous()):
-        return _MISS
-    if not (isinstance(C, _T) and C.shape == gn and C.dtype is act and C.device == dev
-            and C.is_contiguous()):
-        return _MISS
-    if z is not None and not (isinstance(z, _T) and z.shape == xs and z.dtype is act
-                              and z.device == dev and z.is_contiguous()):
-        return _MISS
-    if sbi is None:
-        if b > nslots:
-            return _MISS
-    elif not (isinstance(sbi, _T) and sbi.shape == (b,) and sbi.dtype is _I32
-              and sbi.device == dev and sbi.is_contiguous()):
-        return _MISS
-    if not (isinstance(out, _T) and out.shape == xs and out.dtype is act and out.device == dev
-            and out.is_contiguous()):
+    xs, lead = r
+    gn = lead + (G, N)
+    if not (_ok_gate(dt, lead + (H,), dev)
+            and (params_checked or _m2_params_fast(A, D, dt_bias, hs, dev))
+            and _ok(B, gn, act, dev) and _ok(C, gn, act, dev)
+            and (z is None or _ok(z, xs, act, dev))
+            and _ok_rows(sbi, lead[0], nslots, dev, out, xs, act)):
         return _MISS
     if takes_memo:
         return fn(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
@@ -173,12 +182,6 @@ def _gdn_entry(cache, op, backend):
             cache.num_slots, max(cache.max_draft, 1))
 
 
-def _ok_gate(t, shape, dev):
-    """A gate tensor (fp32/fp16/bf16) of exactly ``shape`` on ``dev``, contiguous."""
-    return (isinstance(t, _T) and t.shape == shape and t.dtype in _FLOAT and t.device == dev
-            and t.is_contiguous())
-
-
 def _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev) -> bool:
     """The gate arguments in one of the accepted forms (exactly the general path's rules)."""
     if g is not None:
@@ -195,46 +198,22 @@ def _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev) -> bool:
 def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
               out, backend, verify):
     """Fast accept for gdn_decode / gdn_verify (see :func:`_mamba2_fast`)."""
-    if (out is None or pad_slot_id.__class__ is not int or pad_slot_id >= 0
-            or not isinstance(cache, GDNReplayCache) or not _backend_fast(backend)
-            or not (scale is None or isinstance(scale, (int, float)))):
+    if (out is None or not isinstance(cache, GDNReplayCache)
+            or not (scale is None or isinstance(scale, (int, float)))
+            or not _fast_call(pad_slot_id, backend)):
         return _MISS
-    memo = cache_plan(cache).memo
-    ent = memo.get((op, backend), _MISS)
-    if ent is _MISS:
-        ent = memo[(op, backend)] = _gdn_entry(cache, op, backend)
+    memo, ent = plan_entry(cache, (op, backend), _gdn_entry)
     if ent is None:
         return _MISS
     fn, takes_memo, H, K, HV, Vd, hv, act, dev, nslots, tmax = ent
-    if not (isinstance(q, _T) and q.dtype is act and q.device == dev and q.is_contiguous()):
+    r = _lead(q, act, dev, H, K, verify, tmax)
+    if r is None:
         return _MISS
-    qs = q.shape
-    if verify:
-        if len(qs) != 4 or qs[2] != H or qs[3] != K or not 1 <= qs[1] <= tmax:
-            return _MISS
-        bsz = qs[0]
-        vs, bhv = (bsz, qs[1], HV, Vd), (bsz, qs[1], HV)
-    else:
-        if len(qs) != 3 or qs[1] != H or qs[2] != K:
-            return _MISS
-        bsz = qs[0]
-        vs, bhv = (bsz, HV, Vd), (bsz, HV)
-    if not (isinstance(k, _T) and k.shape == qs and k.dtype is act and k.device == dev
-            and k.is_contiguous()):
-        return _MISS
-    if not (isinstance(v, _T) and v.shape == vs and v.dtype is act and v.device == dev
-            and v.is_contiguous()):
-        return _MISS
-    if not _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev):
-        return _MISS
-    if sbi is None:
-        if bsz > nslots:
-            return _MISS
-    elif not (isinstance(sbi, _T) and sbi.shape == (bsz,) and sbi.dtype is _I32
-              and sbi.device == dev and sbi.is_contiguous()):
-        return _MISS
-    if not (isinstance(out, _T) and out.shape == vs and out.dtype is act and out.device == dev
-            and out.is_contiguous()):
+    qs, lead = r
+    vs = lead + (HV, Vd)
+    if not (_ok(k, qs, act, dev) and _ok(v, vs, act, dev)
+            and _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, lead + (HV,), hv, dev)
+            and _ok_rows(sbi, lead[0], nslots, dev, out, vs, act)):
         return _MISS
     if takes_memo:
         return fn(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
@@ -259,8 +238,7 @@ def _std_entry(op, backend, state):
 def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                       backend):
     """Fast accept for mamba2_standard_decode (see :func:`_mamba2_fast`)."""
-    if (out is None or pad_slot_id.__class__ is not int or pad_slot_id >= 0
-            or not isinstance(state, _T) or not _backend_fast(backend)):
+    if out is None or not isinstance(state, _T) or not _fast_call(pad_slot_id, backend):
         return _MISS
     fn = _std_entry("mamba2_standard_decode", backend, state)
     if fn is None:
@@ -276,39 +254,14 @@ def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pa
     if act not in _ACT or len(xs) != 3 or xs[1] != H or xs[2] != P:
         return _MISS
     b = xs[0]
-    hs = (H,)
-    if not (isinstance(dt, _T) and dt.shape == (b, H) and dt.dtype in _FLOAT
-            and dt.device == dev and dt.is_contiguous()):
-        return _MISS
-    if not (isinstance(A, _T) and A.shape == hs and A.dtype is _F32 and A.device == dev
-            and A.is_contiguous()):
-        return _MISS
     if not (isinstance(B, _T) and B.dtype is act and B.device == dev and B.is_contiguous()):
         return _MISS
     bs = B.shape
     if len(bs) != 3 or bs[0] != b or bs[2] != N or bs[1] < 1 or H % bs[1]:
         return _MISS
-    if not (isinstance(C, _T) and C.shape == bs and C.dtype is act and C.device == dev
-            and C.is_contiguous()):
-        return _MISS
-    if D is not None and not (isinstance(D, _T) and D.shape == hs and D.dtype is _F32
-                              and D.device == dev and D.is_contiguous()):
-        return _MISS
-    if dt_bias is not None and not (isinstance(dt_bias, _T) and dt_bias.shape == hs
-                                    and dt_bias.dtype is _F32 and dt_bias.device == dev
-                                    and dt_bias.is_contiguous()):
-        return _MISS
-    if z is not None and not (isinstance(z, _T) and z.shape == xs and z.dtype is act
-                              and z.device == dev and z.is_contiguous()):
-        return _MISS
-    if sbi is None:
-        if b > nslots:
-            return _MISS
-    elif not (isinstance(sbi, _T) and sbi.shape == (b,) and sbi.dtype is _I32
-              and sbi.device == dev and sbi.is_contiguous()):
-        return _MISS
-    if not (isinstance(out, _T) and out.shape == xs and out.dtype is act and out.device == dev
-            and out.is_contiguous()):
+    if not (_ok_gate(dt, (b, H), dev) and _m2_params_fast(A, D, dt_bias, (H,), dev)
+            and _ok(C, bs, act, dev) and (z is None or _ok(z, xs, act, dev))
+            and _ok_rows(sbi, b, nslots, dev, out, xs, act)):
         return _MISS
     return fn(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
 
@@ -316,10 +269,10 @@ def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pa
 def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi,
                        pad_slot_id, out, state_layout, backend):
     """Fast accept for gdn_standard_decode (see :func:`_mamba2_fast`)."""
-    if (out is None or pad_slot_id.__class__ is not int or pad_slot_id >= 0
-            or not isinstance(state, _T) or not _backend_fast(backend)
+    if (out is None or not isinstance(state, _T)
             or not (state_layout == "vk" or state_layout == "kv")
-            or not (scale is None or isinstance(scale, (int, float)))):
+            or not (scale is None or isinstance(scale, (int, float)))
+            or not _fast_call(pad_slot_id, backend)):
         return _MISS
     fn = _std_entry("gdn_standard_decode", backend, state)
     if fn is None:
@@ -338,39 +291,26 @@ def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use
     bsz, H = qs[0], qs[1]
     if H < 1 or HV % H:
         return _MISS
-    if not (isinstance(k, _T) and k.shape == qs and k.dtype is act and k.device == dev
-            and k.is_contiguous()):
-        return _MISS
     vs = (bsz, HV, Vd)
-    if not (isinstance(v, _T) and v.shape == vs and v.dtype is act and v.device == dev
-            and v.is_contiguous()):
-        return _MISS
-    if not _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, (bsz, HV), (HV,), dev):
-        return _MISS
-    if sbi is None:
-        if bsz > nslots:
-            return _MISS
-    elif not (isinstance(sbi, _T) and sbi.shape == (bsz,) and sbi.dtype is _I32
-              and sbi.device == dev and sbi.is_contiguous()):
-        return _MISS
-    if not (isinstance(out, _T) and out.shape == vs and out.dtype is act and out.device == dev
-            and out.is_contiguous()):
+    if not (_ok(k, qs, act, dev) and _ok(v, vs, act, dev)
+            and _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, (bsz, HV), (HV,), dev)
+            and _ok_rows(sbi, bsz, nslots, dev, out, vs, act)):
         return _MISS
     return fn(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out,
               state_layout)
 
 
+def _commit_entry(cache, op, backend):
+    d = _direct(backend, op, cache)
+    return None if d is None or cache.device.type == "cpu" else (d[0], cache.device,
+                                                                 cache.num_slots)
+
+
 def _commit_fast(cache, nacc, sbi, pad_slot_id, backend):
     """Fast accept for commit (see :func:`_mamba2_fast`)."""
-    if (pad_slot_id.__class__ is not int or pad_slot_id >= 0 or not isinstance(cache, ReplayCache)
-            or not _backend_fast(backend)):
+    if not isinstance(cache, ReplayCache) or not _fast_call(pad_slot_id, backend):
         return _MISS
-    memo = cache_plan(cache).memo
-    ent = memo.get(("commit", backend), _MISS)
-    if ent is _MISS:
-        d = _direct(backend, "commit", cache)
-        ent = memo[("commit", backend)] = (None if d is None or cache.device.type == "cpu"
-                                           else (d[0], cache.device, cache.num_slots))
+    ent = plan_entry(cache, ("commit", backend), _commit_entry)[1]
     if ent is None:
         return _MISS
     fn, dev, nslots = ent
@@ -378,14 +318,7 @@ def _commit_fast(cache, nacc, sbi, pad_slot_id, backend):
             and nacc.is_contiguous()):
         return _MISS
     ns = nacc.shape
-    if len(ns) != 1:
-        return _MISS
-    b = ns[0]
-    if sbi is None:
-        if b > nslots:
-            return _MISS
-    elif not (isinstance(sbi, _T) and sbi.shape == ns and sbi.dtype is _I32
-              and sbi.device == dev and sbi.is_contiguous()):
+    if len(ns) != 1 or not _ok_rows(sbi, ns[0], nslots, dev):
         return _MISS
     return fn(cache, nacc, sbi, pad_slot_id)
 
@@ -510,7 +443,7 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
     V.tensor("z", z, lead + (H, P), (act,), dev, optional=True)
     V.pad_slot(pad_slot_id)
     V.indices("state_batch_indices", sbi, b, dev, cache.num_slots, pad_slot_id)
-    out = _out("out", out, lead + (H, P), act, dev)
+    out = V.output("out", out, lead + (H, P), act, dev)
     V.backend(backend)
     if T is not None and not (1 <= T <= max(cache.max_draft, 1)):
         raise ValueError(f"x has T={T} draft tokens but the cache holds at most max_draft="
@@ -594,22 +527,7 @@ def _gdn_inputs(cache_or_dims, q, k, v, g, beta, A_log, a, dt_bias, b, dev, act,
     lead = (bsz,) if T is None else (bsz, T)
     V.tensor("k", k, lead + (H, K), (act,), dev)
     V.tensor("v", v, lead + (HV, Vd), (act,), dev)
-    if g is not None:
-        if A_log is not None or a is not None:
-            raise ValueError("give either g (log decay) or the raw gate inputs A_log, a, dt_bias, not both")
-        V.tensor("g", g, lead + (HV,), _FLOAT, dev)
-    else:
-        if A_log is None or a is None:
-            raise ValueError("g is None: the raw gate inputs A_log [HV] and a [batch, HV] are required")
-        V.tensor("A_log", A_log, (HV,), _FLOAT, dev)
-        V.tensor("a", a, lead + (HV,), _FLOAT, dev)
-        V.tensor("dt_bias", dt_bias, (HV,), _FLOAT, dev, optional=True)
-    if beta is not None:
-        if b is not None:
-            raise ValueError("give either beta or the raw b, not both")
-        V.tensor("beta", beta, lead + (HV,), _FLOAT, dev)
-    else:
-        V.tensor("b", b, lead + (HV,), _FLOAT, dev)
+    V.gdn_gates(g, beta, A_log, a, dt_bias, b, lead, HV, dev, _FLOAT)
     return bsz, lead
 
 
@@ -634,7 +552,7 @@ def _gdn_step(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l
         raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
     V.pad_slot(pad_slot_id)
     V.indices("state_batch_indices", sbi, bsz, dev, cache.num_slots, pad_slot_id)
-    out = _out("out", out, lead + (cache.HV, cache.V), act, dev)
+    out = V.output("out", out, lead + (cache.HV, cache.V), act, dev)
     V.backend(backend)
     if T is not None and not (1 <= T <= max(cache.max_draft, 1)):
         raise ValueError(f"q has T={T} draft tokens but the cache holds at most max_draft="
@@ -770,7 +688,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     V.tensor("z", z, (bsz, H, P), (act,), dev, optional=True)
     V.pad_slot(pad_slot_id)
     V.indices("state_batch_indices", state_batch_indices, bsz, dev, slots_n, pad_slot_id)
-    out = _out("out", out, (bsz, H, P), act, dev)
+    out = V.output("out", out, (bsz, H, P), act, dev)
     V.backend(backend)
     impl = resolve(backend, "mamba2_standard_decode", state)
     if impl is not None:
@@ -816,7 +734,7 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     bsz, _ = _gdn_inputs((H, HV, K, Vd), q, k, v, g, beta, A_log, a, dt_bias, b, dev, act, None)
     V.pad_slot(pad_slot_id)
     V.indices("state_batch_indices", state_batch_indices, bsz, dev, slots_n, pad_slot_id)
-    out = _out("out", out, (bsz, HV, Vd), act, dev)
+    out = V.output("out", out, (bsz, HV, Vd), act, dev)
     V.backend(backend)
     impl = resolve(backend, "gdn_standard_decode", state)
     if impl is not None:

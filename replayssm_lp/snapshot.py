@@ -85,29 +85,40 @@ def _valid_rows(state_indices, num_accepted_tokens, pad_slot_id):
 # ----------------------------------------------------------------------------------------------
 # torch references (the spec the CuTe kernels must match)
 # ----------------------------------------------------------------------------------------------
+def _snapshot_loop(step, T, state, state_indices, num_accepted_tokens, pad_slot_id, out,
+                   compute_dtype, dev):
+    """The references' loop over the T drafts: the valid rows' running state (kept in
+    ``compute_dtype``) starts from their read slots; ``step(run, rows, t, idx)`` advances it in
+    place by draft t and returns the rows' outputs, written to ``out[rows, t]``; the running state
+    is then stored to each row's slot of column t (pad entries skipped). Returns ``out``."""
+    rows, read, dst = _valid_rows(state_indices, num_accepted_tokens, pad_slot_id)
+    n = rows.numel()
+    if n == 0:
+        return out
+    run = state[read].to(compute_dtype)                        # the running state, kept wide
+    idx = torch.arange(n, device=dev)
+    for t in range(T):
+        out[rows, t] = step(run, rows, t, idx).to(out.dtype)
+        keep = dst[:, t] >= 0
+        state[dst[keep, t]] = run[keep].to(state.dtype)
+    return out
+
+
 def mamba2_snapshot_verify_ref(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=True,
                                state_indices=None, num_accepted_tokens=None, pad_slot_id=-1, out=None,
                                compute_dtype=torch.float32):
     """Reference of the snapshot verify (module docstring) on any device. x, z [b, T, H, P];
     dt [b, T, H]; B, C [b, T, G, N]; state_indices int32 [b, T]. Writes ``out`` [b, T, H, P]
     (valid rows only) and the T snapshots; returns ``out``."""
-    b, T = x.shape[:2]
     if out is None:
         out = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
-    rows, read, dst = _valid_rows(state_indices, num_accepted_tokens, pad_slot_id)
-    n = rows.numel()
-    if n == 0:
-        return out
-    run = state[read].to(compute_dtype)                        # the running state, kept wide
-    idx = torch.arange(n, device=x.device)
-    for t in range(T):
+
+    def step(run, rows, t, idx):
         zt = None if z is None else z[rows, t]
-        y = ref.mamba2_standard_step(run, x[rows, t], dt[rows, t], A, B[rows, t], C[rows, t], D, zt,
-                                     dt_bias, dt_softplus, idx, idx, compute_dtype)
-        out[rows, t] = y.to(out.dtype)
-        keep = dst[:, t] >= 0
-        state[dst[keep, t]] = run[keep].to(state.dtype)
-    return out
+        return ref.mamba2_standard_step(run, x[rows, t], dt[rows, t], A, B[rows, t], C[rows, t], D,
+                                        zt, dt_bias, dt_softplus, idx, idx, compute_dtype)
+    return _snapshot_loop(step, x.shape[1], state, state_indices, num_accepted_tokens,
+                          pad_slot_id, out, compute_dtype, x.device)
 
 
 def gdn_snapshot_verify_ref(state, q, k, v, g, beta, scale=None, use_qk_l2norm=True,
@@ -115,22 +126,15 @@ def gdn_snapshot_verify_ref(state, q, k, v, g, beta, scale=None, use_qk_l2norm=T
                             state_layout="vk", compute_dtype=torch.float32):
     """Reference GDN snapshot verify: q, k [b, T, H, K]; v [b, T, HV, V]; g, beta [b, T, HV]
     (processed gates); state_indices int32 [b, T]. Writes ``out`` [b, T, HV, V] and the snapshots."""
-    b, T = q.shape[:2]
     if out is None:
         out = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
-    rows, read, dst = _valid_rows(state_indices, num_accepted_tokens, pad_slot_id)
-    n = rows.numel()
-    if n == 0:
-        return out
-    run = state[read].to(compute_dtype)
-    idx = torch.arange(n, device=q.device)
-    for t in range(T):
-        o = ref.gdn_standard_step(run, q[rows, t], k[rows, t], v[rows, t], g[rows, t], beta[rows, t],
-                                  scale, use_qk_l2norm, idx, idx, state_layout, compute_dtype)
-        out[rows, t] = o.to(out.dtype)
-        keep = dst[:, t] >= 0
-        state[dst[keep, t]] = run[keep].to(state.dtype)
-    return out
+
+    def step(run, rows, t, idx):
+        return ref.gdn_standard_step(run, q[rows, t], k[rows, t], v[rows, t], g[rows, t],
+                                     beta[rows, t], scale, use_qk_l2norm, idx, idx, state_layout,
+                                     compute_dtype)
+    return _snapshot_loop(step, q.shape[1], state, state_indices, num_accepted_tokens,
+                          pad_slot_id, out, compute_dtype, q.device)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,13 +154,6 @@ def _check_indices(state_indices, num_accepted_tokens, b, T, dev, num_slots, pad
             if bool(bad.any()):
                 raise ValueError(f"num_accepted_tokens must be in [0, {T}], got "
                                  f"{num_accepted_tokens[bad].tolist()[:8]}")
-
-
-def _out(out, shape, dtype, dev):
-    if out is None:
-        return torch.zeros(shape, dtype=dtype, device=dev)
-    V.tensor("out", out, shape, (dtype,), dev)
-    return out
 
 
 def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=True,
@@ -193,7 +190,7 @@ def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     dt_bias = V.per_head("dt_bias", dt_bias, H, dev, optional=True)
     V.tensor("z", z, (b, T, H, P), (act,), dev, optional=True)
     _check_indices(state_indices, num_accepted_tokens, b, T, dev, slots_n, pad_slot_id)
-    out = _out(out, (b, T, H, P), act, dev)
+    out = V.output("out", out, (b, T, H, P), act, dev)
     V.backend(backend)
     impl = resolve(backend, "mamba2_snapshot_verify", state)
     if impl is not None:
@@ -231,28 +228,11 @@ def gdn_snapshot_verify(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     V.tensor("q", q, lead + (H, K), (act,), dev)
     V.tensor("k", k, lead + (H, K), (act,), dev)
     V.tensor("v", v, lead + (HV, Vd), (act,), dev)
-    if g is not None:
-        if A_log is not None or a is not None:
-            raise ValueError("give either g (log decay) or the raw gate inputs A_log, a, dt_bias, not both")
-        V.tensor("g", g, lead + (HV,), _ACT, dev)
-    else:
-        if A_log is None or a is None:
-            raise ValueError("g is None: the raw gate inputs A_log [HV] and a [batch, T, HV] are required")
-        V.tensor("A_log", A_log, (HV,), _ACT, dev)
-        V.tensor("a", a, lead + (HV,), _ACT, dev)
-        V.tensor("dt_bias", dt_bias, (HV,), _ACT, dev, optional=True)
-    if beta is not None:
-        if b is not None:
-            raise ValueError("give either beta or the raw b, not both")
-        V.tensor("beta", beta, lead + (HV,), _ACT, dev)
-    else:
-        if b is None:
-            raise ValueError("beta is None: the raw b [batch, T, HV] is required")
-        V.tensor("b", b, lead + (HV,), _ACT, dev)
+    V.gdn_gates(g, beta, A_log, a, dt_bias, b, lead, HV, dev, _ACT, "batch, T", name_missing_b=True)
     if scale is not None and not isinstance(scale, (int, float)):
         raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
     _check_indices(state_indices, num_accepted_tokens, bsz, T, dev, slots_n, pad_slot_id)
-    out = _out(out, lead + (HV, Vd), act, dev)
+    out = V.output("out", out, lead + (HV, Vd), act, dev)
     V.backend(backend)
     impl = resolve(backend, "gdn_snapshot_verify", _GDNTarget(state, state_layout))
     if impl is not None:

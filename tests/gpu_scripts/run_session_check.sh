@@ -7,7 +7,8 @@
 # Usage (repo root, .device staged; transformers 5.24 staged by tools/stage_transformers.sh):
 #   bash tests/gpu_scripts/run_session_check.sh
 # Knobs: CHECK_S (phase-1 wall limit, s), SPEC_BATCHES, SPEC_T, SPEC_PAIRS, ACC_MAX_LEN, P80_CMD,
-# INTEGRATION_ARGS, SKIP_{TIMING,ACCURACY,GPU_OPS,VERIFY_CHECKS}=1, DEVICE_DIR.
+# INTEGRATION_ARGS, SKIP_{TIMING,ACCURACY,GPU_OPS,VERIFY_CHECKS}=1, DEVICE_DIR, DECODE_CHECKS=1 (phase 1
+# also runs the decode-kernel checks check_state_codec.py, check_mamba2_replay.py, check_gdn.py).
 DEV=${DEVICE_DIR:-.device}    # the staged bundle (another checkout's when run from a snapshot)
 (cd "$DEV/.." && source .device/gpu_env.sh >/dev/null)
 source "$DEV/../.device/gpu_env.sh" 2>/dev/null || true
@@ -28,6 +29,11 @@ bg gpu_spec python -m pytest -q -rs -p no:cacheprovider -n 3 tests/test_gpu_spec
 [ "${SKIP_VERIFY_CHECKS:-0}" = 1 ] || bg m2_verify python tests/gpu_scripts/check_mamba2_verify.py --quick
 [ "${SKIP_VERIFY_CHECKS:-0}" = 1 ] || bg gdn_verify python tests/gpu_scripts/check_gdn_verify.py --quick
 [ -n "${P80_CMD:-}" ] && bg m2_p80 bash -c "$P80_CMD"
+if [ "${DECODE_CHECKS:-0}" = 1 ]; then
+  bg codec python tests/gpu_scripts/check_state_codec.py
+  bg m2replay python tests/gpu_scripts/check_mamba2_replay.py
+  bg gdn python tests/gpu_scripts/check_gdn.py
+fi
 bg integration env PYTHONPATH="/tmp/hf:$PYTHONPATH" REPLAYSSM_TEST_BUDGET_S=$((CHECK_S - 40)) \
   python -m pytest -q -rs -p no:cacheprovider ${INTEGRATION_ARGS:-} tests/test_gpu_integration.py
 # ACC_GPU=<index> (a 2-GPU machine): the accuracy study runs on that GPU for ACC_S seconds and
@@ -60,7 +66,7 @@ wait
 tar czf "$OUT/results.tgz" -C "$OUT" $(cd "$OUT" && ls -d acc/accuracy_*_cute spec 2>/dev/null) 2>/dev/null
 rm -rf "$OUT/acc/parts" "$OUT/acc"/accuracy_*_cute "$OUT/spec"
 echo "all done after $(( $(date +%s) - t0 )) s"
-for f in gpu_ops gpu_spec m2_verify gdn_verify m2_p80 integration; do
+for f in gpu_ops gpu_spec m2_verify gdn_verify m2_p80 codec m2replay gdn integration; do
   [ -f "$OUT/$f.log" ] && { echo "=== $f"; grep -E "passed|failed|error|configurations|rc=" "$OUT/$f.log" | tail -4; }
 done
 echo "=== accuracy"; tail -15 "$OUT/accuracy.log"
