@@ -348,6 +348,67 @@ def _mma_f16_16816(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     return tuple(Float32(llvm.extractvalue(T.f32(), res, [i])) for i in range(4))
 
 
+def _pow2_f32(e) -> Float32:
+    """2^e as fp32 (Int32 e in the normal range: exponent bits only)."""
+    return lp.bits_f32(Uint32(e + Int32(127)) << Uint32(23))
+
+
+def _fp16_range_exponent(lane_absmax) -> Int32:
+    """The exact power-of-two scaling of a 16-bit mma operand column into fp16's range:
+    s = 14 − floor(log2 max|C|) (clamped to ±100; 0 for an all-zero column), max|C| the warp
+    maximum of the lanes' partial maxima ``lane_absmax``."""
+    a = cute.arch.warp_reduction(lane_absmax, lp.fmax_nq)
+    e = Int32((lp.f32_bits(a) >> Uint32(23)) & Uint32(0xFF)) - Int32(127)
+    s_exp = cutlass.min(cutlass.max(Int32(14) - e, Int32(-100)), Int32(100))
+    return _sel_i32(a == Float32(0.0), Int32(0), s_exp)
+
+
+def _mma_nvfp4_tile(raw, bsc, bfr, RPT: int, m: int):
+    """The 8 k-steps (N = 128) of m-tile ``m`` of the nvfp4 tensor-core dot: the thread's state
+    rows (2m, 2m+1) are rows g, g+8 of an m16n8k16 tile (lane = 4g + tq owns 16-byte chunk tq of
+    each; a missing row 2m+1 is zeros). A = e2m1·2^-14 (fp16 bit trick) times the block scale
+    s_blk·2^7 (``mul.rn.f16x2``, exact), B = ``bfr`` (the k-permuted fragments of the caller's
+    ``_mma_b_frags``). Returns two accumulator chains (k-step parity, ``acc[4·hh:4·hh+4]``), each
+    (D[g][2tq], D[g][2tq+1], D[g+8][2tq], D[g+8][2tq+1])."""
+    i0 = 2 * m
+    i1 = 2 * m + 1
+    sc = []
+    for i in (i0, i1):
+        if i < RPT:
+            sv = lp._e4m3x2_to_f16x2(Uint32(bsc[i, 0]), False)        # (s_blk0, s_blk1)
+            sv = _f16x2_mul(sv, Uint32(0x58005800))                  # * 128 (exact)
+            sc.append((_prmt(sv, 0x1010), _prmt(sv, 0x3232)))
+        else:
+            sc.append(None)
+    acc = [Float32(0.0)] * 8         # two chains (hh = 0, 1) of 4 accumulators
+    for w in range(4):
+        fr = []
+        for r, i in enumerate((i0, i1)):
+            if i < RPT:
+                d = _e2m1x8_to_f16x2(Uint32(raw[i, 0, w]))
+                bs = sc[r][0] if w < 2 else sc[r][1]
+                fr.append([_f16x2_mul(v, bs) for v in d])
+            else:
+                fr.append([Uint32(0)] * 4)
+        for hh in range(2):
+            k = 2 * w + hh
+            c = acc[4 * hh: 4 * hh + 4]
+            d0, d1, d2, d3 = _mma_f16_16816(fr[0][2 * hh], fr[1][2 * hh], fr[0][2 * hh + 1],
+                                            fr[1][2 * hh + 1], bfr[2 * k], bfr[2 * k + 1],
+                                            c[0], c[1], c[2], c[3])
+            acc[4 * hh: 4 * hh + 4] = [d0, d1, d2, d3]
+    return acc
+
+
+def _warp_inclusive_scan(v, lane):
+    """Inclusive prefix sum of ``v`` over the 32 lanes of a warp (5 shuffle-up steps)."""
+    for off in range(5):
+        o = 1 << off
+        t = cute.arch.shuffle_sync_up(v, offset=o)
+        v = lp.sel_f32(lane >= o, v + t, v)
+    return v
+
+
 def _rows_plan(n: int, tn: int):
     """Static plan of :func:`_rows_reduce` for ``n`` row values over ``tn`` lanes: per butterfly
     level (offset o = tn/2 .. 1) the number of values before it (halving while > 1)."""
@@ -743,17 +804,114 @@ class Mamba2ReplayDecode:
         )
 
     # ---------------------------------------------------------------- device helpers
+    def _union_buffer(self, smem):
+        """Allocates the union buffer (``sU``, layout :meth:`_ulayout`) in ``smem``; returns
+        ``uview(name, dtype, layout)``: the ``dtype`` view of ``layout`` at the offset of ``name``."""
+        uoff, usize = self._ulayout()
+        sU = smem.allocate_tensor(Int32, cute.make_layout(usize // 4), byte_alignment=16)
+
+        def uview(name, dtype, layout):
+            return cute.make_tensor(cute.recast_ptr(sU.iterator + uoff[name] // 4, dtype=dtype),
+                                    layout)
+
+        return uview
+
+    def _flush_views(self, uview):
+        """The flush path's buffers in the union buffer (``uview(name, dtype, layout)``: a view at
+        the :meth:`_ulayout` offset of ``name``): ``(sB, sWX, sS, sHW, sHS, sXR)``; ``sS`` only
+        for flush v2 with nvfp4 targets, ``sHW`` / ``sHS`` / ``sXR`` only for flush v2 (else None)."""
+        cfg, N, P, NT = self.cfg, self.N, self.P, self.cfg.nt
+        sB = uview("sB", Float32, cute.make_layout((cfg.jb, N), stride=(N, 1)))
+        sWX = uview("sWX", Float32, cute.make_layout((cfg.jb, P), stride=(P, 1)))
+        sS = None
+        if self.flush_impl == 2 and self.needs_gamax:
+            # the fp32 S_new of one head (flush rows, nvfp4 targets): float4 (it, g) of thread t
+            # at row (it*4 + g)*NT + t -> conflict-free 16-byte accesses
+            # (the last chunk stays in registers: NIT - 1 chunks per thread here)
+            sS = uview("sS", Float32, cute.make_layout((max(cfg.nit - 1, 1) * 4 * NT, 4),
+                                                       stride=(4, 1)))
+        sHW = sHS = sXR = None
+        if self.flush_impl == 2:
+            wpc = CHUNK * _BITS[self.rec_fmt] // 32
+            V = min(4, wpc)
+            sHW = uview("hw", Int32, cute.make_layout((wpc // V, NT, V), stride=(NT * V, V, 1)))
+            sHS = uview("hs", Int32, cute.make_layout(NT))
+            sXR = uview("xr", self.act_dtype, cute.make_layout((cfg.jb, P), stride=(P, 1)))
+        return sB, sWX, sS, sHW, sHS, sXR
+
+    @cute.jit
+    def _row_slot(self, mIdx: Optional[cute.Tensor], row: Int32):
+        """The cache slot of batch row ``row`` (``state_batch_indices[row]``, or ``row``)."""
+        slot = row
+        if const_expr(self.has_idx):
+            slot = mIdx[row]
+        return slot
+
+    @cute.jit
+    def _slot_valid(self, slot: Int32, num_slots: Int32, pad_slot_id: Int32):
+        """False for pad rows: ``slot == pad_slot_id`` or outside ``[0, num_slots)``."""
+        valid = slot != pad_slot_id
+        if slot < 0:
+            valid = Boolean(False)
+        if slot >= num_slots:
+            valid = Boolean(False)
+        return valid
+
+    @cute.jit
+    def _dt_prime(self, dtv: Float32, mDtBias: Optional[cute.Tensor], head: Int32):
+        """dt' of one head from its raw dt (fp32): ``+ dt_bias``, then softplus (identity above
+        ``SOFTPLUS_THRESHOLD``), as configured."""
+        if const_expr(self.has_dt_bias):
+            dtv = dtv + mDtBias[head].to(Float32)
+        if const_expr(self.dt_softplus):
+            if dtv <= Float32(SOFTPLUS_THRESHOLD):
+                dtv = cute.math.log1p(cute.math.exp(dtv))
+        return dtv
+
+    @cute.jit
+    def _publish_cursors(self, mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor,
+                         mPend: cute.Tensor, mArrive: cute.Tensor, slot: Int32, kept: Int32,
+                         committed: cutlass.Constexpr, pending: cutlass.Constexpr,
+                         origin2: Int32, flush: Boolean, gen: Int32, tidx: Int32):
+        """The row's cursors, written by the last of its CTAs to arrive (the ``arrive`` counter
+        when a row spans several CTAs; reset for the next call): ``write_pos = kept + committed``,
+        ``ring_origin = origin2``, ``flush_count = gen + 1`` on flush rows, ``pending``."""
+        cfg = self.cfg
+        cute.arch.barrier()
+        if tidx == 0:
+            last = Boolean(True)
+            if const_expr(cfg.ctas_per_row > 1):
+                cute.arch.fence_acq_rel_gpu()
+                old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
+                                           sem="relaxed", scope="gpu")
+                cute.arch.fence_acq_rel_gpu()
+                last = old == Int32(cfg.ctas_per_row - 1)
+            if last:
+                if const_expr(committed > 0):
+                    mWPos[slot] = kept + committed
+                else:
+                    mWPos[slot] = kept
+                mOrig[slot] = origin2
+                if flush:
+                    mFlushCnt[slot] = gen + 1
+                mPend[slot] = Int32(pending)
+                if const_expr(cfg.ctas_per_row > 1):
+                    mArrive[slot] = Int32(0)
+
     def _phys(self, origin, j):
         """Physical ring index of logical entry j (0 <= j < R) given origin (< R)."""
         t = origin + j
         return _sel_i32(t >= Int32(self.R), t - Int32(self.R), t)
 
-    def _issue_read(self, mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir):
+    def _issue_read(self, mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir, fmt=None,
+                    tile=None):
         """Issue the loads of one head's read copy for this thread: 16-byte state chunks
         ``raw[i, cc, :]`` (row ``rp + RPP·i``, clamped to P-1; chunk ``lir + TN·cc``), fp8 row scales
         ``rsc[i]``, nvfp4 block-scale byte pairs ``bsc[i, cc]`` (blocks 2c, 2c+1) and the nvfp4
-        global scale ``gsc[0]``. Nothing waits on them here."""
-        cfg = self.cfg
+        global scale ``gsc[0]``. Nothing waits on them here. ``fmt`` / ``tile``: the copy's format
+        and its :class:`ReplayTile` (default: the read copy's, ``self.read_fmt`` / ``self.cfg``)."""
+        fmt = self.read_fmt if fmt is None else fmt
+        cfg = self.cfg if tile is None else tile
         P = self.P
         for i in range(cfg.rpt):
             p = rp + cfg.rpp * i
@@ -763,13 +921,13 @@ class Mamba2ReplayDecode:
                 c = lir + cfg.tn * cc
                 src = cute.local_tile(mRd[slot, head, p, None], (4,), (c,))
                 cute.autovec_copy(src, raw[i, cc, None])
-                if self.read_fmt == "nvfp4":
+                if fmt == "nvfp4":
                     b0 = Uint32(mRdS[slot, head, p, 2 * c])
                     b1 = Uint32(mRdS[slot, head, p, 2 * c + 1])
                     bsc[i, cc] = ((b0 & Uint32(0xFF)) | ((b1 & Uint32(0xFF)) << Uint32(8))).to(Int32)
-            if self.read_fmt == "fp8":
+            if fmt == "fp8":
                 rsc[i] = mRdS[slot, head, p]
-        if self.read_fmt == "nvfp4":
+        if fmt == "nvfp4":
             gsc[0] = mRdG[slot, head]
 
     def _read_row_dot(self, raw, i, creg, sblk):
@@ -830,11 +988,8 @@ class Mamba2ReplayDecode:
             a = Float32(0.0)
             for m in range(self.N // 32):
                 a = lp.fmax_nq(a, lp.bits_f32(lp.f32_bits(sC[lane + 32 * m]) & Uint32(0x7FFFFFFF)))
-            a = cute.arch.warp_reduction(a, lp.fmax_nq)
-            e = Int32((lp.f32_bits(a) >> Uint32(23)) & Uint32(0xFF)) - Int32(127)
-            s_exp = cutlass.min(cutlass.max(Int32(14) - e, Int32(-100)), Int32(100))
-            s_exp = _sel_i32(a == Float32(0.0), Int32(0), s_exp)
-        cs = lp.bits_f32(Uint32(s_exp + Int32(127)) << Uint32(23))          # 2^s
+            s_exp = _fp16_range_exponent(a)
+        cs = _pow2_f32(s_exp)                                               # 2^s
         for i in range(8):
             n0 = 32 * tq + 8 * (i // 2) + 2 * (i % 2)
             bfr[2 * i] = lp.pack_f16x2(sC[n0] * cs, sC[n0 + 4] * cs).to(Int32)
@@ -851,36 +1006,10 @@ class Mamba2ReplayDecode:
         are fp32 (tensor-core accumulation)."""
         RPT = self.cfg.rpt
         for m in range(-(-RPT // 2)):
-            i0 = 2 * m
-            i1 = 2 * m + 1
-            sc = []
-            for i in (i0, i1):
-                if i < RPT:
-                    sv = lp._e4m3x2_to_f16x2(Uint32(bsc[i, 0]), False)        # (s_blk0, s_blk1)
-                    sv = _f16x2_mul(sv, Uint32(0x58005800))                  # * 128 (exact)
-                    sc.append((_prmt(sv, 0x1010), _prmt(sv, 0x3232)))
-                else:
-                    sc.append(None)
-            acc = [Float32(0.0)] * 8         # two chains (hh = 0, 1) of 4 accumulators
-            for w in range(4):
-                fr = []
-                for r, i in enumerate((i0, i1)):
-                    if i < RPT:
-                        d = _e2m1x8_to_f16x2(Uint32(raw[i, 0, w]))
-                        bs = sc[r][0] if w < 2 else sc[r][1]
-                        fr.append([_f16x2_mul(v, bs) for v in d])
-                    else:
-                        fr.append([Uint32(0)] * 4)
-                for hh in range(2):
-                    k = 2 * w + hh
-                    c = acc[4 * hh: 4 * hh + 4]
-                    d0, d1, d2, d3 = _mma_f16_16816(fr[0][2 * hh], fr[1][2 * hh], fr[0][2 * hh + 1],
-                                                    fr[1][2 * hh + 1], bfr[2 * k], bfr[2 * k + 1],
-                                                    c[0], c[1], c[2], c[3])
-                    acc[4 * hh: 4 * hh + 4] = [d0, d1, d2, d3]
-            dm[i0] = acc[0] + acc[4]
-            if i1 < RPT:
-                dm[i1] = acc[2] + acc[6]
+            acc = _mma_nvfp4_tile(raw, bsc, bfr, RPT, m)
+            dm[2 * m] = acc[0] + acc[4]
+            if 2 * m + 1 < RPT:
+                dm[2 * m + 1] = acc[2] + acc[6]
 
     def _decode_add_chunk(self, fmt, rW, acc, gf, scale, d_blk):
         """``acc[e] = fl(gf · decode(chunk)[e]) + acc[e]`` with ``decode`` exactly
@@ -1103,29 +1232,8 @@ class Mamba2ReplayDecode:
         sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * lp.PHILOX_ROUNDS),
                                     byte_alignment=16)
         # one union buffer: the flush buffers, or the non-flush staging (a CTA is either)
-        uoff, usize = self._ulayout()
-        sU = smem.allocate_tensor(Int32, cute.make_layout(usize // 4), byte_alignment=16)
-
-        def uview(name, dtype, layout):
-            return cute.make_tensor(cute.recast_ptr(sU.iterator + uoff[name] // 4, dtype=dtype),
-                                    layout)
-
-        sB = uview("sB", Float32, cute.make_layout((cfg.jb, N), stride=(N, 1)))
-        sWX = uview("sWX", Float32, cute.make_layout((cfg.jb, P), stride=(P, 1)))
-        sS = None
-        if const_expr(self.flush_impl == 2 and self.needs_gamax):
-            # the fp32 S_new of one head (flush rows, nvfp4 targets): float4 (it, g) of thread t
-            # at row (it*4 + g)*NT + t -> conflict-free 16-byte accesses
-            # (the last chunk stays in registers: NIT - 1 chunks per thread here)
-            sS = uview("sS", Float32, cute.make_layout((max(cfg.nit - 1, 1) * 4 * NT, 4),
-                                                       stride=(4, 1)))
-        sHW = sHS = sXR = None
-        if const_expr(self.flush_impl == 2):
-            wpc = CHUNK * _BITS[self.rec_fmt] // 32
-            V = min(4, wpc)
-            sHW = uview("hw", Int32, cute.make_layout((wpc // V, NT, V), stride=(NT * V, V, 1)))
-            sHS = uview("hs", Int32, cute.make_layout(NT))
-            sXR = uview("xr", self.act_dtype, cute.make_layout((cfg.jb, P), stride=(P, 1)))
+        uview = self._union_buffer(smem)
+        sB, sWX, sS, sHW, sHS, sXR = self._flush_views(uview)
         sSt = sSc = sGs = sDD = sXB = sXZ = None
         if const_expr(self.snf):
             WPR = N // 8
@@ -1138,10 +1246,7 @@ class Mamba2ReplayDecode:
             sXB = uview("xb", self.act_dtype, cute.make_layout((HPC, LB, P), stride=(LB * P, P, 1)))
             sXZ = uview("xz", Float32, cute.make_layout((HPC, 2, P), stride=(2 * P, P, 1)))
 
-        if const_expr(self.has_idx):
-            slot = mIdx[row]
-        else:
-            slot = row
+        slot = self._row_slot(mIdx, row)
         # the row's slot-independent inputs (C, B_cur, dt) are loaded now, in the shadow of the
         # slot -> cursor load chain
         grp0 = (hc * HPC) // self.hpg
@@ -1168,12 +1273,7 @@ class Mamba2ReplayDecode:
             k = warp + 4 * i
             if k < HPC:
                 dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
-        num_slots = mWPos.shape[0]
-        valid = slot != pad_slot_id
-        if slot < 0:
-            valid = Boolean(False)
-        if slot >= num_slots:
-            valid = Boolean(False)
+        valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
 
         if valid:
             # ------------------------------------------------------------ preamble
@@ -1287,12 +1387,7 @@ class Mamba2ReplayDecode:
                 k = warp + 4 * i
                 if k < HPC:
                     head = head0 + k
-                    dtv = dt_pre[i]
-                    if const_expr(self.has_dt_bias):
-                        dtv = dtv + mDtBias[head].to(Float32)
-                    if const_expr(self.dt_softplus):
-                        if dtv <= Float32(SOFTPLUS_THRESHOLD):
-                            dtv = cute.math.log1p(cute.math.exp(dtv))
+                    dtv = self._dt_prime(dt_pre[i], mDtBias, head)
                     dA_cur = mA[head].to(Float32) * dtv
                     lam = cute.make_rmem_tensor((cfg.nseg,), Float32)
                     dts = cute.make_rmem_tensor((cfg.nseg,), Float32)
@@ -1304,11 +1399,7 @@ class Mamba2ReplayDecode:
                         cur = lp.sel_f32(flush, Float32(0.0), dA_cur)
                         v = lp.sel_f32(j < h, va, lp.sel_f32(j == h, cur, Float32(0.0)))
                         dts[s] = lp.sel_f32(j < h, vd, Float32(0.0))
-                        for off in cutlass.range_constexpr(5):
-                            o = 1 << off
-                            t = cute.arch.shuffle_sync_up(v, offset=o)
-                            v = lp.sel_f32(lane >= o, v + t, v)
-                        v = v + carry
+                        v = _warp_inclusive_scan(v, lane) + carry
                         lam[s] = v
                         carry = cute.arch.shuffle_sync(v, 31)
                     tot = carry              # Λ over all entries (+ the current token unless flush)
@@ -1358,23 +1449,9 @@ class Mamba2ReplayDecode:
                         mBBuf[slot, group, phys_cur, n] = mB[row, group, n]
 
             # ------------------------------------------------------------ cursors (last CTA)
-            cute.arch.barrier()
-            if tidx == 0:
-                last = Boolean(True)
-                if const_expr(cfg.ctas_per_row > 1):
-                    cute.arch.fence_acq_rel_gpu()
-                    old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
-                                               sem="relaxed", scope="gpu")
-                    cute.arch.fence_acq_rel_gpu()
-                    last = old == Int32(cfg.ctas_per_row - 1)
-                if last:
-                    mWPos[slot] = nb + 1
-                    mOrig[slot] = origin2
-                    if flush:
-                        mFlushCnt[slot] = gen + 1
-                    mPend[slot] = Int32(0)
-                    if const_expr(cfg.ctas_per_row > 1):
-                        mArrive[slot] = Int32(0)
+            # the token is committed: write_pos = nb + 1, nothing pending
+            self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, nb, 1, 0,
+                                  origin2, flush, gen, tidx)
 
     # ---------------------------------------------------------------- non-flush rows
     @cute.jit
@@ -2161,25 +2238,29 @@ def _fake_copy(fmt: str, slots, H: int, P: int, N: int):
     return data, scale, gscale
 
 
-def _fake_args(op: Mamba2ReplayDecode):
+def _fake_args(op: Mamba2ReplayDecode, draft_modes: Tuple[int, ...] = ()):
     """Fake tensors: ``batch`` and ``num_slots`` symbolic. Contract checked by TVM-FFI at call
     time: dtypes; H, P, N, G, R extents; one ``batch`` across x/dt/B/C/z/out/indices, one
     ``num_slots`` across every cache tensor; the cache tensors contiguous (static inner strides),
-    stored copies passed as int32 word views, 16-byte aligned."""
+    stored copies passed as int32 word views, 16-byte aligned. ``draft_modes``: static modes of
+    the per-token inputs after ``batch`` (the verify kernel's ``(T,)``: x, z, out [batch, T, H, P],
+    dt [batch, T, H], B, C [batch, T, G, N]; innermost dim contiguous)."""
     H, P, N, G, R = op.H, op.P, op.N, op.G, op.R
     at, dtt = op.act_dtype, op.dt_dtype
     batch = common.sym()
     slots = common.sym()
     f = common.fake_tensor
-    x = f(at, (batch, H, P), ("dyn", "dyn", 1))
-    out = f(at, (batch, H, P), ("dyn", "dyn", 1))
-    z = f(at, (batch, H, P), ("dyn", "dyn", 1)) if op.has_z else None
-    dt = f(dtt, (batch, H), ("dyn", "dyn"))
+    tok = (batch, *draft_modes)                 # leading modes of every per-token input
+    dyn = ("dyn",) * len(tok)
+    x = f(at, (*tok, H, P), (*dyn, "dyn", 1))
+    out = f(at, (*tok, H, P), (*dyn, "dyn", 1))
+    z = f(at, (*tok, H, P), (*dyn, "dyn", 1)) if op.has_z else None
+    dt = f(dtt, (*tok, H), (*dyn, "dyn"))
     A = f(Float32, (H,), ("dyn",))
     D = f(Float32, (H,), ("dyn",)) if op.has_D else None
     dt_bias = f(Float32, (H,), ("dyn",)) if op.has_dt_bias else None
-    B = f(at, (batch, G, N), ("dyn", "dyn", 1))
-    C = f(at, (batch, G, N), ("dyn", "dyn", 1))
+    B = f(at, (*tok, G, N), (*dyn, "dyn", 1))
+    C = f(at, (*tok, G, N), (*dyn, "dyn", 1))
     idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
     hi, hi_s, hi_g = _fake_copy(op.rec_fmt, slots, H, P, N)
     lo = lo_s = lo_g = None
@@ -2196,6 +2277,33 @@ def _fake_args(op: Mamba2ReplayDecode):
     seed = f(Int64, (1,), (1,), align_bytes=8) if op.any_sr else None
     return (x, dt, A, B, C, D, z, dt_bias, idx, out, hi, hi_s, hi_g, lo, lo_s, lo_g,
             x_buf, B_buf, dt_buf, dA_buf, *cur, seed, Int32(-1), common.fake_stream())
+
+
+def _compile_op(kernel_cache: KernelCache, key, cls, kw: dict, dump, draft_modes=()):
+    """``cls(**kw)`` compiled (tensor-free, TVM-FFI, the fake tensors of :func:`_fake_args` with
+    ``draft_modes``) once per ``key`` in ``kernel_cache``; with ``dump`` uncached."""
+    def build() -> CompiledKernel:
+        op = cls(**kw)
+        compiled, secs = common.cute_compile(op, *_fake_args(op, draft_modes), use_tvm_ffi=True,
+                                             dump=dump)
+        return CompiledKernel(compiled, key, secs, use_ffi=True, meta={"cfg": op.cfg, "op": op})
+
+    if dump is not None:
+        return build()
+    return kernel_cache.get_or_compile(key, build)
+
+
+def _compile_keep_ptx(compile_fn, args, keep_ptx: bool):
+    """``(compile_fn(*args), ptx)``; with ``keep_ptx`` the compile is uncached and dumps its PTX
+    (``compile_fn`` takes a ``dump`` keyword), else ``ptx`` is None."""
+    if not keep_ptx:
+        return compile_fn(*args), None
+    with common.dump_ptx() as d:
+        k = compile_fn(*args, dump=d)
+        ptx = d.read() or None
+        d.cleanup()
+    k.ptx = ptx
+    return k, ptx
 
 
 def _require_ffi():
@@ -2230,15 +2338,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged)
-
-    def build() -> CompiledKernel:
-        op = Mamba2ReplayDecode(**kw)
-        compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True, dump=dump)
-        return CompiledKernel(compiled, key, secs, use_ffi=True, meta={"cfg": op.cfg, "op": op})
-
-    if dump is not None:
-        return build()
-    return _CACHE.get_or_compile(key, build)
+    return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
 def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float32", H: int = 128,
@@ -2254,14 +2354,7 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
         R = L + 1
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
             dt_softplus, heads_per_cta, has_state_batch_indices)
-    if not keep_ptx:
-        return compile_mamba2_replay(*args), None
-    with common.dump_ptx() as d:
-        k = compile_mamba2_replay(*args, dump=d)
-        ptx = d.read() or None
-        d.cleanup()
-    k.ptx = ptx
-    return k, ptx
+    return _compile_keep_ptx(compile_mamba2_replay, args, keep_ptx)
 
 
 from replayssm_lp._validate import cache_plan, env_fingerprint  # noqa: E402  (launcher helpers)
@@ -2304,24 +2397,44 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
     # hot path: the cache's plan (valid while the cache holds the same tensors) memoises the
     # kernel-ready views of the stored copies and, per call signature, the compiled function
     memo = cache_plan(cache).memo if _memo is None else _memo
-    launch = memo.get("m2_replay_launch")
-    if launch is None:
-        launch = memo["m2_replay_launch"] = {}
     key = (x.dtype, dt.dtype, H, P, B.shape, D is None, z is None, dt_bias is None,
            dt_softplus, state_batch_indices is None,
            batch if heads_per_cta is None else -heads_per_cta, prefetch, min_blocks_per_mp,
            flush_impl, staged, nonflush_mma, common.HAS_TVM_FFI, env_fingerprint(_ENV_NAMES))
+    ent = _memo_entry(memo, "m2_replay_launch", key, lambda: _launch_entry(
+        cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta, prefetch,
+        min_blocks_per_mp, flush_impl, staged, nonflush_mma))
+    _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
+    return out
+
+
+def _memo_entry(memo: dict, name: str, key, make):
+    """``memo[name][key]``, made by ``make()`` on the first call of a signature."""
+    launch = memo.get(name)
+    if launch is None:
+        launch = memo[name] = {}
     ent = launch.get(key)
     if ent is None:
-        ent = launch[key] = _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
-                                          state_batch_indices, heads_per_cta, prefetch,
-                                          min_blocks_per_mp, flush_impl, staged, nonflush_mma)
+        ent = launch[key] = make()
+    return ent
+
+
+def _launch_args(k, cache):
+    """A launch entry: ``(ffi function, hi words, hi scale, hi global scale, lo ..., any_sr)`` of
+    the compiled kernel ``k`` on ``cache``'s stored copies."""
+    pair = cache.pair
+    hi = _copy_args(cache.hi, pair.rec_fmt)
+    lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
+    return (k.ffi, *hi, *lo, bool(k.meta["op"].any_sr))
+
+
+def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
+    """One launch of a :func:`_launch_args` entry with the cache's buffers and cursors."""
     fn, hw, hs, hg, lw, ls, lg, any_sr = ent
     fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
        cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
        cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
        cache.seed if any_sr else None, pad_slot_id)
-    return out
 
 
 #: environment variables the launch decisions read (part of the launch memo key)
@@ -2342,6 +2455,4 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               heads_per_cta, state_batch_indices is not None, prefetch,
                               min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
                               staged=staged)
-    hi = _copy_args(cache.hi, pair.rec_fmt)
-    lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
-    return (k.ffi, *hi, *lo, bool(k.meta["op"].any_sr))
+    return _launch_args(k, cache)

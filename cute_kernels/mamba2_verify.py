@@ -74,12 +74,7 @@ from typing import Optional, Tuple
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Float32, Int32, Int64, Uint32, const_expr
-
-try:  # annotations only; the TVM-FFI path takes the stream from the torch environment
-    import cuda.bindings.driver as cuda
-except Exception:  # pragma: no cover
-    cuda = None
+from cutlass import Float32, Int32, Uint32, const_expr
 
 from replayssm_lp.pairs import parse_pair
 
@@ -87,20 +82,21 @@ from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name
 from .mamba2_replay import (
-    _BITS,
-    CHUNK,
-    SOFTPLUS_THRESHOLD,
     Mamba2ReplayDecode,
     ReplayTile,
-    _copy_args,
+    _compile_keep_ptx,
+    _compile_op,
     _e2m1x8_to_f16x2,
-    _f16x2_mul,
-    _fake_copy,
-    _mma_f16_16816,
+    _fp16_range_exponent,
+    _launch,
+    _launch_args,
+    _memo_entry,
+    _mma_nvfp4_tile,
     _opaque_i32,
-    _prmt,
+    _pow2_f32,
     _sel_i32,
     _silu_gate,
+    _warp_inclusive_scan,
     choose_heads_per_cta,
 )
 
@@ -237,7 +233,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 rg = d
         return rg
 
-    def _vlayout(self):
+    def _ulayout(self):
         """Union buffer (``sU``): the decode flush's buffers, or the output phase's sDot [T, P] and
         sXE [EM, P] (fp32) -- a flush row finishes its outputs before the flush starts."""
         off, size = super()._ulayout()
@@ -255,36 +251,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         b = al(4 * N) + al(4 * N * TP) + al(4 * EM * TP) + al(4 * HPC * self.cfg.hm)
         b += al(4 * HPC * T * EM) + al(16 * HPC) + al(4 * HPC * TP) + al(4 * (NT // 32))
         b += al(8 * lp.PHILOX_ROUNDS) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
-        return b + self._vlayout()[1]
+        return b + self._ulayout()[1]
 
     # ------------------------------------------------------------------ host side
-    @cute.jit
-    def __call__(
-        self,
-        mX: cute.Tensor, mDt: cute.Tensor, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
-        mD: Optional[cute.Tensor], mZ: Optional[cute.Tensor], mDtBias: Optional[cute.Tensor],
-        mIdx: Optional[cute.Tensor], mOut: cute.Tensor,
-        mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
-        mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
-        mXBuf: cute.Tensor, mBBuf: cute.Tensor, mDtBuf: cute.Tensor, mDABuf: cute.Tensor,
-        mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mPend: cute.Tensor,
-        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], pad_slot_id: Int32,
-        stream: cuda.CUstream,
-    ):
-        batch = mX.shape[0]
-        self.kernel(
-            mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
-            mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend, mArrive, mSeed,
-            pad_slot_id,
-        ).launch(
-            grid=[self.cfg.ctas_per_row, batch, 1],
-            block=[self.cfg.nt, 1, 1],
-            stream=stream,
-            min_blocks_per_mp=self.min_blocks_per_mp,
-            # an explicit carveout keeps the DSL from querying the device (GPU-less compiles)
-            preferred_smem_carveout=(100 if self._smem_ctas() else
-                                     (-1 if self.min_blocks_per_mp > 1 else None)),
-        )
+    # ``__call__`` (the launch: grid (H / heads_per_cta, batch), 128 threads) is the decode
+    # kernel's: the same arguments, ``self.kernel`` is this class's device code
 
     # ------------------------------------------------------------------ device side
     @cute.kernel
@@ -328,39 +299,13 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # the decode flush's own T = 1 output goes here (never read): every (row, head) -> one row
         sSink = smem.allocate_tensor(self.act_dtype, cute.make_layout(P), byte_alignment=16)
         sPw = smem.allocate_tensor(Int32, cute.make_layout(TP), byte_alignment=16)
-        uoff, usize = self._vlayout()
-        sU = smem.allocate_tensor(Int32, cute.make_layout(usize // 4), byte_alignment=16)
-
-        def uview(name, dtype, layout):
-            return cute.make_tensor(cute.recast_ptr(sU.iterator + uoff[name] // 4, dtype=dtype),
-                                    layout)
-
-        sB = uview("sB", Float32, cute.make_layout((cfg.jb, N), stride=(N, 1)))
-        sWX = uview("sWX", Float32, cute.make_layout((cfg.jb, P), stride=(P, 1)))
-        sS = None
-        if const_expr(self.flush_impl == 2 and self.needs_gamax):
-            sS = uview("sS", Float32, cute.make_layout((max(cfg.nit - 1, 1) * 4 * NT, 4),
-                                                       stride=(4, 1)))
-        sHW = sHS = sXR = None
-        if const_expr(self.flush_impl == 2):
-            wpc = CHUNK * _BITS[self.rec_fmt] // 32
-            V = min(4, wpc)
-            sHW = uview("hw", Int32, cute.make_layout((wpc // V, NT, V), stride=(NT * V, V, 1)))
-            sHS = uview("hs", Int32, cute.make_layout(NT))
-            sXR = uview("xr", self.act_dtype, cute.make_layout((cfg.jb, P), stride=(P, 1)))
+        uview = self._union_buffer(smem)
+        sB, sWX, sS, sHW, sHS, sXR = self._flush_views(uview)
         sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
         sXE = uview("xe", Float32, cute.make_layout((EM, P), stride=(P, 1)))
 
-        if const_expr(self.has_idx):
-            slot = mIdx[row]
-        else:
-            slot = row
-        num_slots = mWPos.shape[0]
-        valid = slot != pad_slot_id
-        if slot < 0:
-            valid = Boolean(False)
-        if slot >= num_slots:
-            valid = Boolean(False)
+        slot = self._row_slot(mIdx, row)
+        valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
 
         if valid:
             # ------------------------------------------------------------ cursors
@@ -462,23 +407,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         mBBuf[slot, group, self._phys(origin2, hb + t), n] = mB[row, t, group, n]
 
             # ------------------------------------------------------------ cursors (last CTA)
-            cute.arch.barrier()
-            if tidx == 0:
-                last = Boolean(True)
-                if const_expr(cfg.ctas_per_row > 1):
-                    cute.arch.fence_acq_rel_gpu()
-                    old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
-                                               sem="relaxed", scope="gpu")
-                    cute.arch.fence_acq_rel_gpu()
-                    last = old == Int32(cfg.ctas_per_row - 1)
-                if last:
-                    mWPos[slot] = hb
-                    mOrig[slot] = origin2
-                    if flush:
-                        mFlushCnt[slot] = gen + 1
-                    mPend[slot] = Int32(T)
-                    if const_expr(cfg.ctas_per_row > 1):
-                        mArrive[slot] = Int32(0)
+            # nothing committed (write_pos = h'), the T drafts pending
+            self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, hb, 0, T,
+                                  origin2, flush, gen, tidx)
 
     # ------------------------------------------------------------------ preamble pieces
     @cute.jit
@@ -529,12 +460,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         ``sCoef[k, j] = exp(Λ_{h−1} − Λ_j)·dt'_j`` (j < h), ``sScal[k, 0] = exp(Λ_{h−1})``."""
         T, EM, NSEG = self.T, self.EM, self.NSEGV
         tl = cutlass.min(lane, Int32(T - 1))
-        dtv = mDt[row, tl, head].to(Float32)
-        if const_expr(self.has_dt_bias):
-            dtv = dtv + mDtBias[head].to(Float32)
-        if const_expr(self.dt_softplus):
-            if dtv <= Float32(SOFTPLUS_THRESHOLD):
-                dtv = cute.math.log1p(cute.math.exp(dtv))
+        dtv = self._dt_prime(mDt[row, tl, head].to(Float32), mDtBias, head)
         dav = mA[head].to(Float32) * dtv
         lam = cute.make_rmem_tensor((NSEG,), Float32)
         dts = cute.make_rmem_tensor((NSEG,), Float32)
@@ -554,12 +480,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             va = lp.sel_f32(isd, va_d, va)
             vd = lp.sel_f32(isd, vd_d, vd)
             dts[s] = vd
-            v = va
-            for off in cutlass.range_constexpr(5):
-                o = 1 << off
-                tt = cute.arch.shuffle_sync_up(v, offset=o)
-                v = lp.sel_f32(lane >= o, v + tt, v)
-            v = v + carry
+            v = _warp_inclusive_scan(va, lane) + carry
             lam[s] = v
             carry = cute.arch.shuffle_sync(v, 31)
         # the drafts' dt' / dA to the ring (after the scan read the committed entries)
@@ -593,29 +514,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         sCoefT[k, t, e] = cw
 
     # ------------------------------------------------------------------ outputs
-    def _load_rows(self, fmt, tile, mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir):
-        """One head's state rows of this thread (16-byte chunks ``raw[i, cc, :]`` of row
-        ``rp + RPP·i`` clamped to P-1, chunk ``lir + TN·cc``), fp8 row scales, nvfp4 block-scale
-        byte pairs and global scale: the decode kernel's non-flush read set, for format ``fmt``."""
-        P = self.P
-        for i in range(tile.rpt):
-            p = rp + tile.rpp * i
-            if P % tile.rpp != 0:
-                p = cutlass.min(p, P - 1)
-            for cc in range(tile.cn):
-                c = lir + tile.tn * cc
-                cute.autovec_copy(cute.local_tile(mRd[slot, head, p, None], (4,), (c,)),
-                                  raw[i, cc, None])
-                if fmt == "nvfp4":
-                    b0 = Uint32(mRdS[slot, head, p, 2 * c])
-                    b1 = Uint32(mRdS[slot, head, p, 2 * c + 1])
-                    bsc[i, cc] = ((b0 & Uint32(0xFF))
-                                  | ((b1 & Uint32(0xFF)) << Uint32(8))).to(Int32)
-            if fmt == "fp8":
-                rsc[i] = mRdS[slot, head, p]
-        if fmt == "nvfp4":
-            gsc[0] = mRdG[slot, head]
-
     def _decode_word(self, fmt, w, sblk):
         """The fp32 values of one 32-bit word of a chunk and their element offsets in the word's
         column run: fp32 1, fp16/bf16 2, fp8 4, nvfp4 8 (times the block scale ``sblk``; the
@@ -689,7 +587,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         rsc = cute.make_rmem_tensor((RPT,), Float32)
         bsc = cute.make_rmem_tensor((RPT, tile.cn), Int32)
         gsc = cute.make_rmem_tensor((1,), Float32)
-        self._load_rows(fmt, tile, mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir)
+        # the decode kernel's non-flush read set, for the format of this copy
+        self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir, fmt=fmt,
+                         tile=tile)
         if const_expr(self.mma_hi if use_hi else self.mma_lo):
             self._mma_dot(raw, bsc, gsc, bfr, cpw, sDot, tile, rp, lir)
         else:
@@ -733,10 +633,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 for m in cutlass.range_constexpr(N // 32):
                     a = lp.fmax_nq(a, lp.bits_f32(lp.f32_bits(sCT[(lane + 32 * m) * TP + t])
                                                   & Uint32(0x7FFFFFFF)))
-                a = cute.arch.warp_reduction(a, lp.fmax_nq)
-                e = Int32((lp.f32_bits(a) >> Uint32(23)) & Uint32(0xFF)) - Int32(127)
-                s_exp = cutlass.min(cutlass.max(Int32(14) - e, Int32(-100)), Int32(100))
-                s_exp = _sel_i32(a == Float32(0.0), Int32(0), s_exp)
+                s_exp = _fp16_range_exponent(a)
                 if lane == 0:
                     sPw[t] = s_exp
 
@@ -753,11 +650,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         gc = cutlass.min(g, Int32(T - 1))
         live = g < Int32(T)
         bf16 = dtype_name(self.act_dtype) == "bfloat16"
-
-        def pow2(e):
-            return lp.bits_f32(Uint32(e + Int32(127)) << Uint32(23))
-
-        cs = pow2(Int32(sPw[gc])) if bf16 else Float32(1.0)
+        cs = _pow2_f32(Int32(sPw[gc])) if bf16 else Float32(1.0)
         for i in range(8):
             n0 = 32 * tq + 8 * (i // 2) + 2 * (i % 2)
             v = [lp.sel_f32(live, sCT[(n0 + d) * TP + gc] * cs, Float32(0.0)) for d in (0, 4, 1, 5)]
@@ -766,7 +659,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         for j in range(2):
             qj = cutlass.min(2 * tq + j, Int32(T - 1))
             sj = Int32(sPw[qj]) if bf16 else Int32(0)
-            cpw[j] = pow2(Int32(7) - sj)
+            cpw[j] = _pow2_f32(Int32(7) - sj)
 
     @cute.jit
     def _mma_dot(self, raw: cute.Tensor, bsc: cute.Tensor, gsc: cute.Tensor, bfr: cute.Tensor,
@@ -782,7 +675,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         RPT, RPP = tile.rpt, tile.rpp
         gs = gsc[0]
         for m in cutlass.range_constexpr(-(-RPT // 2)):
-            acc = self._mma_tile(raw, bsc, bfr, RPT, m)
+            acc = _mma_nvfp4_tile(raw, bsc, bfr, RPT, m)
             for r in cutlass.range_constexpr(2):
                 i = 2 * m + r
                 if const_expr(i < RPT):
@@ -793,40 +686,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         if q < T:
                             if p < P:
                                 sDot[q, p] = v
-
-    @staticmethod
-    def _mma_tile(raw, bsc, bfr, RPT, m):
-        """The 8 k-steps of m-tile m (thread rows 2m, 2m+1; a missing row 2m+1 is zeros): two
-        accumulator chains (k-step parity), each (D[g][2tq], D[g][2tq+1], D[g+8][2tq],
-        D[g+8][2tq+1]) -- the decode kernel's ``_mma_rows`` with query columns."""
-        i0 = 2 * m
-        i1 = 2 * m + 1
-        sc = []
-        for i in (i0, i1):
-            if i < RPT:
-                sv = lp._e4m3x2_to_f16x2(Uint32(bsc[i, 0]), False)        # (s_blk0, s_blk1)
-                sv = _f16x2_mul(sv, Uint32(0x58005800))                  # * 128 (exact)
-                sc.append((_prmt(sv, 0x1010), _prmt(sv, 0x3232)))
-            else:
-                sc.append(None)
-        acc = [Float32(0.0)] * 8
-        for w in range(4):
-            fr = []
-            for r, i in enumerate((i0, i1)):
-                if i < RPT:
-                    d = _e2m1x8_to_f16x2(Uint32(raw[i, 0, w]))
-                    bs = sc[r][0] if w < 2 else sc[r][1]
-                    fr.append([_f16x2_mul(v, bs) for v in d])
-                else:
-                    fr.append([Uint32(0)] * 4)
-            for hh in range(2):
-                kk = 2 * w + hh
-                c = acc[4 * hh: 4 * hh + 4]
-                d0, d1, d2, d3 = _mma_f16_16816(fr[0][2 * hh], fr[1][2 * hh], fr[0][2 * hh + 1],
-                                                fr[1][2 * hh + 1], bfr[2 * kk], bfr[2 * kk + 1],
-                                                c[0], c[1], c[2], c[3])
-                acc[4 * hh: 4 * hh + 4] = [d0, d1, d2, d3]
-        return acc
 
     @cute.jit
     def _stage_x(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXE: cute.Tensor, row: Int32,
@@ -896,42 +755,6 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     return kw, key
 
 
-def _fake_args(op: Mamba2VerifyKernel):
-    """Fake tensors (``batch`` and ``num_slots`` symbolic). Per-token inputs carry the T mode:
-    x, z, out [batch, T, H, P], dt [batch, T, H], B, C [batch, T, G, N] (innermost dim contiguous);
-    the cache tensors as in the decode kernel (contiguous, stored copies as int32 word views)."""
-    H, P, N, G, R, T = op.H, op.P, op.N, op.G, op.R, op.T
-    at, dtt = op.act_dtype, op.dt_dtype
-    batch = common.sym()
-    slots = common.sym()
-    f = common.fake_tensor
-    x = f(at, (batch, T, H, P), ("dyn", "dyn", "dyn", 1))
-    out = f(at, (batch, T, H, P), ("dyn", "dyn", "dyn", 1))
-    z = f(at, (batch, T, H, P), ("dyn", "dyn", "dyn", 1)) if op.has_z else None
-    dt = f(dtt, (batch, T, H), ("dyn", "dyn", "dyn"))
-    A = f(Float32, (H,), ("dyn",))
-    D = f(Float32, (H,), ("dyn",)) if op.has_D else None
-    dt_bias = f(Float32, (H,), ("dyn",)) if op.has_dt_bias else None
-    B = f(at, (batch, T, G, N), ("dyn", "dyn", "dyn", 1))
-    C = f(at, (batch, T, G, N), ("dyn", "dyn", "dyn", 1))
-    idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
-    hi, hi_s, hi_g = _fake_copy(op.rec_fmt, slots, H, P, N)
-    lo = lo_s = lo_g = None
-    if op.split:
-        lo, lo_s, lo_g = _fake_copy(op.read_fmt, slots, H, P, N)
-    ab = op.act_dtype.width // 8
-    x_buf = f(at, (slots, H, R, P), (("dyn", 16 // ab), R * P, P, 1), align_bytes=16)
-    if (P * ab) % 16:
-        x_buf = f(at, (slots, H, R, P), ("dyn", R * P, P, 1))
-    B_buf = f(at, (slots, G, R, N), ("dyn", R * N, N, 1))
-    dt_buf = f(Float32, (slots, H, R), ("dyn", R, 1))
-    dA_buf = f(Float32, (slots, H, R), ("dyn", R, 1))
-    cur = [f(Int32, (slots,), (1,)) for _ in range(5)]   # write_pos, origin, flush_count, pending, arrive
-    seed = f(Int64, (1,), (1,), align_bytes=8) if op.any_sr else None
-    return (x, dt, A, B, C, D, z, dt_bias, idx, out, hi, hi_s, hi_g, lo, lo_s, lo_g,
-            x_buf, B_buf, dt_buf, dA_buf, *cur, seed, Int32(-1), common.fake_stream())
-
-
 def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int, G: int, L: int,
                           R: int, T: int, has_D: bool, has_z: bool, has_dt_bias: bool,
                           dt_softplus: bool, heads_per_cta: int,
@@ -951,15 +774,9 @@ def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices,
                        min_blocks_per_mp, flush_impl, use_mma)
-
-    def build() -> CompiledKernel:
-        op = Mamba2VerifyKernel(**kw)
-        compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True, dump=dump)
-        return CompiledKernel(compiled, key, secs, use_ffi=True, meta={"cfg": op.cfg, "op": op})
-
-    if dump is not None:
-        return build()
-    return _CACHE.get_or_compile(key, build)
+    # per-token inputs carry the T mode: x, z, out [batch, T, H, P], dt [batch, T, H], B, C
+    # [batch, T, G, N]; the cache tensors as in the decode kernel
+    return _compile_op(_CACHE, key, Mamba2VerifyKernel, kw, dump, draft_modes=(int(T),))
 
 
 def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float32", H: int = 128,
@@ -974,14 +791,7 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
         R = max(L, T) + T
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
             dt_softplus, heads_per_cta, has_state_batch_indices)
-    if not keep_ptx:
-        return compile_mamba2_verify(*args), None
-    with common.dump_ptx() as d:
-        k = compile_mamba2_verify(*args, dump=d)
-        ptx = d.read() or None
-        d.cleanup()
-    k.ptx = ptx
-    return k, ptx
+    return _compile_keep_ptx(compile_mamba2_verify, args, keep_ptx)
 
 
 def supports_cache(cache) -> bool:
@@ -1016,27 +826,19 @@ def mamba2_verify_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=None,
         out = x.new_empty(x.shape)
     if batch == 0:
         return out
+    def make():
+        return _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
+                             heads_per_cta, min_blocks_per_mp, flush_impl, use_mma)
+
     if _memo is not None:
-        launch = _memo.get("m2_verify_launch")
-        if launch is None:
-            launch = _memo["m2_verify_launch"] = {}
         key = (x.dtype, dt.dtype, T, H, P, B.shape[2], B.shape[3], D is None, z is None,
                dt_bias is None, bool(dt_softplus), state_batch_indices is None,
                batch if heads_per_cta is None else -heads_per_cta, min_blocks_per_mp, flush_impl,
                use_mma, tuple(os.environ.get(n) for n in _ENV_NAMES))
-        ent = launch.get(key)
-        if ent is None:
-            ent = launch[key] = _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
-                                              state_batch_indices, heads_per_cta,
-                                              min_blocks_per_mp, flush_impl, use_mma)
+        ent = _memo_entry(_memo, "m2_verify_launch", key, make)
     else:
-        ent = _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
-                            heads_per_cta, min_blocks_per_mp, flush_impl, use_mma)
-    fn, hw, hs, hg, lw, ls, lg, any_sr = ent
-    fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
-       cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
-       cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-       cache.seed if any_sr else None, pad_slot_id)
+        ent = make()
+    _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
     return out
 
 
@@ -1057,6 +859,4 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               T, D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, state_batch_indices is not None, min_blocks_per_mp,
                               flush_impl, use_mma=use_mma)
-    hi = _copy_args(cache.hi, pair.rec_fmt)
-    lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
-    return (k.ffi, *hi, *lo, bool(k.meta["op"].any_sr))
+    return _launch_args(k, cache)

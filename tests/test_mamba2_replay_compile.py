@@ -173,19 +173,20 @@ def test_tile_config_and_errors():
                              True, True, True, 1)
 
 
-def test_rows_reduce_writers_emulated(monkeypatch):
-    """The non-flush transposed row reduction (``_rows_reduce``) and the per-lane store mapping
-    (``_rows_lane_row``, as the kernel's ``_nonflush`` uses them) on a SIMT emulation (one numpy
-    array over the 128 threads per value) for every supported read format, P and N: every output
-    row p < P is stored by exactly one lane, and that lane holds the full sum of row p over the TN
-    lanes of its row group (odd splits at inner levels pad an entry whose plain index can name a
-    real row held by another lane: P=80 fp8 / fp16 / fp32 used to store a 0 there too)."""
+def _simt_emulation(monkeypatch, mod):
+    """Swaps the DSL names the warp helpers of kernel module ``mod`` use for a SIMT emulation:
+    a value is one numpy array over the lanes, shuffles index that axis, selects are ``np.where``,
+    ``Int32`` / ``Float32`` make int64 / float64 arrays."""
     import numpy as np
 
     class _Arch:
         @staticmethod
         def shuffle_sync_bfly(v, offset):
             return v[np.arange(v.shape[0]) ^ offset]
+
+        @staticmethod
+        def shuffle_sync(v, src):
+            return v[np.broadcast_to(np.asarray(src), v.shape)]
 
     class _Cute:
         arch = _Arch
@@ -199,12 +200,24 @@ def test_rows_reduce_writers_emulated(monkeypatch):
         max = staticmethod(np.maximum)
         min = staticmethod(np.minimum)
 
-    monkeypatch.setattr(M, "cute", _Cute)
-    monkeypatch.setattr(M, "lp", _Lp)
-    monkeypatch.setattr(M, "cutlass", _Cutlass)
-    monkeypatch.setattr(M, "_sel_i32", lambda c, a, b: np.where(c, a, b))
-    monkeypatch.setattr(M, "Int32", lambda v: np.asarray(v, dtype=np.int64))
-    monkeypatch.setattr(M, "Float32", lambda v: np.asarray(v, dtype=np.float64))
+    monkeypatch.setattr(mod, "cute", _Cute)
+    monkeypatch.setattr(mod, "lp", _Lp)
+    monkeypatch.setattr(mod, "cutlass", _Cutlass)
+    monkeypatch.setattr(mod, "_sel_i32", lambda c, a, b: np.where(c, a, b))
+    monkeypatch.setattr(mod, "Int32", lambda v: np.asarray(v, dtype=np.int64))
+    monkeypatch.setattr(mod, "Float32", lambda v: np.asarray(v, dtype=np.float64))
+
+
+def test_rows_reduce_writers_emulated(monkeypatch):
+    """The non-flush transposed row reduction (``_rows_reduce``) and the per-lane store mapping
+    (``_rows_lane_row``, as the kernel's ``_nonflush`` uses them) on a SIMT emulation (one numpy
+    array over the 128 threads per value) for every supported read format, P and N: every output
+    row p < P is stored by exactly one lane, and that lane holds the full sum of row p over the TN
+    lanes of its row group (odd splits at inner levels pad an entry whose plain index can name a
+    real row held by another lane: P=80 fp8 / fp16 / fp32 used to store a 0 there too)."""
+    import numpy as np
+
+    _simt_emulation(monkeypatch, M)
     rng = np.random.default_rng(0)
     nt = 128
     tid = np.arange(nt)

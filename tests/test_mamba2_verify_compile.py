@@ -21,7 +21,7 @@ from cute_kernels import common  # noqa: E402
 from cute_kernels import mamba2_verify as MV  # noqa: E402
 from replayssm_lp.pairs import precision_pairs  # noqa: E402
 
-from tests.test_mamba2_replay_compile import _cubin_info  # noqa: E402
+from tests.test_mamba2_replay_compile import _cubin_info, _simt_emulation  # noqa: E402
 
 PAIRS = list(precision_pairs(include_extra=True))
 SMALL = dict(H=8, P=64, N=128, G=2)      # H/G = 4 heads per group
@@ -221,33 +221,7 @@ def test_lanes_reduce_and_broadcast_emulated(monkeypatch):
     returned index names, padding indices only past the list, and broadcasts pick Λ_q."""
     import numpy as np
 
-    class _Arch:
-        @staticmethod
-        def shuffle_sync_bfly(v, offset):
-            return v[np.arange(v.shape[0]) ^ offset]
-
-        @staticmethod
-        def shuffle_sync(v, src):
-            return v[np.broadcast_to(np.asarray(src), v.shape)]
-
-    class _Cute:
-        arch = _Arch
-
-    class _Lp:
-        @staticmethod
-        def sel_f32(c, a, b):
-            return np.where(c, a, b)
-
-    monkeypatch.setattr(MV, "cute", _Cute)
-    monkeypatch.setattr(MV, "lp", _Lp)
-    monkeypatch.setattr(MV, "_sel_i32", lambda c, a, b: np.where(c, a, b))
-    monkeypatch.setattr(MV, "Int32", lambda v: np.asarray(v, dtype=np.int64))
-    monkeypatch.setattr(MV, "Float32", lambda v: np.asarray(v, dtype=np.float64))
-
-    class _Cutlass:
-        max = staticmethod(np.maximum)
-        min = staticmethod(np.minimum)
-    monkeypatch.setattr(MV, "cutlass", _Cutlass)
+    _simt_emulation(monkeypatch, MV)
     rng = np.random.default_rng(0)
     for tn in (1, 2, 4, 8, 16, 32):
         for nv in (1, 2, 3, 5, 8, 16, 17, 32):
