@@ -13,7 +13,10 @@ Generic, kernel-agnostic pieces (nothing Mamba-2 specific lives here):
   ``from_dlpack`` + ``CUstream`` path when ``tvm_ffi`` is not importable;
 * :class:`KernelCache`, a thread-safe dict cache (``cute.compile`` never caches and is
   not thread-safe, so compiles are serialised behind one lock);
-* PTX helpers for compile-only tests (``compile_ptx``).
+* the two compile paths every kernel module shares: :func:`compile_tvm_ffi_cached` (cached,
+  tensor-free, TVM-FFI) and :func:`compile_keep_ptx` (uncached, keeps the PTX);
+* PTX helpers for compile-only tests (:class:`dump_ptx`, :func:`ptx_stats`);
+* :func:`fp32_regs`, a device helper (fp32 register copy of a register tensor).
 
 Importing this module imports cutlass (and torch lazily where needed) but never touches
 the GPU.
@@ -307,6 +310,57 @@ def cute_compile(
     else:
         compiled = cute.compile(fn, *args)
     return compiled, time.perf_counter() - t0
+
+
+def require_tvm_ffi(hint: str = "") -> None:
+    """Raise unless the TVM-FFI (tensor-free) compile path is available."""
+    if not HAS_TVM_FFI:
+        raise RuntimeError("tensor-free compile needs apache-tvm-ffi" + hint)
+
+
+def compile_tvm_ffi_cached(cache: "KernelCache", key: Hashable, make_op: Callable[[], Any],
+                           fake_args: Callable[[Any], Sequence[Any]],
+                           meta: Callable[[Any], Dict[str, Any]]) -> "CompiledKernel":
+    """The kernel of ``key`` in ``cache``, compiled at the first request: ``make_op()``
+    compiled on the TVM-FFI path against ``fake_args(op)``, with ``meta(op)`` as its meta."""
+
+    def build() -> CompiledKernel:
+        op = make_op()
+        compiled, secs = cute_compile(op, *fake_args(op), use_tvm_ffi=True)
+        return CompiledKernel(compiled, key, secs, use_ffi=True, meta=meta(op))
+
+    return cache.get_or_compile(key, build)
+
+
+def compile_keep_ptx(op: Any, args: Sequence[Any], key: Hashable, meta: Dict[str, Any],
+                     dump_dir: Optional[str] = None) -> Tuple["CompiledKernel", Optional[str]]:
+    """Uncached compile of ``op`` against ``args`` that keeps the PTX: ``(kernel, ptx)``
+    (compile-only tests). With ``dump_dir`` the PTX and CUBIN files stay in that directory,
+    otherwise the temporary dump directory is removed."""
+    with dump_ptx(cubin=dump_dir is not None, dir=dump_dir) as d:
+        compiled, secs = cute_compile(op, *args, dump=d)
+        k = CompiledKernel(compiled, key, secs, use_ffi=HAS_TVM_FFI, meta=meta)
+        k.ptx = d.read() or None
+        if dump_dir is None:
+            d.cleanup()
+    return k, k.ptx
+
+
+def fp32_regs(t: Any):
+    """An fp32 register copy of register tensor ``t`` (same layout, converted element-wise)."""
+    r = cute.make_rmem_tensor_like(t, cutlass.Float32)
+    r.store(t.load().to(cutlass.Float32))
+    return r
+
+
+def optional_dtype_name(dtype: Any) -> Optional[str]:
+    """:func:`dtype_name`, None for None (optional inputs in cache keys)."""
+    return None if dtype is None else dtype_name(dtype)
+
+
+def dtype_of(t: Any):
+    """The dtype of a tensor, None for None (optional inputs in launch keys)."""
+    return None if t is None else t.dtype
 
 
 def from_dlpack_dynamic(t: Any, align_bytes: Optional[int] = None):

@@ -50,7 +50,7 @@ from cutlass import Float32, Int32, const_expr
 import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
 
 from . import common
-from .common import CompiledKernel, KernelCache, dtype_name, to_cute_dtype
+from .common import CompiledKernel, KernelCache, dtype_name, dtype_of, to_cute_dtype
 
 __all__ = [
     "GDNStandardDecode",
@@ -63,6 +63,8 @@ __all__ = [
     "treduce",
     "gdn_gates",
     "qk_normalize_warp",
+    "init_gate_inputs",
+    "launch_gates",
     "supports",
 ]
 
@@ -173,6 +175,33 @@ def qk_normalize_warp(mQ, mK, row, hk, K: int, use_l2norm: bool, scale, lane, sK
         sQn[lane + Int32(32 * i)] = qn
     kq = cute.arch.warp_reduction(kq, lambda a, b: a + b, threads_in_group=32)
     return kinv, kq
+
+
+def init_gate_inputs(op, g_dtype, beta_dtype, alog_dtype, a_dtype, dt_bias_dtype, b_dtype):
+    """Set a kernel op's gate facts from its compile parameters: ``has_g`` / ``has_beta`` (given
+    g / beta, else the raw A_log + a (+ dt_bias) / b), ``has_dt_bias`` and the gate dtypes
+    (cutlass types, None when absent). Raises when a gate has neither form."""
+    op.has_g = g_dtype is not None
+    op.has_beta = beta_dtype is not None
+    if not op.has_g and (alog_dtype is None or a_dtype is None):
+        raise ValueError("without g the raw gate inputs A_log and a are required")
+    if not op.has_beta and b_dtype is None:
+        raise ValueError("without beta the raw b is required")
+    op.has_dt_bias = (not op.has_g) and dt_bias_dtype is not None
+    cd = lambda d: None if d is None else to_cute_dtype(d)  # noqa: E731
+    op.g_dtype, op.beta_dtype = cd(g_dtype), cd(beta_dtype)
+    op.alog_dtype, op.a_dtype = cd(alog_dtype), cd(a_dtype)
+    op.dt_bias_dtype, op.b_dtype = cd(dt_bias_dtype), cd(b_dtype)
+
+
+def launch_gates(g, beta, A_log, a, dt_bias, b):
+    """The gate tensors a launch passes, in argument order: a given ``g`` drops the raw A_log, a,
+    dt_bias; a given ``beta`` drops b."""
+    if g is not None:
+        A_log = a = dt_bias = None
+    if beta is not None:
+        b = None
+    return g, beta, A_log, a, dt_bias, b
 
 
 def slot_of_row(has_idx, mIdx, row, num_slots, pad_slot_id):
@@ -320,17 +349,7 @@ class GDNStandardDecode:
         self.layout = layout
         self.H, self.HV, self.K, self.V = H, HV, K, V
         self.group = HV // H
-        self.has_g = g_dtype is not None
-        self.has_beta = beta_dtype is not None
-        if not self.has_g and (alog_dtype is None or a_dtype is None):
-            raise ValueError("without g the raw gate inputs A_log and a are required")
-        if not self.has_beta and b_dtype is None:
-            raise ValueError("without beta the raw b is required")
-        self.has_dt_bias = (not self.has_g) and dt_bias_dtype is not None
-        cd = lambda d: None if d is None else to_cute_dtype(d)  # noqa: E731
-        self.g_dtype, self.beta_dtype = cd(g_dtype), cd(beta_dtype)
-        self.alog_dtype, self.a_dtype = cd(alog_dtype), cd(a_dtype)
-        self.dt_bias_dtype, self.b_dtype = cd(dt_bias_dtype), cd(b_dtype)
+        init_gate_inputs(self, g_dtype, beta_dtype, alog_dtype, a_dtype, dt_bias_dtype, b_dtype)
         self.use_l2 = bool(use_qk_l2norm)
         self.has_idx = bool(has_state_batch_indices)
         self.tile = tile_config(self.state_dtype, layout, K, V, block_v, num_threads)
@@ -348,12 +367,121 @@ class GDNStandardDecode:
                  mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                  pad_slot_id: Int32, stream: cuda.CUstream):
         batch = mQ.shape[0]
-        self.kernel(mState, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias, mB, mIdx, mOut, scale,
-                    pad_slot_id).launch(
+        self._launch(self.kernel(mState, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias, mB, mIdx,
+                                 mOut, scale, pad_slot_id),
+                     batch, stream)
+
+    def _launch(self, kernel, batch, stream):
+        """Launch ``kernel`` (a ``self.kernel(...)`` call) on the grid (batch, HV, V / block_v)."""
+        kernel.launch(
             grid=[batch, self.HV, self.V // self.block_v],
             block=[self.num_threads, 1, 1],
             stream=stream,
         )
+
+    # ---------------------------------------------------------------- device helpers
+    # Plain Python methods traced inline into ``kernel`` (and the snapshot verify's kernel).
+
+    def _alloc_smem(self):
+        """(sKn, sQn, sU, sScal, sDot) in shared memory; ``sDot``: the reduced dots S kn, S qn,
+        [2 block_v] ("vk"), or their per-warp partial sums [2 block_v, warps] ("kv")."""
+        K, BV = self.K, self.block_v
+        smem = cutlass.memory.SmemAllocator()
+        sKn = smem.allocate_tensor(Float32, cute.make_layout(K), byte_alignment=16)
+        sQn = smem.allocate_tensor(Float32, cute.make_layout(K), byte_alignment=16)
+        sU = smem.allocate_tensor(Float32, cute.make_layout(BV), byte_alignment=16)
+        sScal = smem.allocate_tensor(Float32, cute.make_layout(4), byte_alignment=16)
+        if self.layout == "vk":
+            sDot = smem.allocate_tensor(Float32, cute.make_layout(2 * BV), byte_alignment=16)
+        else:
+            sDot = smem.allocate_tensor(Float32, cute.make_layout((2 * BV, self.nwarps)),
+                                        byte_alignment=16)
+        return sKn, sQn, sU, sScal, sDot
+
+    def _tiled_copy(self, tidx):
+        """(tiled, thr): threads (RPP, TN) row-major over the stored tile, 128-bit state copies."""
+        thr_layout = cute.make_ordered_layout((self.rpp, self.tn), order=(1, 0))
+        val_layout = cute.make_layout((1, self.vec))
+        atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.state_dtype,
+                                   num_bits_per_copy=128)
+        tiled = cute.make_tiled_copy_tv(atom, thr_layout, val_layout)
+        return tiled, tiled.get_slice(tidx)
+
+    def _state_tile(self, mState, slot, hv, vblk):
+        """The stored tile of state matrix (slot, hv) at V block ``vblk``: [block_v, K] ("vk")
+        or [K, block_v] ("kv")."""
+        K, BV = self.K, self.block_v
+        if self.layout == "vk":
+            return cute.local_tile(mState[slot, hv, None, None], (BV, K), (vblk, 0))
+        return cute.local_tile(mState[slot, hv, None, None], (K, BV), (0, vblk))
+
+    @cute.jit
+    def _gates_and_qk(self, mQ, mK, mG, mBeta, mALog, mA, mDtBias, mB, row, hv, hk, scale,
+                      lane, warp, sKn, sQn, sScal):
+        """(e^g, beta, kq = kn . qn) of token ``row`` (head hv; key head hk): the gates in every
+        thread (uniform loads); warp 0 writes the normalised k / q to ``sKn`` / ``sQn`` and kq
+        through ``sScal[0]``; ends with a CTA barrier."""
+        g, beta = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta, mALog, mA,
+                            mDtBias, mB, row, hv)
+        alpha = cute.math.exp(g)
+        if warp == 0:
+            kinv, kq = qk_normalize_warp(mQ, mK, row, hk, self.K, self.use_l2, scale, lane, sKn,
+                                         sQn)
+            if lane == 0:
+                sScal[0] = kq
+        cute.arch.barrier()
+        kq = sScal[0]
+        return alpha, beta, kq
+
+    def _vk_partial_dots(self, rS, sKn, sQn, sDot, lr, rp):
+        """"vk": S kn and S qn of this thread's R rows, summed over the TN lanes of each row by
+        the transposed butterfly into ``sDot`` (row group rp: [S kn of R rows, S qn of R rows]).
+        Returns the thread's kn chunks (VEC, CN) for the update."""
+        TN, CN, R, VEC = self.tn, self.cn, self.r, self.vec
+        # kn / qn at this thread's columns: (c*TN + lr)*VEC + e
+        rKn = cute.make_rmem_tensor((VEC, CN), Float32)
+        rQn = cute.make_rmem_tensor((VEC, CN), Float32)
+        for c in range(CN):
+            cute.autovec_copy(cute.local_tile(sKn, (VEC,), (c * TN + lr,)), rKn[None, c])
+            cute.autovec_copy(cute.local_tile(sQn, (VEC,), (c * TN + lr,)), rQn[None, c])
+        dk = []
+        dq = []
+        for r in range(R):
+            ak = Float32(0.0)
+            aq = Float32(0.0)
+            for c in range(CN):
+                for e in range(VEC):
+                    s = rS[e, r, c]
+                    ak = ak + s * rKn[e, c]
+                    aq = aq + s * rQn[e, c]
+            dk.append(ak)
+            dq.append(aq)
+        rest, base = treduce(dk + dq, TN, lr)
+        for i in range(len(rest)):
+            sDot[rp * (2 * R) + base + i] = rest[i]
+        return rKn
+
+    def _vk_finish_row(self, vr, v_in, sDot, sU, alpha, beta, kq, mOut, out_index, v0):
+        """"vk", value row ``vr`` of the block (input ``v_in``): u = beta (v - e^g S kn) into
+        ``sU`` and o = e^g S qn + (kn . qn) u to ``mOut[out_index + (v0 + vr,)]``."""
+        RPP, R = self.rpp, self.r
+        vrp = vr % RPP
+        vri = vr // RPP
+        sk = sDot[vrp * (2 * R) + vri]
+        sq = sDot[vrp * (2 * R) + R + vri]
+        u = beta * (v_in.to(Float32) - alpha * sk)
+        o = alpha * sq + kq * u
+        mOut[out_index + (v0 + vr,)] = o.to(self.act_dtype)
+        sU[vr] = u
+
+    def _vk_update(self, rS, rKn, sU, alpha, rp):
+        """"vk": S = e^g S + u kn^T on this thread's R rows (fp32 registers, in place)."""
+        RPP, CN, VEC = self.rpp, self.cn, self.vec
+        for r in range(self.r):
+            u = sU[r * RPP + rp]
+            for c in range(CN):
+                for e in range(VEC):
+                    rS[e, r, c] = alpha * rS[e, r, c] + u * rKn[e, c]
 
     # ---------------------------------------------------------------- device side
     @cute.kernel
@@ -363,108 +491,51 @@ class GDNStandardDecode:
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
                mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
-        K, BV = self.K, self.block_v
-        TN, CN, RPP, R, VEC = self.tn, self.cn, self.rpp, self.r, self.vec
+        BV = self.block_v
+        TN, RPP, R, VEC = self.tn, self.rpp, self.r, self.vec
         tidx, _, _ = cute.arch.thread_idx()
         row_b, hv, vblk = cute.arch.block_idx()
         lane = tidx % 32
         warp = tidx // 32
         hk = hv // self.group
 
-        smem = cutlass.memory.SmemAllocator()
-        sKn = smem.allocate_tensor(Float32, cute.make_layout(K), byte_alignment=16)
-        sQn = smem.allocate_tensor(Float32, cute.make_layout(K), byte_alignment=16)
-        sU = smem.allocate_tensor(Float32, cute.make_layout(BV), byte_alignment=16)
-        sScal = smem.allocate_tensor(Float32, cute.make_layout(4), byte_alignment=16)
-        if const_expr(self.layout == "vk"):
-            sDot = smem.allocate_tensor(Float32, cute.make_layout(2 * BV), byte_alignment=16)
-        else:
-            sRed = smem.allocate_tensor(Float32, cute.make_layout((2 * BV, self.nwarps)),
-                                        byte_alignment=16)
+        sKn, sQn, sU, sScal, sDot = self._alloc_smem()
 
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mState.shape[0], pad_slot_id)
         if valid:
             # ---- 1. issue the state loads (the long pole): 128-bit per thread chunk
-            thr_layout = cute.make_ordered_layout((RPP, TN), order=(1, 0))
-            val_layout = cute.make_layout((1, VEC))
-            atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.state_dtype,
-                                       num_bits_per_copy=128)
-            tiled = cute.make_tiled_copy_tv(atom, thr_layout, val_layout)
-            thr = tiled.get_slice(tidx)
-            if const_expr(self.layout == "vk"):
-                gS = cute.local_tile(mState[slot, hv, None, None], (BV, K), (vblk, 0))
-            else:
-                gS = cute.local_tile(mState[slot, hv, None, None], (K, BV), (0, vblk))
-            tSg = thr.partition_S(gS)          # ((VEC), R, CN)
+            tiled, thr = self._tiled_copy(tidx)
+            tSg = thr.partition_S(self._state_tile(mState, slot, hv, vblk))  # ((VEC), R, CN)
             tSr = cute.make_rmem_tensor_like(tSg)
             cute.copy(tiled, tSg, tSr)
 
             # v of the value rows this thread finishes (prefetched with the tile)
             NTT = self.num_threads
+            NIT = (BV + NTT - 1) // NTT
             vpre = [mV[row_b, hv, vblk * BV + cutlass.min(tidx + it * NTT, Int32(BV - 1))]
-                    for it in range((BV + NTT - 1) // NTT)]
+                    for it in range(NIT)]
             # ---- 2. gates (every thread, uniform loads) and the normalised q / k (warp 0)
-            g, beta = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta, mALog,
-                                mA, mDtBias, mB, row_b, hv)
-            alpha = cute.math.exp(g)
-            if warp == 0:
-                kinv, kq = qk_normalize_warp(mQ, mK, row_b, hk, K, self.use_l2, scale, lane,
-                                             sKn, sQn)
-                if lane == 0:
-                    sScal[0] = kq
-            cute.arch.barrier()
-            kq = sScal[0]
+            alpha, beta, kq = self._gates_and_qk(mQ, mK, mG, mBeta, mALog, mA, mDtBias, mB, row_b,
+                                                 hv, hk, scale, lane, warp, sKn, sQn, sScal)
 
-            rS = cute.make_rmem_tensor_like(tSr, Float32)
-            rS.store(tSr.load().to(Float32))
+            rS = common.fp32_regs(tSr)
             lr = tidx % TN           # lane within the row group
             rp = tidx // TN          # row group
             v0 = vblk * BV
 
             if const_expr(self.layout == "vk"):
-                # kn / qn at this thread's columns: (c*TN + lr)*VEC + e
-                rKn = cute.make_rmem_tensor((VEC, CN), Float32)
-                rQn = cute.make_rmem_tensor((VEC, CN), Float32)
-                for c in cutlass.range_constexpr(CN):
-                    cute.autovec_copy(cute.local_tile(sKn, (VEC,), (c * TN + lr,)), rKn[None, c])
-                    cute.autovec_copy(cute.local_tile(sQn, (VEC,), (c * TN + lr,)), rQn[None, c])
                 # ---- 3. partial dots of the R rows, transposed reduction over the TN lanes
-                dk = []
-                dq = []
-                for r in cutlass.range_constexpr(R):
-                    ak = Float32(0.0)
-                    aq = Float32(0.0)
-                    for c in cutlass.range_constexpr(CN):
-                        for e in cutlass.range_constexpr(VEC):
-                            s = rS[e, r, c]
-                            ak = ak + s * rKn[e, c]
-                            aq = aq + s * rQn[e, c]
-                    dk.append(ak)
-                    dq.append(aq)
-                rest, base = treduce(dk + dq, TN, lr)
-                for i in cutlass.range_constexpr(len(rest)):
-                    sDot[rp * (2 * R) + base + i] = rest[i]
+                rKn = self._vk_partial_dots(rS, sKn, sQn, sDot, lr, rp)
                 cute.arch.barrier()
                 # ---- 4. per-row u and o (one thread per value row)
-                for it in cutlass.range_constexpr((BV + self.num_threads - 1) // self.num_threads):
-                    vr = tidx + it * self.num_threads
+                for it in cutlass.range_constexpr(NIT):
+                    vr = tidx + it * NTT
                     if vr < BV:
-                        vrp = vr % RPP
-                        vri = vr // RPP
-                        sk = sDot[vrp * (2 * R) + vri]
-                        sq = sDot[vrp * (2 * R) + R + vri]
-                        vin = vpre[it].to(Float32)
-                        u = beta * (vin - alpha * sk)
-                        o = alpha * sq + kq * u
-                        mOut[row_b, hv, v0 + vr] = o.to(self.act_dtype)
-                        sU[vr] = u
+                        self._vk_finish_row(vr, vpre[it], sDot, sU, alpha, beta, kq, mOut,
+                                            (row_b, hv), v0)
                 cute.arch.barrier()
                 # ---- 5. update and store
-                for r in cutlass.range_constexpr(R):
-                    u = sU[r * RPP + rp]
-                    for c in cutlass.range_constexpr(CN):
-                        for e in cutlass.range_constexpr(VEC):
-                            rS[e, r, c] = alpha * rS[e, r, c] + u * rKn[e, c]
+                self._vk_update(rS, rKn, sU, alpha, rp)
             else:
                 # kv: this thread holds K-rows r*RPP + rp, V columns lr*VEC + e of the block
                 rKn = cute.make_rmem_tensor((R,), Float32)
@@ -492,17 +563,17 @@ class GDNStandardDecode:
                 # ... then across warps through shared memory
                 if lane < TN:
                     for e in cutlass.range_constexpr(VEC):
-                        sRed[lr * VEC + e, warp] = pk[e]
-                        sRed[BV + lr * VEC + e, warp] = pq[e]
+                        sDot[lr * VEC + e, warp] = pk[e]
+                        sDot[BV + lr * VEC + e, warp] = pq[e]
                 cute.arch.barrier()
-                for it in cutlass.range_constexpr((BV + self.num_threads - 1) // self.num_threads):
-                    vr = tidx + it * self.num_threads
+                for it in cutlass.range_constexpr(NIT):
+                    vr = tidx + it * NTT
                     if vr < BV:
-                        sk = sRed[vr, 0]
-                        sq = sRed[BV + vr, 0]
+                        sk = sDot[vr, 0]
+                        sq = sDot[BV + vr, 0]
                         for w in cutlass.range_constexpr(1, self.nwarps):
-                            sk = sk + sRed[vr, w]
-                            sq = sq + sRed[BV + vr, w]
+                            sk = sk + sDot[vr, w]
+                            sq = sq + sDot[BV + vr, w]
                         vin = vpre[it].to(Float32)
                         u = beta * (vin - alpha * sk)
                         o2 = alpha * sq + kq * u
@@ -527,21 +598,18 @@ class GDNStandardDecode:
 _CACHE = KernelCache("gdn_standard")
 
 
-def _dn(d):
-    return None if d is None else dtype_name(d)
-
-
 def _resolve(state_dtype, act_dtype, layout, H, HV, K, V, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads):
     tile = tile_config(state_dtype, layout, K, V, block_v, num_threads)
     has_g = g_dtype is not None
+    name = common.optional_dtype_name
     kw = dict(
         state_dtype=dtype_name(state_dtype), act_dtype=dtype_name(act_dtype), layout=str(layout),
-        H=int(H), HV=int(HV), K=int(K), V=int(V), g_dtype=_dn(g_dtype),
-        beta_dtype=_dn(beta_dtype), alog_dtype=None if has_g else _dn(alog_dtype),
-        a_dtype=None if has_g else _dn(a_dtype),
-        dt_bias_dtype=None if has_g else _dn(dt_bias_dtype),
-        b_dtype=None if beta_dtype is not None else _dn(b_dtype),
+        H=int(H), HV=int(HV), K=int(K), V=int(V), g_dtype=name(g_dtype),
+        beta_dtype=name(beta_dtype), alog_dtype=None if has_g else name(alog_dtype),
+        a_dtype=None if has_g else name(a_dtype),
+        dt_bias_dtype=None if has_g else name(dt_bias_dtype),
+        b_dtype=None if beta_dtype is not None else name(b_dtype),
         use_qk_l2norm=bool(use_qk_l2norm), has_state_batch_indices=bool(has_idx),
         block_v=tile.block_v, num_threads=tile.num_threads,
     )
@@ -549,35 +617,51 @@ def _resolve(state_dtype, act_dtype, layout, H, HV, K, V, g_dtype, beta_dtype, a
     return kw, key
 
 
-def _fake_args(op: GDNStandardDecode):
-    """Fake tensors: batch and num_slots symbolic. Contract (checked by TVM-FFI at call time):
-    dtypes; H, HV, K, V extents; shared ``batch``; unit last stride of state/q/k/v/out; the state
-    contiguous inside a (slot, head) matrix, 16-byte aligned, slot / head strides multiples of 16
-    bytes."""
+def _meta(op: GDNStandardDecode):
+    """The :class:`CompiledKernel` meta of a compiled op: its tile."""
+    return {"tile": op.tile}
+
+
+def _fake_inputs(op: GDNStandardDecode, lead):
+    """Fake (state, q, k, v, g, beta, A_log, a, dt_bias, b, out), None where the variant has no
+    such input: num_slots symbolic, ``lead`` the (symbolic) per-token leading modes of q / k / v /
+    out and the per-token gates (``(batch,)``; the snapshot verify adds its draft mode T), each
+    with a free stride."""
     H, HV, K, V = op.H, op.HV, op.K, op.V
     vec = op.vec
     f = common.fake_tensor
-    batch, slots = common.sym(), common.sym()
+    slots = common.sym()
+    dyn = ("dyn",) * len(lead)
     st, at = op.state_dtype, op.act_dtype
     if op.layout == "vk":
         state = f(st, (slots, HV, V, K), (("dyn", vec), ("dyn", vec), K, 1), align_bytes=16)
     else:
         state = f(st, (slots, HV, K, V), (("dyn", vec), ("dyn", vec), V, 1), align_bytes=16)
-    q = f(at, (batch, H, K), ("dyn", "dyn", 1))
-    k = f(at, (batch, H, K), ("dyn", "dyn", 1))
-    v = f(at, (batch, HV, V), ("dyn", "dyn", 1))
-    out = f(at, (batch, HV, V), ("dyn", "dyn", 1))
-    g = f(op.g_dtype, (batch, HV), ("dyn", "dyn")) if op.has_g else None
-    beta = f(op.beta_dtype, (batch, HV), ("dyn", "dyn")) if op.has_beta else None
+    q = f(at, lead + (H, K), dyn + ("dyn", 1))
+    k = f(at, lead + (H, K), dyn + ("dyn", 1))
+    v = f(at, lead + (HV, V), dyn + ("dyn", 1))
+    out = f(at, lead + (HV, V), dyn + ("dyn", 1))
+    g = f(op.g_dtype, lead + (HV,), dyn + ("dyn",)) if op.has_g else None
+    beta = f(op.beta_dtype, lead + (HV,), dyn + ("dyn",)) if op.has_beta else None
     alog = a = dtb = b = None
     if not op.has_g:
         alog = f(op.alog_dtype, (HV,), ("dyn",))
-        a = f(op.a_dtype, (batch, HV), ("dyn", "dyn"))
+        a = f(op.a_dtype, lead + (HV,), dyn + ("dyn",))
         if op.has_dt_bias:
             dtb = f(op.dt_bias_dtype, (HV,), ("dyn",))
     if not op.has_beta:
-        b = f(op.b_dtype, (batch, HV), ("dyn", "dyn"))
-    idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
+        b = f(op.b_dtype, lead + (HV,), dyn + ("dyn",))
+    return state, q, k, v, g, beta, alog, a, dtb, b, out
+
+
+def _fake_args(op: GDNStandardDecode):
+    """Fake tensors: batch and num_slots symbolic. Contract (checked by TVM-FFI at call time):
+    dtypes; H, HV, K, V extents; shared ``batch``; unit last stride of state/q/k/v/out; the state
+    contiguous inside a (slot, head) matrix, 16-byte aligned, slot / head strides multiples of 16
+    bytes."""
+    batch = common.sym()
+    state, q, k, v, g, beta, alog, a, dtb, b, out = _fake_inputs(op, (batch,))
+    idx = common.fake_tensor(Int32, (batch,), ("dyn",)) if op.has_idx else None
     return (state, q, k, v, g, beta, alog, a, dtb, b, idx, out, Float32(1.0), Int32(-1),
             common.fake_stream())
 
@@ -594,18 +678,12 @@ def compile_gdn_standard(state_dtype, act_dtype, layout: str, H: int, HV: int, K
     ``k.ffi(state, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
     pad_slot_id)`` with ``None`` for the absent tensors; launches on the current torch stream.
     """
-    if not common.HAS_TVM_FFI:
-        raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
+    common.require_tvm_ffi()
     kw, key = _resolve(state_dtype, act_dtype, layout, H, HV, K, V, g_dtype, beta_dtype,
                        alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
                        has_state_batch_indices, block_v, num_threads)
-
-    def build() -> CompiledKernel:
-        op = GDNStandardDecode(**kw)
-        compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True)
-        return CompiledKernel(compiled, key, secs, use_ffi=True, meta={"tile": op.tile})
-
-    return _CACHE.get_or_compile(key, build)
+    return common.compile_tvm_ffi_cached(_CACHE, key, lambda: GDNStandardDecode(**kw), _fake_args,
+                                         _meta)
 
 
 def compile_only(state_dtype="float32", act_dtype="bfloat16", layout="vk", H=16, HV=32, K=128,
@@ -625,13 +703,7 @@ def compile_only(state_dtype="float32", act_dtype="bfloat16", layout="vk", H=16,
                        alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
                        has_state_batch_indices, block_v, num_threads)
     op = GDNStandardDecode(**kw)
-    with common.dump_ptx(cubin=dump_dir is not None, dir=dump_dir) as d:
-        compiled, secs = common.cute_compile(op, *_fake_args(op), dump=d)
-        k = CompiledKernel(compiled, key, secs, use_ffi=common.HAS_TVM_FFI, meta={"tile": op.tile})
-        k.ptx = d.read() or None
-        if dump_dir is None:
-            d.cleanup()
-    return k, k.ptx
+    return common.compile_keep_ptx(op, _fake_args(op), key, _meta(op), dump_dir)
 
 
 def supports(state_dtype, layout: str, K: int, V: int) -> bool:
@@ -643,10 +715,6 @@ def supports(state_dtype, layout: str, K: int, V: int) -> bool:
 
 
 _LAUNCH: dict = {}
-
-
-def _dt(t):
-    return None if t is None else t.dtype
 
 
 def gdn_standard_decode_cute(state, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bias=None,
@@ -671,27 +739,19 @@ def gdn_standard_decode_cute(state, q, k, v, g=None, beta=None, A_log=None, a=No
         return out
     if scale is None:
         scale = K ** -0.5
-    fast_key = (state.dtype, q.dtype, state_layout, H, HV, K, Vd, _dt(g), _dt(beta),
-                None if g is not None else _dt(A_log), None if g is not None else _dt(a),
-                None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
-                bool(use_qk_l2norm), state_batch_indices is None,
-                batch if block_v is None else -block_v, num_threads)
+    gates = launch_gates(g, beta, A_log, a, dt_bias, b)
+    gate_dtypes = tuple(dtype_of(x) for x in gates)
+    fast_key = (state.dtype, q.dtype, state_layout, H, HV, K, Vd) + gate_dtypes + (
+        bool(use_qk_l2norm), state_batch_indices is None,
+        batch if block_v is None else -block_v, num_threads)
     fn = _LAUNCH.get(fast_key)
     if fn is None:
         bv = block_v
         if bv is None:
             bv = choose_block_v(batch, HV, K, Vd, dtype_name(state.dtype), state_layout)
-        kern = compile_gdn_standard(
-            state.dtype, q.dtype, state_layout, H, HV, K, Vd, _dt(g), _dt(beta),
-            None if g is not None else _dt(A_log), None if g is not None else _dt(a),
-            None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
-            use_qk_l2norm, state_batch_indices is not None, bv, num_threads)
-        fn = kern.ffi
+        fn = compile_gdn_standard(state.dtype, q.dtype, state_layout, H, HV, K, Vd, *gate_dtypes,
+                                  use_qk_l2norm, state_batch_indices is not None, bv,
+                                  num_threads).ffi
         _LAUNCH[fast_key] = fn
-    if g is not None:
-        A_log = a = dt_bias = None
-    if beta is not None:
-        b = None
-    fn(state, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, float(scale),
-       int(pad_slot_id))
+    fn(state, q, k, v, *gates, state_batch_indices, out, float(scale), int(pad_slot_id))
     return out

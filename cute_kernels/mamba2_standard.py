@@ -44,7 +44,6 @@ import functools
 import operator
 from typing import Any, Optional, Tuple
 
-import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Float32, Int32, const_expr
 
@@ -61,6 +60,7 @@ __all__ = [
     "compile_mamba2_standard",
     "compile_only",
     "mamba2_standard_decode_cute",
+    "fake_head_inputs",
 ]
 
 SOFTPLUS_THRESHOLD = 20.0
@@ -258,6 +258,44 @@ class Mamba2StandardDecode:
                 stride.append(cute.assume(t.stride[i], divby=d))
         return cute.make_tensor(t.iterator, cute.make_layout(shape, stride=tuple(stride)))
 
+    def _canon_inputs(self, lead, mState, mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mOut):
+        """:meth:`_canon` of every input of this kernel family: ``lead`` are the static extents of
+        the per-token leading modes of x / z / out / dt / B / C (``(None,)`` = a runtime batch;
+        the snapshot verify adds its draft mode T); each such mode gets the divisibility hint of
+        the batch mode. Returns the tensors in argument order (state, x, dt, A, B, C, D, z,
+        dt_bias, out); absent optional tensors stay None."""
+        H, P, N, G = self.nheads, self.headdim, self.dstate, self.ngroups
+        v = self.vec
+        bv = self.act_copy_bits // self.act_dtype.width
+        unit = (1,) * len(lead)
+        mState = self._canon(mState, (None, H, P, N), (v, v, ("static", N), 0))
+        mX = self._canon(mX, lead + (H, P), unit + (1, 0))
+        mOut = self._canon(mOut, lead + (H, P), unit + (1, 0))
+        mB = self._canon(mB, lead + (G, N), (bv,) * len(lead) + (bv, 0))
+        mC = self._canon(mC, lead + (G, N), (bv,) * len(lead) + (bv, 0))
+        mDt = self._canon(mDt, lead + (H,), unit + (1,))
+        mA = self._canon(mA, (H,), (1,))
+        if const_expr(mZ is not None):
+            mZ = self._canon(mZ, lead + (H, P), unit + (1, 0))
+        if const_expr(mD is not None):
+            mD = self._canon(mD, (H,), (1,))
+        if const_expr(mDtBias is not None):
+            mDtBias = self._canon(mDtBias, (H,), (1,))
+        return mState, mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mOut
+
+    def _launch(self, kernel, batch, stream):
+        """Launch ``kernel`` (a ``self.kernel(...)`` call) on the grid (batch, H, P / block_p)."""
+        kernel.launch(
+            grid=[batch, self.nheads, self.headdim // self.block_p],
+            block=[self.num_threads, 1, 1],
+            stream=stream,
+            min_blocks_per_mp=self.min_blocks_per_mp,
+            # an explicit carveout (-1 = CU_SHAREDMEM_CARVEOUT_DEFAULT, no preference) stops
+            # the DSL from querying the device for smem/SM when min_blocks_per_mp > 1,
+            # which would break GPU-less compiles
+            preferred_smem_carveout=-1 if self.min_blocks_per_mp > 1 else None,
+        )
+
     @cute.jit
     def __call__(
         self,
@@ -275,36 +313,110 @@ class Mamba2StandardDecode:
         pad_slot_id: Int32,
         stream: cuda.CUstream,
     ):
-        H, P, N, G = self.nheads, self.headdim, self.dstate, self.ngroups
-        v = self.vec
-        bv = self.act_copy_bits // self.act_dtype.width
-        mState = self._canon(mState, (None, H, P, N), (v, v, ("static", N), 0))
-        mX = self._canon(mX, (None, H, P), (1, 1, 0))
-        mOut = self._canon(mOut, (None, H, P), (1, 1, 0))
-        mB = self._canon(mB, (None, G, N), (bv, bv, 0))
-        mC = self._canon(mC, (None, G, N), (bv, bv, 0))
-        mDt = self._canon(mDt, (None, H), (1, 1))
-        mA = self._canon(mA, (H,), (1,))
-        if const_expr(mZ is not None):
-            mZ = self._canon(mZ, (None, H, P), (1, 1, 0))
-        if const_expr(mD is not None):
-            mD = self._canon(mD, (H,), (1,))
-        if const_expr(mDtBias is not None):
-            mDtBias = self._canon(mDtBias, (H,), (1,))
-
+        mState, mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mOut = self._canon_inputs(
+            (None,), mState, mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mOut)
         batch = mX.shape[0]
-        self.kernel(
-            mState, mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, pad_slot_id
-        ).launch(
-            grid=[batch, H, P // self.block_p],
-            block=[self.num_threads, 1, 1],
-            stream=stream,
-            min_blocks_per_mp=self.min_blocks_per_mp,
-            # an explicit carveout (-1 = CU_SHAREDMEM_CARVEOUT_DEFAULT, no preference) stops
-            # the DSL from querying the device for smem/SM when min_blocks_per_mp > 1,
-            # which would break GPU-less compiles
-            preferred_smem_carveout=-1 if self.min_blocks_per_mp > 1 else None,
-        )
+        self._launch(
+            self.kernel(mState, mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, pad_slot_id),
+            batch, stream)
+
+    # ---------------------------------------------------------------- device helpers
+    # Plain Python methods traced inline into ``kernel`` (and the snapshot verify's kernel):
+    # Python loops unroll, Python ``if``s on compile-time facts pick the code.
+
+    def _tiled_copies(self, tidx):
+        """(tiled_s, thr_s, tiled_a, thr_a): thread <-> data mapping, threads (RPP, TN) row-major,
+        16 B of state per thread (128-bit copies), the same mapping for activation chunks."""
+        thr_layout = cute.make_ordered_layout((self.rpp, self.tn), order=(1, 0))
+        val_layout = cute.make_layout((1, self.vec))
+        atom_s = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.state_dtype,
+                                     num_bits_per_copy=128)
+        tiled_s = cute.make_tiled_copy_tv(atom_s, thr_layout, val_layout)
+        atom_a = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.act_dtype,
+                                     num_bits_per_copy=self.act_copy_bits)
+        tiled_a = cute.make_tiled_copy_tv(atom_a, thr_layout, val_layout)
+        return tiled_s, tiled_s.get_slice(tidx), tiled_a, tiled_a.get_slice(tidx)
+
+    def _state_tile(self, mState, slot, head, pblk):
+        """The [block_p, N] tile of state matrix (slot, head) at P block ``pblk``."""
+        return cute.local_tile(mState[slot, head, None, None], (self.block_p, self.dstate),
+                               (pblk, 0))
+
+    def _load_bc(self, tiled_a, thr_a, mB, mC, index):
+        """This thread's chunks of B[index + (:,)] and C[index + (:,)] (act dtype registers).
+
+        The N vector is viewed as an (RPP, N) tile with a 0 row stride, so the state's thread
+        mapping gives each thread its column chunks."""
+        RPP, N = self.rpp, self.dstate
+        gB = cute.make_tensor(mB[index + (None,)].iterator,
+                              cute.make_layout((RPP, N), stride=(0, 1)))
+        gC = cute.make_tensor(mC[index + (None,)].iterator,
+                              cute.make_layout((RPP, N), stride=(0, 1)))
+        tBg = thr_a.partition_S(gB)  # ((V), 1, CN)
+        tCg = thr_a.partition_S(gC)
+        tBr = cute.make_rmem_tensor_like(tBg)
+        tCr = cute.make_rmem_tensor_like(tCg)
+        cute.copy(tiled_a, tBg, tBr)
+        cute.copy(tiled_a, tCg, tCr)
+        return tBr, tCr
+
+    def _row_view(self, m, index, pblk):
+        """The P block of the [P] vector ``m[index + (:,)]`` (x, z or out) viewed as a
+        (block_p, TN*V) tile with a 0 column stride: element (0, r, 0) of a thread's partition
+        is the entry of the state row of its r-th row chunk."""
+        BP = self.block_p
+        row = cute.local_tile(m[index + (None,)], (BP,), (pblk,))
+        return cute.make_tensor(row.iterator,
+                                cute.make_layout((BP, self.tn * self.vec), stride=(1, 0)))
+
+    def _rows_f32(self, tRg):
+        """The R per-row values of a :meth:`_row_view` partition in fp32 registers."""
+        rR = cute.make_rmem_tensor((self.rows,), Float32)
+        for r in range(self.rows):
+            rR[r] = tRg[0, r, 0].to(Float32)
+        return rR
+
+    def _load_x_z_out(self, thr_a, mX, mZ, mOut, index, pblk):
+        """(rX, rZ, tOg): this thread's x and z rows in fp32 (rZ None without z) and its view
+        of out, for the (token, head) ``index``."""
+        tXg = thr_a.partition_S(self._row_view(mX, index, pblk))  # ((V), R, 1)
+        tOg = thr_a.partition_D(self._row_view(mOut, index, pblk))
+        rX = self._rows_f32(tXg)
+        rZ = None
+        if self.has_z:
+            rZ = self._rows_f32(thr_a.partition_S(self._row_view(mZ, index, pblk)))
+        return rX, rZ, tOg
+
+    def _update_and_dot_c(self, rSf, rBf, rCf, rX, dt, dA):
+        """S = dA S + (dt x) B^T in place (fp32 registers); returns this thread's partial
+        y = S.C of each of its R rows (to be summed over the TN lanes of the row)."""
+        rY = cute.make_rmem_tensor((self.rows,), Float32)
+        for r in range(self.rows):
+            dtx = dt * rX[r]
+            acc = Float32(0.0)
+            for c in range(self.cn):
+                for e in range(self.vec):
+                    s = rSf[e, r, c] * dA + dtx * rBf[e, 0, c]
+                    rSf[e, r, c] = s
+                    acc = acc + s * rCf[e, 0, c]
+            rY[r] = acc
+        return rY
+
+    def _reduce_y(self, rY):
+        """Sum each row's partial y over the TN lanes of the row (butterfly, in place)."""
+        for r in range(self.rows):
+            rY[r] = cute.arch.warp_reduction(rY[r], operator.add, threads_in_group=self.tn)
+
+    def _store_y(self, rY, rX, rZ, d_skip, tOg):
+        """out = y (+ D x) (* silu(z)) of each row (called by the row's first lane)."""
+        for r in range(self.rows):
+            y = rY[r]
+            if self.has_D:
+                y = y + d_skip * rX[r]
+            if self.has_z:
+                zr = rZ[r]
+                y = y * zr / (Float32(1.0) + cute.math.exp(-zr))
+            tOg[0, r, 0] = y.to(self.act_dtype)
 
     # ---------------------------------------------------------------- device side
     @cute.kernel
@@ -323,23 +435,9 @@ class Mamba2StandardDecode:
         mOut: cute.Tensor,
         pad_slot_id: Int32,
     ):
-        N = self.dstate
-        BP = self.block_p
-        TN, CN, RPP, R, V = self.tn, self.cn, self.rpp, self.rows, self.vec
         tidx, _, _ = cute.arch.thread_idx()
         row_b, head, pblk = cute.arch.block_idx()
-
-        # ---- thread <-> data mapping: threads (RPP, TN) row-major, 16 B per thread
-        thr_layout = cute.make_ordered_layout((RPP, TN), order=(1, 0))
-        val_layout = cute.make_layout((1, V))
-        atom_s = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.state_dtype, num_bits_per_copy=128)
-        tiled_s = cute.make_tiled_copy_tv(atom_s, thr_layout, val_layout)
-        atom_a = cute.make_copy_atom(
-            cute.nvgpu.CopyUniversalOp(), self.act_dtype, num_bits_per_copy=self.act_copy_bits
-        )
-        tiled_a = cute.make_tiled_copy_tv(atom_a, thr_layout, val_layout)
-        thr_s = tiled_s.get_slice(tidx)
-        thr_a = tiled_a.get_slice(tidx)
+        tiled_s, thr_s, tiled_a, thr_a = self._tiled_copies(tidx)
 
         # slot of this batch row; pad rows (index == pad_slot_id) and out-of-range slots
         # are skipped entirely (no state access, out row untouched)
@@ -358,45 +456,14 @@ class Mamba2StandardDecode:
 
         if valid:
             # ---- issue the state loads first (the long pole): R*CN x 128-bit per thread
-            gS = cute.local_tile(mState[slot, head, None, None], (BP, N), (pblk, 0))
-            tSg = thr_s.partition_S(gS)  # ((V), R, CN)
+            tSg = thr_s.partition_S(self._state_tile(mState, slot, head, pblk))  # ((V), R, CN)
             tSr = cute.make_rmem_tensor_like(tSg)
             cute.copy(tiled_s, tSg, tSr)
 
             # ---- small inputs
             group = head // self.heads_per_group
-            # B, C: the row's N vector viewed as an (RPP, N) tile with a 0 row stride, so
-            # the same thread mapping as the state gives each thread its column chunks.
-            gB = cute.make_tensor(
-                mB[row_b, group, None].iterator, cute.make_layout((RPP, N), stride=(0, 1))
-            )
-            gC = cute.make_tensor(
-                mC[row_b, group, None].iterator, cute.make_layout((RPP, N), stride=(0, 1))
-            )
-            tBg = thr_a.partition_S(gB)  # ((V), 1, CN)
-            tCg = thr_a.partition_S(gC)
-            tBr = cute.make_rmem_tensor_like(tBg)
-            tCr = cute.make_rmem_tensor_like(tCg)
-            cute.copy(tiled_a, tBg, tBr)
-            cute.copy(tiled_a, tCg, tCr)
-            # x (and z, out): the P block viewed as a (BP, TN*V) tile with a 0 column
-            # stride: element (0, r, 0) of the partition is x[row of this thread's r-th chunk]
-            x_row = cute.local_tile(mX[row_b, head, None], (BP,), (pblk,))
-            gX = cute.make_tensor(x_row.iterator, cute.make_layout((BP, TN * V), stride=(1, 0)))
-            tXg = thr_a.partition_S(gX)  # ((V), R, 1)
-            o_row = cute.local_tile(mOut[row_b, head, None], (BP,), (pblk,))
-            gO = cute.make_tensor(o_row.iterator, cute.make_layout((BP, TN * V), stride=(1, 0)))
-            tOg = thr_a.partition_D(gO)
-            rX = cute.make_rmem_tensor((R,), Float32)
-            for r in cutlass.range_constexpr(R):
-                rX[r] = tXg[0, r, 0].to(Float32)
-            if const_expr(self.has_z):
-                z_row = cute.local_tile(mZ[row_b, head, None], (BP,), (pblk,))
-                gZ = cute.make_tensor(z_row.iterator, cute.make_layout((BP, TN * V), stride=(1, 0)))
-                tZg = thr_a.partition_S(gZ)
-                rZ = cute.make_rmem_tensor((R,), Float32)
-                for r in cutlass.range_constexpr(R):
-                    rZ[r] = tZg[0, r, 0].to(Float32)
+            tBr, tCr = self._load_bc(tiled_a, thr_a, mB, mC, (row_b, group))
+            rX, rZ, tOg = self._load_x_z_out(thr_a, mX, mZ, mOut, (row_b, head), pblk)
 
             # ---- per-head scalars (fp32)
             dt = mDt[row_b, head].to(Float32)
@@ -412,39 +479,19 @@ class Mamba2StandardDecode:
                 d_skip = mD[head].to(Float32)
 
             # ---- fp32 update + partial dot with C
-            rBf = cute.make_rmem_tensor_like(tBr, Float32)
-            rBf.store(tBr.load().to(Float32))
-            rCf = cute.make_rmem_tensor_like(tCr, Float32)
-            rCf.store(tCr.load().to(Float32))
-            rSf = cute.make_rmem_tensor_like(tSr, Float32)
-            rSf.store(tSr.load().to(Float32))
-            rY = cute.make_rmem_tensor((R,), Float32)
-            for r in cutlass.range_constexpr(R):
-                dtx = dt * rX[r]
-                acc = Float32(0.0)
-                for c in cutlass.range_constexpr(CN):
-                    for e in cutlass.range_constexpr(V):
-                        s = rSf[e, r, c] * dA + dtx * rBf[e, 0, c]
-                        rSf[e, r, c] = s
-                        acc = acc + s * rCf[e, 0, c]
-                rY[r] = acc
+            rBf = common.fp32_regs(tBr)
+            rCf = common.fp32_regs(tCr)
+            rSf = common.fp32_regs(tSr)
+            rY = self._update_and_dot_c(rSf, rBf, rCf, rX, dt, dA)
 
             # ---- write the state back (RN convert for 16-bit states), 128-bit stores
             tSr.store(rSf.load().to(self.state_dtype))
             cute.copy(tiled_s, tSr, tSg)
 
             # ---- y = S.C over the TN lanes of a row, + D x, * silu(z)
-            for r in cutlass.range_constexpr(R):
-                rY[r] = cute.arch.warp_reduction(rY[r], operator.add, threads_in_group=TN)
-            if tidx % TN == 0:
-                for r in cutlass.range_constexpr(R):
-                    y = rY[r]
-                    if const_expr(self.has_D):
-                        y = y + d_skip * rX[r]
-                    if const_expr(self.has_z):
-                        zr = rZ[r]
-                        y = y * zr / (Float32(1.0) + cute.math.exp(-zr))
-                    tOg[0, r, 0] = y.to(self.act_dtype)
+            self._reduce_y(rY)
+            if tidx % self.tn == 0:
+                self._store_y(rY, rX, rZ, d_skip, tOg)
 
 
 # --------------------------------------------------------------------------------------
@@ -472,6 +519,48 @@ def _resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups,
     return kw, key
 
 
+def _meta(op: Mamba2StandardDecode):
+    """The :class:`CompiledKernel` meta of a compiled op: its tile configuration."""
+    return {"cfg": op.cfg}
+
+
+def fake_head_inputs(act_dtype, dt_dtype, H: int, P: int, lead, has_z: bool, has_D: bool,
+                     has_dt_bias: bool):
+    """Fake per-head inputs of a Mamba-2 step (x, out, z, dt, A, D, dt_bias; None where absent):
+    x / out / z [*lead, H, P] (unit last stride), dt [*lead, H] in ``dt_dtype``, fp32 A / D /
+    dt_bias [H]; ``lead`` the (symbolic) per-token leading modes, each with a free stride."""
+    dyn = ("dyn",) * len(lead)
+    f = common.fake_tensor
+    x = f(act_dtype, lead + (H, P), dyn + ("dyn", 1))
+    out = f(act_dtype, lead + (H, P), dyn + ("dyn", 1))
+    z = f(act_dtype, lead + (H, P), dyn + ("dyn", 1)) if has_z else None
+    dt = f(dt_dtype, lead + (H,), dyn + ("dyn",))
+    A = f(Float32, (H,), ("dyn",))
+    D = f(Float32, (H,), ("dyn",)) if has_D else None
+    dt_bias = f(Float32, (H,), ("dyn",)) if has_dt_bias else None
+    return x, out, z, dt, A, D, dt_bias
+
+
+def _fake_inputs(op: Mamba2StandardDecode, lead):
+    """Fake (state, x, dt, A, B, C, D, z, dt_bias, out): num_slots symbolic, ``lead`` the
+    (symbolic) per-token leading modes of x / z / out / dt / B / C (``(batch,)``; the snapshot
+    verify adds its draft mode T), each with a free stride (B / C: divisible by one chunk)."""
+    H, P, N, G = op.nheads, op.headdim, op.dstate, op.ngroups
+    v = op.vec
+    bv = op.act_copy_bits // op.act_dtype.width
+    at = op.act_dtype
+    slots = common.sym()
+    f = common.fake_tensor
+    state = f(op.state_dtype, (slots, H, P, N), (("dyn", v), ("dyn", v), N, 1), align_bytes=16)
+    x, out, z, dt, A, D, dt_bias = fake_head_inputs(at, op.dt_dtype, H, P, lead, op.has_z,
+                                                    op.has_D, op.has_dt_bias)
+    bc_align = op.act_copy_bits // 8
+    bc_strides = (("dyn", bv),) * len(lead) + (("dyn", bv), 1)
+    B = f(at, lead + (G, N), bc_strides, align_bytes=bc_align)
+    C = f(at, lead + (G, N), bc_strides, align_bytes=bc_align)
+    return state, x, dt, A, B, C, D, z, dt_bias, out
+
+
 def _fake_args(op: Mamba2StandardDecode):
     """Fake tensors: batch and num_slots symbolic (one compile serves every batch size).
 
@@ -480,25 +569,9 @@ def _fake_args(op: Mamba2StandardDecode):
     state P-stride == N; state base 16-byte aligned with slot/head strides multiples of
     16 bytes; B/C base and row strides aligned to one per-thread chunk.
     """
-    H, P, N, G = op.nheads, op.headdim, op.dstate, op.ngroups
-    v = op.vec
-    bv = op.act_copy_bits // op.act_dtype.width
-    st, at, dtt = op.state_dtype, op.act_dtype, op.dt_dtype
     batch = common.sym()
-    slots = common.sym()
-    f = common.fake_tensor
-    state = f(st, (slots, H, P, N), (("dyn", v), ("dyn", v), N, 1), align_bytes=16)
-    x = f(at, (batch, H, P), ("dyn", "dyn", 1))
-    out = f(at, (batch, H, P), ("dyn", "dyn", 1))
-    z = f(at, (batch, H, P), ("dyn", "dyn", 1)) if op.has_z else None
-    dt = f(dtt, (batch, H), ("dyn", "dyn"))
-    A = f(Float32, (H,), ("dyn",))
-    D = f(Float32, (H,), ("dyn",)) if op.has_D else None
-    dt_bias = f(Float32, (H,), ("dyn",)) if op.has_dt_bias else None
-    bc_align = op.act_copy_bits // 8
-    B = f(at, (batch, G, N), (("dyn", bv), ("dyn", bv), 1), align_bytes=bc_align)
-    C = f(at, (batch, G, N), (("dyn", bv), ("dyn", bv), 1), align_bytes=bc_align)
-    idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
+    state, x, dt, A, B, C, D, z, dt_bias, out = _fake_inputs(op, (batch,))
+    idx = common.fake_tensor(Int32, (batch,), ("dyn",)) if op.has_idx else None
     return (state, x, dt, A, B, C, D, z, dt_bias, idx, out, Int32(-1), common.fake_stream())
 
 
@@ -528,22 +601,13 @@ def compile_mamba2_standard(
     launches on the current torch stream. Needs ``apache-tvm-ffi``; without it
     :func:`mamba2_standard_decode_cute` compiles on the classic path at first launch.
     """
-    if not common.HAS_TVM_FFI:
-        raise RuntimeError(
-            "tensor-free compile needs apache-tvm-ffi; without it the classic path compiles "
-            "on first launch (mamba2_standard_decode_cute)"
-        )
+    common.require_tvm_ffi("; without it the classic path compiles on first launch "
+                           "(mamba2_standard_decode_cute)")
     kw, key = _resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, has_D,
                        has_z, has_dt_bias, dt_softplus, has_state_batch_indices, block_p,
                        num_threads, min_blocks_per_mp)
-    key = key + ("tvm_ffi",)
-
-    def build() -> CompiledKernel:
-        op = Mamba2StandardDecode(**kw)
-        compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True)
-        return CompiledKernel(compiled, key, secs, use_ffi=True, meta={"cfg": op.cfg})
-
-    return _CACHE.get_or_compile(key, build)
+    return common.compile_tvm_ffi_cached(_CACHE, key + ("tvm_ffi",),
+                                         lambda: Mamba2StandardDecode(**kw), _fake_args, _meta)
 
 
 def compile_only(
@@ -586,14 +650,8 @@ def compile_only(
     op = Mamba2StandardDecode(**kw)
     if not keep_ptx and dump_dir is None:  # no TVM-FFI: plain uncached compile check
         compiled, secs = common.cute_compile(op, *_fake_args(op))
-        return CompiledKernel(compiled, key, secs, use_ffi=False, meta={"cfg": op.cfg}), None
-    with common.dump_ptx(cubin=dump_dir is not None, dir=dump_dir) as d:
-        compiled, secs = common.cute_compile(op, *_fake_args(op), dump=d)
-        k = CompiledKernel(compiled, key, secs, use_ffi=common.HAS_TVM_FFI, meta={"cfg": op.cfg})
-        k.ptx = d.read() or None
-        if dump_dir is None:
-            d.cleanup()
-    return k, k.ptx
+        return CompiledKernel(compiled, key, secs, use_ffi=False, meta=_meta(op)), None
+    return common.compile_keep_ptx(op, _fake_args(op), key, _meta(op), dump_dir)
 
 
 def _classic_launch(kw, key, tensors, pad_slot_id: int) -> None:
@@ -615,7 +673,7 @@ def _classic_launch(kw, key, tensors, pad_slot_id: int) -> None:
     def build() -> CompiledKernel:
         op = Mamba2StandardDecode(**kw)
         compiled, secs = common.cute_compile(op, *args, use_tvm_ffi=False)
-        return CompiledKernel(compiled, key, secs, use_ffi=False, meta={"cfg": op.cfg})
+        return CompiledKernel(compiled, key, secs, use_ffi=False, meta=_meta(op))
 
     _CACHE.get_or_compile(key, build).compiled(*args)
 
