@@ -438,6 +438,49 @@ class GDNReplayDecode:
         return replay_tile(self.read_fmt, self.rec_fmt, self.K, self.V, self.L, block_v,
                            num_threads)
 
+    # ---------------------------------------------------------------- device helpers (all kernels)
+    def _copy_word_views(self, mHi, mHiS, mHiG, mLo, mLoS, mLoG):
+        """32-bit word views of the stored copies: (hi, lo, read copy) words and the read copy's
+        (scale, global scale); lo is hi's view for shared pairs (no lo copy)."""
+        wHi = cute.recast_tensor(mHi, Uint32)
+        wRd = wHi
+        wLo = wHi
+        if self.split:
+            wLo = cute.recast_tensor(mLo, Uint32)
+            wRd = wLo
+            mRdS, mRdG = mLoS, mLoG
+        else:
+            mRdS, mRdG = mHiS, mHiG
+        return wHi, wLo, wRd, mRdS, mRdG
+
+    @cute.jit
+    def _read_cursors_and_arrive(self, sCur: cute.Tensor, mWpos: cute.Tensor,
+                                 mOrig: cute.Tensor, mFcnt: cute.Tensor, mArr: cute.Tensor,
+                                 slot: Int32, tidx: Int32):
+        """Thread 0 reads the row's cursors (write_pos, ring_origin, flush_count) into sCur[0:3]
+        (broadcast after the caller's barrier) and arrives on the row's counter right away (all
+        of this CTA's cursor reads are done); the CTA that arrives last moves the cursors at its
+        end. Every CTA of the row has read the cursors before it arrives, so nobody sees the new
+        values in this launch. Returns the counter's old value (thread 0; 0 elsewhere)."""
+        old = Int32(0)
+        if tidx == 0:
+            sCur[0] = mWpos[slot]
+            sCur[1] = mOrig[slot]
+            sCur[2] = mFcnt[slot]
+            cute.arch.fence_acq_rel_gpu()
+            old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
+                                       sem="relaxed", scope="gpu")
+        return old
+
+    @cute.jit
+    def _append_gate_entry(self, mGb: cute.Tensor, mBb: Optional[cute.Tensor], slot: Int32,
+                           hv: Int32, phys: Int32, g: Float32, beta: Float32, tidx: Int32):
+        """Thread 0 appends the token's g (split pairs: and beta) at ring position ``phys``."""
+        if tidx == 0:
+            mGb[slot, hv, phys] = g
+            if const_expr(self.split):
+                mBb[slot, hv, phys] = beta
+
     # ---------------------------------------------------------------- host side
     @cute.jit
     def __call__(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
@@ -510,30 +553,12 @@ class GDNReplayDecode:
         sAmax = smem.allocate_tensor(Float32, cute.make_layout(NW), byte_alignment=16)
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
 
-        # 32-bit word views of the stored copies
-        wHi = cute.recast_tensor(mHi, Uint32)
-        wRd = wHi
-        if const_expr(self.split):
-            wLo = cute.recast_tensor(mLo, Uint32)
-            wRd = wLo
-            mRdS, mRdG = mLoS, mLoG
-        else:
-            mRdS, mRdG = mHiS, mHiG
+        wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
-            # ---- cursors: read once (thread 0), broadcast through smem. Thread 0 then arrives on
-            # the row's counter right away (all of this CTA's cursor reads are done); the CTA
-            # that arrives last moves the cursors at its end. Every CTA of the row has read the
-            # cursors before it arrives, so nobody sees the new values in this launch.
-            old = Int32(0)
-            if tidx == 0:
-                sCur[0] = mWpos[slot]
-                sCur[1] = mOrig[slot]
-                sCur[2] = mFcnt[slot]
-                cute.arch.fence_acq_rel_gpu()
-                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
-                                           sem="relaxed", scope="gpu")
+            # ---- cursors (thread 0, broadcast through smem); arrive right away
+            old = self._read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
             cute.arch.barrier()
             h = sCur[0]
             origin = sCur[1]
@@ -930,10 +955,7 @@ class GDNReplayDecode:
                             mKb[slot, hk, phys_new, col] = mK[row_b, hk, col]
                     if tidx == 0:
                         mKinvb[slot, hk, phys_new] = kinv
-                if tidx == 0:
-                    mGb[slot, hv, phys_new] = g
-                    if const_expr(self.split):
-                        mBb[slot, hv, phys_new] = beta
+                self._append_gate_entry(mGb, mBb, slot, hv, phys_new, g, beta, tidx)
             # ================= the last-arriving CTA of the row moves the cursors ==============
             if tidx == 0:
                 if old == Int32(self.HV * self.nsplit - 1):
@@ -1390,6 +1412,114 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def _default_min_blocks(self):
         return max(1, 65536 // (self.num_threads * self.tile.reg_cap))
 
+    # ---------------------------------------------------------------- device helpers (v2, verify)
+    def _lane_coords(self):
+        """Thread / CTA coordinates of the v2 mapping: (tidx, batch row, value head hv, value
+        block, lane, warp, g4, t4, key head hk, first value row v0, row0, rows); warp w owns tpw
+        tiles of 16 value rows, lane (g4, t4) rows g4 and g4 + 8 of each (``rows``, 2 tpw)."""
+        TPW = self.tile.tpw
+        tidx, _, _ = cute.arch.thread_idx()
+        row_b, hv, vblk = cute.arch.block_idx()
+        lane = tidx % 32
+        warp = tidx // 32
+        g4 = lane // 4
+        t4 = lane % 4
+        hk = hv // self.group
+        v0 = vblk * self.block_v
+        row0 = v0 + warp * (16 * TPW) + g4
+        rows = [row0 + (16 * (r // 2) + 8 * (r % 2)) for r in range(2 * TPW)]
+        return tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows
+
+    def _alloc_flush_smem(self, smem):
+        """The flush's shared workspace: staged keys (+ their tf32 pieces where ``ks_split``),
+        the Gram matrix and per-position vectors. Returns (sKs, sKh, sKl, sKm, sA, sGv, sEG, sW,
+        sBeta, sAm)."""
+        tl = self.tile
+        LP = tl.lp
+        sKs = smem.allocate_tensor(Float32, cute.make_layout(LP * KS_PITCH), byte_alignment=16)
+        KSS = LP * KS_PITCH if tl.ks_split else 4
+        sKh = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
+        sKl = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
+        KSM = KSS if tl.f5_pieces == 3 else 4
+        sKm = smem.allocate_tensor(Uint32, cute.make_layout(KSM), byte_alignment=16)
+        sA = smem.allocate_tensor(Float32, cute.make_layout(LP * LP), byte_alignment=16)
+        sGv = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sEG = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sW = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sBeta = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sAm = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        return sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm
+
+    def _load_read_rows(self, wRd, slot, hv, rows, t4):
+        """The read copy's words of this lane's rows: [RW, len(rows)], 16-byte chunks at byte
+        64 i + 16 t of each row (RW = words per row per lane)."""
+        K, R2 = self.K, len(rows)
+        RW = 4 * (K * self.tile.rbits // 512)
+        rRd = cute.make_rmem_tensor((RW, R2), Uint32)
+        for r in range(R2):
+            gRow = wRd[slot, hv, rows[r], None]
+            for ii in range(RW // 4):
+                cute.autovec_copy(cute.local_tile(gRow, (4,), (ii * 4 + t4,)),
+                                  cute.local_tile(rRd[None, r], (4,), (ii,)))
+        return rRd
+
+    def _normalize_qk_warp(self, mQ, mK, qk_index, lane, scale, sKn, kn_at, sQn, qn_at,
+                           with_norms: bool):
+        """One warp: kn = k * kinv, qn = (q * qinv) * scale of the token at ``mK[qk_index +
+        (col,)]`` into the padded vectors ``sKn[kn_at + _kq_addr(col)]``, ``sQn[qn_at + ...]``
+        (``*_at`` None: no offset). Returns (kinv, kq = kn . qn) (warp-reduced) and this lane's
+        partial squared norms of kn, qn (``with_norms``; else 0)."""
+        K = self.K
+        kv = []
+        qv = []
+        ssk = Float32(0.0)
+        ssq = Float32(0.0)
+        for i in range(K // 32):
+            kx = mK[qk_index + (lane * (K // 32) + i,)].to(Float32)
+            qx = mQ[qk_index + (lane * (K // 32) + i,)].to(Float32)
+            kv.append(kx)
+            qv.append(qx)
+            ssk = ssk + kx * kx
+            ssq = ssq + qx * qx
+        kinv_w = Float32(1.0)
+        qinv_w = Float32(1.0)
+        if self.use_l2:
+            ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=32)
+            ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=32)
+            kinv_w = cute.math.rsqrt(ssk + Float32(1e-6))
+            qinv_w = cute.math.rsqrt(ssq + Float32(1e-6))
+        kq_w = Float32(0.0)
+        nk = Float32(0.0)
+        nq = Float32(0.0)
+        for i in range(K // 32):
+            kn = kv[i] * kinv_w
+            qn = (qv[i] * qinv_w) * scale
+            kq_w = kq_w + kn * qn
+            if with_norms:
+                nk = nk + kn * kn
+                nq = nq + qn * qn
+            col = lane * (K // 32) + i
+            sKn[_kq_addr(col) if kn_at is None else kn_at + _kq_addr(col)] = kn
+            sQn[_kq_addr(col) if qn_at is None else qn_at + _kq_addr(col)] = qn
+        kq_w = cute.arch.warp_reduction(kq_w, lambda a, b: a + b, threads_in_group=32)
+        return kinv_w, kq_w, nk, nq
+
+    @cute.jit
+    def _load_ring_u(self, mUb: cute.Tensor, slot: Int32, hv: Int32, origin: Int32, m: Int32,
+                     rows, t4: Int32):
+        """u of the committed ring entries this lane adds (positions p = t4 + 4 i < m) for its
+        rows: [NU, len(rows)], 0 elsewhere."""
+        NU, R2, RING = self.tile.nu, len(rows), self.ring
+        rU = cute.make_rmem_tensor((NU, R2), Float32)
+        rU.fill(0.0)
+        for i in cutlass.range_constexpr(NU):
+            p = t4 + 4 * i
+            if p < m:
+                ph = _ring(origin, p, RING)
+                for r in cutlass.range_constexpr(R2):
+                    rU[i, r] = mUb[slot, hv, ph, rows[r]]
+        return rU
+
     # ---------------------------------------------------------------- device side
     @cute.kernel
     def kernel(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
@@ -1415,16 +1545,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         MK = "bf16" if RFMT == "bf16" else "f16"
         KP = K + K // 8
 
-        tidx, _, _ = cute.arch.thread_idx()
-        row_b, hv, vblk = cute.arch.block_idx()
-        lane = tidx % 32
-        warp = tidx // 32
-        g4 = lane // 4
-        t4 = lane % 4
-        hk = hv // self.group
-        v0 = vblk * BV
-        row0 = v0 + warp * (16 * TPW) + g4
-        rows = [row0 + (16 * (r // 2) + 8 * (r % 2)) for r in range(R2)]
+        tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows = self._lane_coords()
 
         smem = cutlass.memory.SmemAllocator()
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
@@ -1436,39 +1557,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         sC = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sD = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sWn = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sKs = smem.allocate_tensor(Float32, cute.make_layout(LP * KS_PITCH), byte_alignment=16)
-        KSS = LP * KS_PITCH if tl.ks_split else 4
-        sKh = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
-        sKl = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
-        KSM = KSS if tl.f5_pieces == 3 else 4
-        sKm = smem.allocate_tensor(Uint32, cute.make_layout(KSM), byte_alignment=16)
-        sA = smem.allocate_tensor(Float32, cute.make_layout(LP * LP), byte_alignment=16)
-        sGv = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sEG = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sW = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sBeta = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sAm = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
 
-        wHi = cute.recast_tensor(mHi, Uint32)
-        wRd = wHi
-        wLo = wHi
-        if const_expr(self.split):
-            wLo = cute.recast_tensor(mLo, Uint32)
-            wRd = wLo
-            mRdS, mRdG = mLoS, mLoG
-        else:
-            mRdS, mRdG = mHiS, mHiG
+        wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
-            old = Int32(0)
-            if tidx == 0:
-                sCur[0] = mWpos[slot]
-                sCur[1] = mOrig[slot]
-                sCur[2] = mFcnt[slot]
-                cute.arch.fence_acq_rel_gpu()
-                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
-                                           sem="relaxed", scope="gpu")
+            old = self._read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
             # ---- speculative loads (independent of the cursors): gates (one thread), v, the
             # read tile and its scales
             if tidx == Int32(32 if NW > 1 else 0):
@@ -1481,12 +1576,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             for r in cutlass.range_constexpr(R2):
                 rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
-            rRd = cute.make_rmem_tensor((RW, R2), Uint32)
-            for r in cutlass.range_constexpr(R2):
-                gRow = wRd[slot, hv, rows[r], None]
-                for ii in cutlass.range_constexpr(RW // 4):
-                    cute.autovec_copy(cute.local_tile(gRow, (4,), (ii * 4 + t4,)),
-                                      cute.local_tile(rRd[None, r], (4,), (ii,)))
+            rRd = self._load_read_rows(wRd, slot, hv, rows, t4)
             rsc = [Float32(1.0)] * R2
             rsb = [Uint32(0)] * (2 * R2)
             rsg = Float32(1.0)
@@ -1498,37 +1588,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 rsg = mRdG[slot, hv] * Float32(16384.0)
             # ---- q / k (warp 0): kn, qn (padded) in smem, kq, kinv, B-piece scales
             if warp == 0:
-                kv = []
-                qv = []
-                ssk = Float32(0.0)
-                ssq = Float32(0.0)
-                for i in cutlass.range_constexpr(K // 32):
-                    kx = mK[row_b, hk, lane * (K // 32) + i].to(Float32)
-                    qx = mQ[row_b, hk, lane * (K // 32) + i].to(Float32)
-                    kv.append(kx)
-                    qv.append(qx)
-                    ssk = ssk + kx * kx
-                    ssq = ssq + qx * qx
-                kinv_w = Float32(1.0)
-                qinv_w = Float32(1.0)
-                if const_expr(self.use_l2):
-                    ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b, threads_in_group=32)
-                    ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b, threads_in_group=32)
-                    kinv_w = cute.math.rsqrt(ssk + Float32(1e-6))
-                    qinv_w = cute.math.rsqrt(ssq + Float32(1e-6))
-                kq_w = Float32(0.0)
-                nk = Float32(0.0)
-                nq = Float32(0.0)
-                for i in cutlass.range_constexpr(K // 32):
-                    kn = kv[i] * kinv_w
-                    qn = (qv[i] * qinv_w) * scale
-                    kq_w = kq_w + kn * qn
-                    nk = nk + kn * kn
-                    nq = nq + qn * qn
-                    col = lane * (K // 32) + i
-                    sKn[_kq_addr(col)] = kn
-                    sQn[_kq_addr(col)] = qn
-                kq_w = cute.arch.warp_reduction(kq_w, lambda a, b: a + b, threads_in_group=32)
+                kinv_w, kq_w, nk, nq = self._normalize_qk_warp(mQ, mK, (row_b, hk), lane, scale,
+                                                               sKn, None, sQn, None, True)
                 if const_expr(MMA and MK == "f16"):
                     nk = cute.arch.warp_reduction(nk, lambda a, b: a + b, threads_in_group=32)
                     nq = cute.arch.warp_reduction(nq, lambda a, b: a + b, threads_in_group=32)
@@ -1586,14 +1647,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         ph = _ring(origin, p, RING)
                         cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (K // 32,),
                                                           (lane,)), rk[None, i])
-                rU = cute.make_rmem_tensor((NU, R2), Float32)
-                rU.fill(0.0)
-                for i in cutlass.range_constexpr(NU):
-                    p = t4 + 4 * i
-                    if p < m:
-                        ph = _ring(origin, p, RING)
-                        for r in cutlass.range_constexpr(R2):
-                            rU[i, r] = mUb[slot, hv, ph, rows[r]]
+                rU = self._load_ring_u(mUb, slot, hv, origin, m, rows, t4)
                 # B fragments of the mma: kn / qn split into pieces, each (vector, element)
                 # scattered to its half-word slot in fragment order (column g' = 3 v + piece)
                 if const_expr(MMA):
@@ -1765,10 +1819,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                                           (tidx,)))
                     if tidx == 0:
                         mKinvb[slot, hk, phys_new] = kinv
-                if tidx == 0:
-                    mGb[slot, hv, phys_new] = g
-                    if const_expr(self.split):
-                        mBb[slot, hv, phys_new] = beta
+                self._append_gate_entry(mGb, mBb, slot, hv, phys_new, g, beta, tidx)
+            # ================= the last-arriving CTA of the row moves the cursors ==============
             if tidx == 0:
                 if old == Int32(self.HV * self.nsplit - 1):
                     cute.arch.fence_acq_rel_gpu()
@@ -2323,6 +2375,22 @@ def make_op(kw):
     return GDNReplayDecode(**kw)
 
 
+def _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
+               alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx) -> dict:
+    """Constructor keywords of a replay kernel (GDNReplayDecode and subclasses) as plain names
+    (cache keys); the raw gate dtypes are dropped where g / beta are given."""
+    has_g = g_dtype is not None
+    return dict(
+        read_fmt=rf, read_rounding=rr, rec_fmt=cf, rec_rounding=cr, split=split,
+        act_dtype=dtype_name(act_dtype), H=int(H), HV=int(HV), K=int(K), V=int(V), L=int(L),
+        ring=int(ring), g_dtype=_dn(g_dtype), beta_dtype=_dn(beta_dtype),
+        alog_dtype=None if has_g else _dn(alog_dtype), a_dtype=None if has_g else _dn(a_dtype),
+        dt_bias_dtype=None if has_g else _dn(dt_bias_dtype),
+        b_dtype=None if beta_dtype is not None else _dn(b_dtype),
+        use_qk_l2norm=bool(use_qk_l2norm), has_state_batch_indices=bool(has_idx),
+    )
+
+
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads,
              min_blocks_per_mp=None, impl=None):
@@ -2340,18 +2408,10 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     if min_blocks_per_mp is None:
         min_blocks_per_mp = max(1, 65536 // (tile.num_threads * getattr(tile, "reg_cap",
                                                                         REG_CAP)))
-    has_g = g_dtype is not None
-    kw = dict(
-        read_fmt=rf, read_rounding=rr, rec_fmt=cf, rec_rounding=cr, split=split,
-        act_dtype=dtype_name(act_dtype), H=int(H), HV=int(HV), K=int(K), V=int(V), L=int(L),
-        ring=int(ring), g_dtype=_dn(g_dtype), beta_dtype=_dn(beta_dtype),
-        alog_dtype=None if has_g else _dn(alog_dtype), a_dtype=None if has_g else _dn(a_dtype),
-        dt_bias_dtype=None if has_g else _dn(dt_bias_dtype),
-        b_dtype=None if beta_dtype is not None else _dn(b_dtype),
-        use_qk_l2norm=bool(use_qk_l2norm), has_state_batch_indices=bool(has_idx),
-        block_v=tile.block_v, num_threads=tile.num_threads,
-        min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
-    )
+    kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
+                    alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
+    kw.update(block_v=tile.block_v, num_threads=tile.num_threads,
+              min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw)
     key = ("gdn_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -2371,10 +2431,14 @@ def _copy_fakes(fmt: str, NS, HV: int, V: int, K: int):
     return data, scale, gscale
 
 
-def _fake_args(op: GDNReplayDecode):
+def _fake_args(op: GDNReplayDecode, T: Optional[int] = None):
     """Fake tensors. Cache tensors: contiguous, num_slots symbolic; state copies as int32 word
-    views; nvfp4 block scales as uint8. Per-token inputs: batch symbolic, unit last stride."""
+    views; nvfp4 block scales as uint8. Per-token inputs: batch symbolic, unit last stride;
+    ``T`` (the verify kernel's drafts per row): inputs [batch, T, ...] instead of [batch, ...]."""
     H, HV, K, V, R = op.H, op.HV, op.K, op.V, op.ring
+    tok = () if T is None else (T,)             # the per-token inputs' extra dimension
+    dvec = ("dyn",) * (2 + len(tok)) + (1,)     # q, k, v, out: unit last stride
+    dgate = ("dyn",) * (2 + len(tok))           # per-token gates
     f = common.fake_tensor
     NS, batch = common.sym(), common.sym()
     hi = _copy_fakes(op.rec_fmt, NS, HV, V, K)
@@ -2388,24 +2452,47 @@ def _fake_args(op: GDNReplayDecode):
     bb = f(Float32, (NS, HV, R), (HV * R, R, 1), align_bytes=4) if op.split else None
     curs = [f(Int32, (NS,), (1,), align_bytes=4) for _ in range(5)]
     seed = f(Int64, (1,), (1,), align_bytes=8) if op.any_sr else None
-    q = f(at, (batch, H, K), ("dyn", "dyn", 1))
-    k = f(at, (batch, H, K), ("dyn", "dyn", 1))
-    v = f(at, (batch, HV, V), ("dyn", "dyn", 1))
-    out = f(at, (batch, HV, V), ("dyn", "dyn", 1))
-    g = f(op.g_dtype, (batch, HV), ("dyn", "dyn")) if op.has_g else None
-    beta = f(op.beta_dtype, (batch, HV), ("dyn", "dyn")) if op.has_beta else None
+    q = f(at, (batch, *tok, H, K), dvec)
+    k = f(at, (batch, *tok, H, K), dvec)
+    v = f(at, (batch, *tok, HV, V), dvec)
+    out = f(at, (batch, *tok, HV, V), dvec)
+    g = f(op.g_dtype, (batch, *tok, HV), dgate) if op.has_g else None
+    beta = f(op.beta_dtype, (batch, *tok, HV), dgate) if op.has_beta else None
     alog = a = dtb = b = None
     if not op.has_g:
         alog = f(op.alog_dtype, (HV,), ("dyn",))
-        a = f(op.a_dtype, (batch, HV), ("dyn", "dyn"))
+        a = f(op.a_dtype, (batch, *tok, HV), dgate)
         if op.has_dt_bias:
             dtb = f(op.dt_bias_dtype, (HV,), ("dyn",))
     if not op.has_beta:
-        b = f(op.b_dtype, (batch, HV), ("dyn", "dyn"))
+        b = f(op.b_dtype, (batch, *tok, HV), dgate)
     idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
     return (hi[0], hi[1], hi[2], lo[0], lo[1], lo[2], kb, kinvb, gb, ub, vb, bb, *curs, seed,
             q, k, v, g, beta, alog, a, dtb, b, idx, out, Float32(1.0), Int32(-1),
             common.fake_stream())
+
+
+def _kernel_meta(op) -> dict:
+    return {"tile": op.tile, "any_sr": op.any_sr, "split": op.split}
+
+
+def _compile_ffi(op, key, fake_args) -> CompiledKernel:
+    """Tensor-free TVM-FFI compile of ``op`` on ``fake_args``."""
+    compiled, secs = common.cute_compile(op, *fake_args, use_tvm_ffi=True)
+    return CompiledKernel(compiled, key, secs, use_ffi=True, meta=_kernel_meta(op))
+
+
+def _compile_keep_ptx(op, key, fake_args, dump_dir: Optional[str]):
+    """Compile ``op`` keeping the PTX (and the CUBIN in ``dump_dir`` when given); returns
+    ``(kernel, ptx or None)``."""
+    with common.dump_ptx(cubin=dump_dir is not None, dir=dump_dir) as d:
+        compiled, secs = common.cute_compile(op, *fake_args, dump=d)
+        k = CompiledKernel(compiled, key, secs, use_ffi=common.HAS_TVM_FFI,
+                           meta=_kernel_meta(op))
+        k.ptx = d.read() or None
+        if dump_dir is None:
+            d.cleanup()
+    return k, k.ptx
 
 
 def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int, ring: int,
@@ -2431,9 +2518,7 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
 
     def build() -> CompiledKernel:
         op = make_op(kw)
-        compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True)
-        return CompiledKernel(compiled, key, secs, use_ffi=True,
-                              meta={"tile": op.tile, "any_sr": op.any_sr, "split": op.split})
+        return _compile_ffi(op, key, _fake_args(op))
 
     return _CACHE.get_or_compile(key, build)
 
@@ -2456,14 +2541,7 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl)
     op = make_op(kw)
-    with common.dump_ptx(cubin=dump_dir is not None, dir=dump_dir) as d:
-        compiled, secs = common.cute_compile(op, *_fake_args(op), dump=d)
-        k = CompiledKernel(compiled, key, secs, use_ffi=common.HAS_TVM_FFI,
-                           meta={"tile": op.tile, "any_sr": op.any_sr, "split": op.split})
-        k.ptx = d.read() or None
-        if dump_dir is None:
-            d.cleanup()
-    return k, k.ptx
+    return _compile_keep_ptx(op, key, _fake_args(op), dump_dir)
 
 
 # ---- torch-facing launcher -----------------------------------------------------------------
@@ -2531,6 +2609,29 @@ def _dt(t):
     return None if t is None else t.dtype
 
 
+def _gate_dtypes(g, beta, A_log, a, dt_bias, b) -> tuple:
+    """(g, beta, A_log, a, dt_bias, b) dtypes as the kernel sees them: the raw gates' are None
+    where g / beta are given (compile_* arguments, part of the launch memo key)."""
+    return (_dt(g), _dt(beta), None if g is not None else _dt(A_log),
+            None if g is not None else _dt(a), None if g is not None else _dt(dt_bias),
+            None if beta is not None else _dt(b))
+
+
+def _launch(fn, any_sr, split, views, cache, q, k, v, g, beta, A_log, a, dt_bias, b,
+            state_batch_indices, out, scale, pad_slot_id):
+    """Call a compiled replay kernel (``fn`` = its TVM-FFI function) on ``cache``; ``views``:
+    :func:`_cache_views`. Raw gates are passed as None where g / beta are given."""
+    if g is not None:
+        A_log = a = dt_bias = None
+    if beta is not None:
+        b = None
+    fn(*views, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
+       cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
+       cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
+       cache.seed if any_sr else None, q, k, v, g, beta, A_log, a, dt_bias, b,
+       state_batch_indices, out, float(scale), int(pad_slot_id))
+
+
 def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bias=None,
                            b=None, scale=None, use_qk_l2norm: bool = True,
                            state_batch_indices=None, pad_slot_id: int = -1, out=None,
@@ -2561,10 +2662,8 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
     launch = memo.get("gdn_replay_launch")
     if launch is None:
         launch = memo["gdn_replay_launch"] = {}
-    fast_key = (q.dtype, H, HV, K, Vd, _dt(g), _dt(beta),
-                None if g is not None else _dt(A_log), None if g is not None else _dt(a),
-                None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
-                use_qk_l2norm, state_batch_indices is None,
+    gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
+    fast_key = (q.dtype, H, HV, K, Vd, *gate_dtypes, use_qk_l2norm, state_batch_indices is None,
                 batch if block_v is None else -block_v, num_threads, min_blocks_per_mp, impl,
                 env_fingerprint(_ENV_NAMES))
     ent = launch.get(fast_key)
@@ -2577,21 +2676,10 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
             bv = (choose_block_v_v2(batch, HV, Vd, rf, cf) if im == "v2"
                   else choose_block_v(batch, HV, K, Vd, rf, cf, L))
         kern = compile_gdn_replay(
-            cache.pair, q.dtype, H, HV, K, Vd, L, ring, _dt(g), _dt(beta),
-            None if g is not None else _dt(A_log), None if g is not None else _dt(a),
-            None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
-            use_qk_l2norm, state_batch_indices is not None, bv, num_threads, min_blocks_per_mp,
-            im)
-        ent = (kern.ffi, kern.meta["any_sr"], split) + _cache_views(cache, rf, cf, split)
+            cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
+            state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im)
+        ent = (kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split))
         launch[fast_key] = ent
-    fn, any_sr, split, hw, hs, hg, lw, ls, lg = ent
-    if g is not None:
-        A_log = a = dt_bias = None
-    if beta is not None:
-        b = None
-    fn(hw, hs, hg, lw, ls, lg, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
-       cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
-       cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-       cache.seed if any_sr else None, q, k, v, g, beta, A_log, a, dt_bias, b,
-       state_batch_indices, out, float(scale), int(pad_slot_id))
+    _launch(*ent, cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+            pad_slot_id)
     return out

@@ -55,16 +55,15 @@ from typing import Optional
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Int64, Uint8, Uint32, const_expr
-
-import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
+from cutlass import Float32, Int32, Uint32, const_expr
 
 from . import common
 from . import lowprec as lp
-from .common import CompiledKernel, KernelCache, dtype_name
-from .gdn_replay import (FMT_BITS, KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2,
-                         ReplayTileV2, _fidx, _kq_addr, _read_chunk_values, _ring, _sel,
-                         _seq_prefix, choose_block_v_v2, pair_key)
+from .common import CompiledKernel, KernelCache
+from .gdn_replay import (KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2,
+                         _cache_views, _compile_ffi, _compile_keep_ptx, _fake_args, _fidx,
+                         _gate_dtypes, _kq_addr, _launch, _op_kwargs, _read_chunk_values, _ring,
+                         _sel, _seq_prefix, choose_block_v_v2, pair_key)
 from .gdn_standard import slot_of_row, softplus_bypass
 
 __all__ = [
@@ -123,8 +122,9 @@ def verify_supported(read_fmt, rec_fmt, K, V, L, T) -> bool:
 
 
 class GDNVerifyKernel(GDNReplayDecodeV2):
-    """Compile-time parameters (``__init__``), host launch (``__call__``), device code
-    (``kernel``). Inherits the v2 flush (fold + encoders) and overrides its output hook."""
+    """Compile-time parameters (``__init__``), device code (``kernel``); the host launch
+    (``__call__``, one CTA per (row, value head, value block)) and the v2 device helpers and
+    flush (fold + encoders) are inherited, the flush's output hook is overridden."""
 
     impl = "verify"
 
@@ -148,32 +148,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         bv = self.V if block_v is None else int(block_v)
         return VerifyTile(self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L, self.split,
                           self.T)
-
-    # ---------------------------------------------------------------- host side
-    @cute.jit
-    def __call__(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
-                 mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
-                 mLoG: Optional[cute.Tensor], mKb: cute.Tensor, mKinvb: cute.Tensor,
-                 mGb: cute.Tensor, mUb: cute.Tensor, mVb: Optional[cute.Tensor],
-                 mBb: Optional[cute.Tensor], mWpos: cute.Tensor, mOrig: cute.Tensor,
-                 mFcnt: cute.Tensor, mPend: cute.Tensor, mArr: cute.Tensor,
-                 mSeed: Optional[cute.Tensor], mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
-                 mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
-                 mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
-                 mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
-                 mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
-                 pad_slot_id: Int32, stream: cuda.CUstream):
-        batch = mQ.shape[0]
-        self.kernel(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mWpos,
-                    mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias,
-                    mB, mIdx, mOut, scale, pad_slot_id).launch(
-            grid=[batch, self.HV, self.nsplit],
-            block=[self.num_threads, 1, 1],
-            stream=stream,
-            min_blocks_per_mp=self.min_blocks_per_mp,
-            # an explicit carveout stops the DSL from querying the device (GPU-less compiles)
-            preferred_smem_carveout=-1 if self.min_blocks_per_mp > 1 else None,
-        )
 
     # ---------------------------------------------------------------- device helpers
     def _draft_gates(self, mG, mBeta, mALog, mA, mDtBias, mB, row, t, hv):
@@ -237,21 +211,12 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         NT, NW = self.num_threads, self.nwarps
         tl = self.tile
         R2 = 2                                   # rows per lane (one 16-row tile per warp)
-        LP, NU = tl.lp, tl.nu
+        NU = tl.nu
         RFMT = self.read_fmt
         KP = K + K // 8
         NV = 2 * T                               # vectors: kn_0..kn_{T-1}, qn_0..qn_{T-1}
 
-        tidx, _, _ = cute.arch.thread_idx()
-        row_b, hv, vblk = cute.arch.block_idx()
-        lane = tidx % 32
-        warp = tidx // 32
-        g4 = lane // 4
-        t4 = lane % 4
-        hk = hv // self.group
-        v0 = vblk * BV
-        row0 = v0 + warp * 16 + g4
-        rows = [row0, row0 + 8]
+        tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows = self._lane_coords()
 
         smem = cutlass.memory.SmemAllocator()
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
@@ -262,44 +227,18 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         sCo = smem.allocate_tensor(Float32, cute.make_layout(NV * L), byte_alignment=16)
         sSum = smem.allocate_tensor(Float32, cute.make_layout(NV * BV), byte_alignment=16)
         # v2 flush workspace (the staged keys double as the coefficient keys afterwards)
-        sKs = smem.allocate_tensor(Float32, cute.make_layout(LP * KS_PITCH), byte_alignment=16)
-        KSS = LP * KS_PITCH if tl.ks_split else 4
-        sKh = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
-        sKl = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
-        KSM = KSS if tl.f5_pieces == 3 else 4
-        sKm = smem.allocate_tensor(Uint32, cute.make_layout(KSM), byte_alignment=16)
-        sA = smem.allocate_tensor(Float32, cute.make_layout(LP * LP), byte_alignment=16)
-        sGv = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sEG = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sW = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sBeta = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
-        sAm = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
+        sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
         sKd = cute.make_tensor(sKs.iterator, cute.make_layout(L * KD_PITCH))
         # what the flush hook needs (trace-time context)
         self._vctx = (sVec, sSum, sTok, warp * 16 + g4)
 
-        wHi = cute.recast_tensor(mHi, Uint32)
-        wRd = wHi
-        wLo = wHi
-        if const_expr(self.split):
-            wLo = cute.recast_tensor(mLo, Uint32)
-            wRd = wLo
-            mRdS, mRdG = mLoS, mLoG
-        else:
-            mRdS, mRdG = mHiS, mHiG
+        wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
             # ---- cursors (thread 0, broadcast via smem); arrive right away: every CTA of the
             # row has read them before the last one arrives and moves them at its end
-            old = Int32(0)
-            if tidx == 0:
-                sCur[0] = mWpos[slot]
-                sCur[1] = mOrig[slot]
-                sCur[2] = mFcnt[slot]
-                cute.arch.fence_acq_rel_gpu()
-                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
-                                           sem="relaxed", scope="gpu")
+            old = self._read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
             # ---- draft gates (lanes t of the last warp)
             if warp == Int32(NW - 1):
                 if lane < Int32(T):
@@ -310,12 +249,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                     sTok[TOK_ALPHA + lane] = cute.math.exp(gt)
             # ---- read tile and scales (independent of the cursors; unused on flush rows)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
-            rRd = cute.make_rmem_tensor((RW, R2), Uint32)
-            for r in cutlass.range_constexpr(R2):
-                gRow = wRd[slot, hv, rows[r], None]
-                for ii in cutlass.range_constexpr(RW // 4):
-                    cute.autovec_copy(cute.local_tile(gRow, (4,), (ii * 4 + t4,)),
-                                      cute.local_tile(rRd[None, r], (4,), (ii,)))
+            rRd = self._load_read_rows(wRd, slot, hv, rows, t4)
             rsc = [Float32(1.0)] * R2
             rbs = [Float32(1.0)] * (2 * R2)
             if const_expr(RFMT == "fp8"):
@@ -327,36 +261,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             # ---- q / k of every draft (warp t % NW): kn_t, qn_t (padded) in smem, kq, kinv
             for t in cutlass.range_constexpr(T):
                 if warp == Int32(t % NW):
-                    kv = []
-                    qv = []
-                    ssk = Float32(0.0)
-                    ssq = Float32(0.0)
-                    for i in cutlass.range_constexpr(K // 32):
-                        kx = mK[row_b, t, hk, lane * (K // 32) + i].to(Float32)
-                        qx = mQ[row_b, t, hk, lane * (K // 32) + i].to(Float32)
-                        kv.append(kx)
-                        qv.append(qx)
-                        ssk = ssk + kx * kx
-                        ssq = ssq + qx * qx
-                    kinv_w = Float32(1.0)
-                    qinv_w = Float32(1.0)
-                    if const_expr(self.use_l2):
-                        ssk = cute.arch.warp_reduction(ssk, lambda a, b: a + b,
-                                                       threads_in_group=32)
-                        ssq = cute.arch.warp_reduction(ssq, lambda a, b: a + b,
-                                                       threads_in_group=32)
-                        kinv_w = cute.math.rsqrt(ssk + Float32(1e-6))
-                        qinv_w = cute.math.rsqrt(ssq + Float32(1e-6))
-                    kq_w = Float32(0.0)
-                    for i in cutlass.range_constexpr(K // 32):
-                        kn = kv[i] * kinv_w
-                        qn = (qv[i] * qinv_w) * scale
-                        kq_w = kq_w + kn * qn
-                        col = lane * (K // 32) + i
-                        sVec[t * KP + _kq_addr(col)] = kn
-                        sVec[(T + t) * KP + _kq_addr(col)] = qn
-                    kq_w = cute.arch.warp_reduction(kq_w, lambda a, b: a + b,
-                                                    threads_in_group=32)
+                    kinv_w, kq_w, _, _ = self._normalize_qk_warp(
+                        mQ, mK, (row_b, t, hk), lane, scale, sVec, t * KP, sVec, (T + t) * KP,
+                        False)
                     if lane == 0:
                         sTok[TOK_KQ + t] = kq_w
                         sTok[TOK_KINV + t] = kinv_w
@@ -385,14 +292,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 if lane < Int32(T):
                     sTok[TOK_EG + lane] = eg
             # ---- u of the committed entries this lane adds (positions t4 + 4 i < m0)
-            rU = cute.make_rmem_tensor((NU, R2), Float32)
-            rU.fill(0.0)
-            for i in cutlass.range_constexpr(NU):
-                p = t4 + 4 * i
-                if p < m0:
-                    ph = _ring(origin, p, RING)
-                    for r in cutlass.range_constexpr(R2):
-                        rU[i, r] = mUb[slot, hv, ph, rows[r]]
+            rU = self._load_ring_u(mUb, slot, hv, origin, m0, rows, t4)
             cute.arch.barrier()
             if flush:
                 # ================= flush row: the decode kernel's fold + encode; its output
@@ -555,10 +455,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
 _CACHE = KernelCache("gdn_verify")
 
 
-def _dn(d):
-    return None if d is None else dtype_name(d)
-
-
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, min_blocks_per_mp=None):
     rf, rr, cf, cr, split = pair_key(pair)
@@ -569,73 +465,11 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     tile = VerifyTile(rf, cf, K, V, bv, L, split, T)
     if min_blocks_per_mp is None:
         min_blocks_per_mp = max(1, 65536 // (tile.num_threads * tile.reg_cap))
-    has_g = g_dtype is not None
-    kw = dict(
-        read_fmt=rf, read_rounding=rr, rec_fmt=cf, rec_rounding=cr, split=split,
-        act_dtype=dtype_name(act_dtype), H=int(H), HV=int(HV), K=int(K), V=int(V), L=int(L),
-        ring=int(ring), T=int(T), g_dtype=_dn(g_dtype), beta_dtype=_dn(beta_dtype),
-        alog_dtype=None if has_g else _dn(alog_dtype), a_dtype=None if has_g else _dn(a_dtype),
-        dt_bias_dtype=None if has_g else _dn(dt_bias_dtype),
-        b_dtype=None if beta_dtype is not None else _dn(b_dtype),
-        use_qk_l2norm=bool(use_qk_l2norm), has_state_batch_indices=bool(has_idx),
-        block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
-    )
+    kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
+                    alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
+    kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp))
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
-
-
-def _copy_fakes(fmt: str, NS, HV: int, V: int, K: int):
-    """(data int32 words, scale, global scale) fake tensors of one stored copy (contiguous)."""
-    f = common.fake_tensor
-    W = K * FMT_BITS[fmt] // 32
-    data = f(Int32, (NS, HV, V, W), (HV * V * W, V * W, W, 1), align_bytes=16)
-    scale = gscale = None
-    if fmt == "fp8":
-        scale = f(Float32, (NS, HV, V), (HV * V, V, 1), align_bytes=4)
-    elif fmt == "nvfp4":
-        nb = K // 16
-        scale = f(Uint8, (NS, HV, V, nb), (HV * V * nb, V * nb, nb, 1), align_bytes=4)
-        gscale = f(Float32, (NS, HV), (HV, 1), align_bytes=4)
-    return data, scale, gscale
-
-
-def _fake_args(op: GDNVerifyKernel):
-    """Cache tensors contiguous with num_slots symbolic; per-token inputs [batch, T, ...] with
-    batch symbolic and unit last stride (q, k, v, out)."""
-    H, HV, K, V, R, T = op.H, op.HV, op.K, op.V, op.ring, op.T
-    f = common.fake_tensor
-    NS, batch = common.sym(), common.sym()
-    hi = _copy_fakes(op.rec_fmt, NS, HV, V, K)
-    lo = _copy_fakes(op.read_fmt, NS, HV, V, K) if op.split else (None, None, None)
-    at = op.act_dtype
-    kb = f(at, (NS, H, R, K), (H * R * K, R * K, K, 1), align_bytes=16)
-    kinvb = f(Float32, (NS, H, R), (H * R, R, 1), align_bytes=4)
-    gb = f(Float32, (NS, HV, R), (HV * R, R, 1), align_bytes=4)
-    ub = f(Float32, (NS, HV, R, V), (HV * R * V, R * V, V, 1), align_bytes=16)
-    vb = f(at, (NS, HV, R, V), (HV * R * V, R * V, V, 1), align_bytes=16) if op.split else None
-    bb = f(Float32, (NS, HV, R), (HV * R, R, 1), align_bytes=4) if op.split else None
-    curs = [f(Int32, (NS,), (1,), align_bytes=4) for _ in range(5)]
-    seed = f(Int64, (1,), (1,), align_bytes=8) if op.any_sr else None
-    d4 = ("dyn", "dyn", "dyn", 1)
-    q = f(at, (batch, T, H, K), d4)
-    k = f(at, (batch, T, H, K), d4)
-    v = f(at, (batch, T, HV, V), d4)
-    out = f(at, (batch, T, HV, V), d4)
-    d3 = ("dyn", "dyn", "dyn")
-    g = f(op.g_dtype, (batch, T, HV), d3) if op.has_g else None
-    beta = f(op.beta_dtype, (batch, T, HV), d3) if op.has_beta else None
-    alog = a = dtb = b = None
-    if not op.has_g:
-        alog = f(op.alog_dtype, (HV,), ("dyn",))
-        a = f(op.a_dtype, (batch, T, HV), d3)
-        if op.has_dt_bias:
-            dtb = f(op.dt_bias_dtype, (HV,), ("dyn",))
-    if not op.has_beta:
-        b = f(op.b_dtype, (batch, T, HV), d3)
-    idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
-    return (hi[0], hi[1], hi[2], lo[0], lo[1], lo[2], kb, kinvb, gb, ub, vb, bb, *curs, seed,
-            q, k, v, g, beta, alog, a, dtb, b, idx, out, Float32(1.0), Int32(-1),
-            common.fake_stream())
 
 
 def compile_gdn_verify(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int, ring: int,
@@ -658,9 +492,7 @@ def compile_gdn_verify(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
 
     def build() -> CompiledKernel:
         op = GDNVerifyKernel(**kw)
-        compiled, secs = common.cute_compile(op, *_fake_args(op), use_tvm_ffi=True)
-        return CompiledKernel(compiled, key, secs, use_ffi=True,
-                              meta={"tile": op.tile, "any_sr": op.any_sr, "split": op.split})
+        return _compile_ffi(op, key, _fake_args(op, op.T))
 
     return _CACHE.get_or_compile(key, build)
 
@@ -682,14 +514,7 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, min_blocks_per_mp)
     op = GDNVerifyKernel(**kw)
-    with common.dump_ptx(cubin=dump_dir is not None, dir=dump_dir) as d:
-        compiled, secs = common.cute_compile(op, *_fake_args(op), dump=d)
-        k = CompiledKernel(compiled, key, secs, use_ffi=common.HAS_TVM_FFI,
-                           meta={"tile": op.tile, "any_sr": op.any_sr, "split": op.split})
-        k.ptx = d.read() or None
-        if dump_dir is None:
-            d.cleanup()
-    return k, k.ptx
+    return _compile_keep_ptx(op, key, _fake_args(op, op.T), dump_dir)
 
 
 def compile_report(pair: str, T: int, L: int = 16, gates: str = "raw",
@@ -722,48 +547,8 @@ def supports_cache(cache) -> bool:
         return False
 
 
-def _words(t, fmt):
-    import torch
-
-    if t.dtype == torch.int32:
-        return t
-    if fmt == "fp8" and t.dtype == torch.float8_e4m3fn:
-        t = t.view(torch.uint8)
-    return t.view(torch.int32)
-
-
-def _copy_views(enc, fmt):
-    import torch
-
-    sc = enc.scale
-    if fmt == "nvfp4":
-        sc = sc if sc.dtype == torch.uint8 else sc.view(torch.uint8)
-    elif fmt != "fp8":
-        sc = None
-    return (_words(enc.data, fmt), sc, enc.global_scale if fmt == "nvfp4" else None)
-
-
-def _cache_views(cache, rf, cf, split):
-    """int32 word views of the stored copies (+ uint8 nvfp4 scales), memoised on the cache and
-    rebuilt when a tensor was replaced."""
-    hi, lo = cache.hi, cache.lo
-    ptrs = (hi.data.data_ptr(), None if lo is None else lo.data.data_ptr(),
-            None if hi.scale is None else hi.scale.data_ptr(),
-            None if lo is None or lo.scale is None else lo.scale.data_ptr())
-    memo = getattr(cache, "_gdn_verify_views", None)
-    if memo is not None and memo[0] == ptrs:
-        return memo[1]
-    views = _copy_views(hi, cf) + (_copy_views(lo, rf) if split else (None, None, None))
-    cache._gdn_verify_views = (ptrs, views)
-    return views
-
-
 _LAUNCH: dict = {}
 _pair_key = functools.lru_cache(maxsize=64)(pair_key)   # PrecisionPair is hashable
-
-
-def _dt(t):
-    return None if t is None else t.dtype
 
 
 def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bias=None, b=None,
@@ -790,30 +575,20 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
         scale = K ** -0.5
     rf, rr, cf, cr, split = _pair_key(cache.pair)
     L, ring = cache.buffer_len, cache.ring
-    fast_key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, _dt(g), _dt(beta),
-                None if g is not None else _dt(A_log), None if g is not None else _dt(a),
-                None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
+    gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
+    fast_key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes,
                 bool(use_qk_l2norm), state_batch_indices is None,
                 batch if block_v is None else -block_v, min_blocks_per_mp)
     ent = _LAUNCH.get(fast_key)
     if ent is None:
         bv = block_v if block_v is not None else choose_block_v_v2(batch, HV, Vd, rf, cf)
         kern = compile_gdn_verify(
-            cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, _dt(g), _dt(beta),
-            None if g is not None else _dt(A_log), None if g is not None else _dt(a),
-            None if g is not None else _dt(dt_bias), None if beta is not None else _dt(b),
-            use_qk_l2norm, state_batch_indices is not None, bv, min_blocks_per_mp)
+            cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes, use_qk_l2norm,
+            state_batch_indices is not None, bv, min_blocks_per_mp)
         ent = (kern.ffi, kern.meta["any_sr"])
         _LAUNCH[fast_key] = ent
     fn, any_sr = ent
-    hw, hs, hg, lw, ls, lg = _cache_views(cache, rf, cf, split)
-    if g is not None:
-        A_log = a = dt_bias = None
-    if beta is not None:
-        b = None
-    fn(hw, hs, hg, lw, ls, lg, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
-       cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
-       cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-       cache.seed if any_sr else None, q, k, v, g, beta, A_log, a, dt_bias, b,
-       state_batch_indices, out, float(scale), int(pad_slot_id))
+    # the stored-copy views are the decode launcher's (memoised on the cache's plan)
+    _launch(fn, any_sr, split, _cache_views(cache, rf, cf, split), cache, q, k, v, g, beta,
+            A_log, a, dt_bias, b, state_batch_indices, out, scale, pad_slot_id)
     return out

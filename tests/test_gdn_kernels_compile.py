@@ -64,43 +64,44 @@ def test_gdn_standard_heuristics():
 PAIRS = list(precision_pairs(include_extra=True))
 
 
+def _compile_replay(pair, impl):
+    """Compile one ReplaySSM decode variant; returns (PTX, its memory-instruction counts, read
+    format, recurrence format, tile). Checks the compile time, no local memory (no dynamically
+    indexed registers) and whole-head CTAs for nvfp4 pairs (the global scale spans the matrix)."""
+    k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, impl=impl)
+    assert k.compile_seconds < 30
+    st = common.ptx_stats(ptx)
+    rf, _, cf, _, _ = GR.pair_key(pair)
+    tile = k.meta["tile"]
+    assert st["ld.local"] == 0 and st["st.local"] == 0, st
+    if "nvfp4" in (rf, cf):
+        assert tile.block_v == V
+    return ptx, st, rf, cf, tile
+
+
 @pytest.mark.parametrize("pair", PAIRS)
 def test_gdn_replay_compiles(pair):
     """v2 (the default)."""
-    k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, impl="v2")
-    assert k.compile_seconds < 30
-    st = common.ptx_stats(ptx)
-    rf, _, cf, _, split = GR.pair_key(pair)
-    tile = k.meta["tile"]
+    ptx, st, rf, cf, tile = _compile_replay(pair, "v2")
     assert isinstance(tile, GR.ReplayTileV2)
     # read copy: 16-byte loads (2 tpw rows x K * bits / 512 per thread)
     assert st["ld.global.v4"] >= 2 * tile.tpw * (K * GR.FMT_BITS[rf] // 512), st
-    assert st["ld.local"] == 0 and st["st.local"] == 0, st  # no dynamically indexed registers
     if rf in GR.MMA_READ_FMTS:
         kind = "bf16" if rf == "bf16" else "f16"
         assert ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32") >= 8, rf
     # the fold's rank-L update (and the split pairs' S Kn^T) on tensor cores, 3xTF32
     assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") >= 3 * 16
-    if "nvfp4" in (rf, cf):
-        assert tile.block_v == V  # the nvfp4 global scale needs the whole matrix in one CTA
 
 
 @pytest.mark.parametrize("pair", PAIRS)
 def test_gdn_replay_v1_compiles(pair):
     """The previous kernel stays selectable (REPLAYSSM_GDN_REPLAY_IMPL=v1)."""
-    k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, impl="v1")
-    assert k.compile_seconds < 30
-    st = common.ptx_stats(ptx)
-    rf, _, cf, _, split = GR.pair_key(pair)
-    tile = k.meta["tile"]
+    ptx, st, rf, cf, tile = _compile_replay(pair, "v1")
     # read copy: one 16-byte (nvfp4: 8-byte) load per row chunk
     if rf == "nvfp4":
         assert st["ld.global.v2"] >= tile.rr * tile.cnr, st
     else:
         assert st["ld.global.v4"] >= tile.rr * tile.cnr, st
-    assert st["ld.local"] == 0 and st["st.local"] == 0, st  # no dynamically indexed registers
-    if "nvfp4" in (rf, cf):
-        assert tile.block_v == V  # the nvfp4 global scale needs the whole matrix in one CTA
 
 
 def test_gdn_replay_tiles():
