@@ -106,7 +106,8 @@ import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name, to_cute_dtype
-from .gdn_standard import (gdn_gates, qk_normalize_warp, slot_of_row, treduce)
+from .gdn_standard import (gdn_gates, init_gate_inputs, launch_gates, qk_normalize_warp,
+                           slot_of_row, treduce)
 
 __all__ = [
     "GDNReplayDecode",
@@ -406,17 +407,7 @@ class GDNReplayDecode:
         self.act_dtype = to_cute_dtype(act_dtype)
         self.H, self.HV, self.K, self.V, self.L, self.ring = H, HV, K, V, L, ring
         self.group = HV // H
-        self.has_g = g_dtype is not None
-        self.has_beta = beta_dtype is not None
-        if not self.has_g and (alog_dtype is None or a_dtype is None):
-            raise ValueError("without g the raw gate inputs A_log and a are required")
-        if not self.has_beta and b_dtype is None:
-            raise ValueError("without beta the raw b is required")
-        self.has_dt_bias = (not self.has_g) and dt_bias_dtype is not None
-        cd = lambda d: None if d is None else to_cute_dtype(d)  # noqa: E731
-        self.g_dtype, self.beta_dtype = cd(g_dtype), cd(beta_dtype)
-        self.alog_dtype, self.a_dtype = cd(alog_dtype), cd(a_dtype)
-        self.dt_bias_dtype, self.b_dtype = cd(dt_bias_dtype), cd(b_dtype)
+        init_gate_inputs(self, g_dtype, beta_dtype, alog_dtype, a_dtype, dt_bias_dtype, b_dtype)
         self.use_l2 = bool(use_qk_l2norm)
         self.has_idx = bool(has_state_batch_indices)
         self.block_v_req, self._mbp_req = block_v, min_blocks_per_mp
@@ -2621,14 +2612,10 @@ def _launch(fn, any_sr, split, views, cache, q, k, v, g, beta, A_log, a, dt_bias
             state_batch_indices, out, scale, pad_slot_id):
     """Call a compiled replay kernel (``fn`` = its TVM-FFI function) on ``cache``; ``views``:
     :func:`_cache_views`. Raw gates are passed as None where g / beta are given."""
-    if g is not None:
-        A_log = a = dt_bias = None
-    if beta is not None:
-        b = None
     fn(*views, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
        cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
        cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-       cache.seed if any_sr else None, q, k, v, g, beta, A_log, a, dt_bias, b,
+       cache.seed if any_sr else None, q, k, v, *launch_gates(g, beta, A_log, a, dt_bias, b),
        state_batch_indices, out, float(scale), int(pad_slot_id))
 
 
