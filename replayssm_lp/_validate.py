@@ -76,6 +76,17 @@ def indices(name, t, batch, device, num_slots=None, pad_slot_id=-1):
     return t
 
 
+def gdn_state(state, layout):
+    """A standard GDN state ``[num_slots, HV, V, K]`` (``layout="vk"``) or ``[num_slots, HV, K, V]``
+    (``"kv"``), fp32/fp16/bf16: (num_slots, HV, V, K)."""
+    tensor("state", state, (None, None, None, None), (torch.float32, torch.float16, torch.bfloat16))
+    if layout not in ("vk", "kv"):
+        raise ValueError(f"state_layout must be 'vk' or 'kv', got {layout!r}")
+    slots_n, HV = state.shape[:2]
+    Vd, K = state.shape[2:] if layout == "vk" else state.shape[2:][::-1]
+    return slots_n, HV, Vd, K
+
+
 def gdn_gates(g, beta, A_log, a, dt_bias, b, lead, nv, device, dtypes, lead_name="batch",
               name_missing_b=False):
     """The gate arguments of a GDN op: either ``g`` [*lead, HV] (log decay) or the raw inputs

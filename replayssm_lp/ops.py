@@ -717,12 +717,8 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
                               state_layout, backend)
     if done is not _MISS:
         return done
-    V.tensor("state", state, (None, None, None, None), (torch.float32, torch.float16, torch.bfloat16))
-    if state_layout not in ("vk", "kv"):
-        raise ValueError(f"state_layout must be 'vk' or 'kv', got {state_layout!r}")
+    slots_n, HV, Vd, K = V.gdn_state(state, state_layout)
     dev = state.device
-    slots_n, HV = state.shape[:2]
-    Vd, K = state.shape[2:] if state_layout == "vk" else state.shape[2:][::-1]
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q must be a tensor of shape [batch, H, K]")
     H = q.shape[1]

@@ -208,12 +208,8 @@ def gdn_snapshot_verify(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     ``[num_slots, HV, K, V]`` ("kv"); q, k [batch, T, H, K]; v, out [batch, T, HV, V]; either
     g, beta [batch, T, HV] or raw A_log [HV], a [batch, T, HV], dt_bias [HV], b [batch, T, HV];
     ``state_indices`` int32 [batch, T]. Returns ``out``."""
-    V.tensor("state", state, (None, None, None, None), _STATE)
-    if state_layout not in ("vk", "kv"):
-        raise ValueError(f"state_layout must be 'vk' or 'kv', got {state_layout!r}")
+    slots_n, HV, Vd, K = V.gdn_state(state, state_layout)
     dev = state.device
-    slots_n, HV = state.shape[:2]
-    Vd, K = state.shape[2:] if state_layout == "vk" else state.shape[2:][::-1]
     if not isinstance(q, torch.Tensor) or q.dim() != 4:
         raise ValueError("q must be a tensor of shape [batch, T, H, K]")
     bsz, T, H = q.shape[:3]

@@ -383,6 +383,65 @@ def _init(cache, slots, S):
         cache.init_from_state(slots, S)
 
 
+def compare_caches(cr, ck, s, act, st, fails):
+    """What one step wrote for the owned slots ``s`` of the kernel cache ``ck`` vs the reference
+    ``cr``: cursors exact, ``arrive`` back to 0, raw k / v bit-exact, kinv / g / beta within
+    8 ulp, u within fp32 rounding, stored hi / lo within one unit of the target format (or, where
+    the fold's last fp32 bits differ after cancellation, within 4e-6 of the matrix rms), scales
+    within 16 ulp (fp32) / 1 unit (e4m3). Stats are max-updated in ``st``, problems appended to
+    ``fails``."""
+    tr, tc = cache_tensors(cr), cache_tensors(ck)
+
+    def stat(k, v):
+        st[k] = max(st.get(k, 0), v)
+    for n in ("write_pos", "ring_origin", "flush_count", "pending"):
+        if not torch.equal(tc[n][s], tr[n][s]):
+            fails.append(f"{n} {tc[n][s].tolist()} != ref {tr[n][s].tolist()}")
+    if int(tc["arrive"][s].abs().sum()) != 0:
+        fails.append("arrive counter not reset")
+    for n in ("k_buf", "v_buf"):
+        if n in tc and not torch.equal(tc[n][s], tr[n][s]):
+            fails.append(f"{n} differs (raw copy must be exact)")
+    for n in ("kinv_buf", "g_buf", "beta_buf"):
+        if n in tc:
+            du, _ = unit_diff(tc[n][s], tr[n][s], "fp32")
+            stat("ulp", du)
+            if du > 8:
+                fails.append(f"{n} differs by {du} ulp")
+    o, e, nb = close(tc["u_buf"][s], tr["u_buf"][s], torch.float32,
+                     rtol=1e-5 if act == torch.float32 else 1e-4, abs_frac=1e-5)
+    stat("u_err", e)
+    if not o:
+        fails.append(f"u_buf err/rms={e:.1e} bad={nb}")
+    for side, fmt in (("hi", ck.pair.rec_fmt), ("lo", ck.pair.read_fmt)):
+        if f"{side}.data" not in tc:
+            continue
+        # stored codes: one unit of the format, or (where the fold's last fp32 bits differ
+        # after cancellation) a decoded difference at the fp32 rounding level of the matrix
+        d = (ordinals(tc[f"{side}.data"][s], fmt) - ordinals(tr[f"{side}.data"][s], fmt)).abs()
+        vc, vr = decoded(ck, side, s), decoded(cr, side, s)
+        rms = vr.pow(2).mean(dim=(-1, -2), keepdim=True).sqrt()
+        dv = (vc - vr).abs()
+        bad = (d > 1) & (dv.reshape(d.shape) > 4e-6 * rms.expand_as(vr).reshape(d.shape))
+        fr = float((d != 0).float().mean()) if d.numel() else 0.0
+        du = int(d.max()) if d.numel() else 0
+        stat(f"{side}_frac", fr)
+        stat(f"{side}_units", du)
+        if bad.any():
+            fails.append(f"{side}.data: {int(bad.sum())} element(s) off by > 1 unit and > 4e-6 rms "
+                         f"(max {du} units; {fr:.2%} of elements differ)")
+        if f"{side}.scale" in tc:
+            sfmt = "fp32" if fmt == "fp8" else "e4m3"
+            ds, _ = unit_diff(tc[f"{side}.scale"][s], tr[f"{side}.scale"][s], sfmt)
+            stat(f"{side}_sunits", ds)
+            if ds > (16 if sfmt == "fp32" else 1):
+                fails.append(f"{side}.scale differs by {ds} units")
+        if f"{side}.gscale" in tc:
+            ds, _ = unit_diff(tc[f"{side}.gscale"][s], tr[f"{side}.gscale"][s], "fp32")
+            if ds > 16:
+                fails.append(f"{side}.gscale differs by {ds} ulp")
+
+
 def replay_trace(pair, L, act, dims, batch=6, pool_extra=7, steps=None, gates="raw", l2=True,
                  device="cuda", impl="cute", verbose=False):
     """One pair / L trace; returns a stats dict (and records failures)."""
@@ -411,7 +470,6 @@ def replay_trace(pair, L, act, dims, batch=6, pool_extra=7, steps=None, gates="r
     st = dict(pair=pair, L=L, act=SHORT[act], steps=steps, out_err=0.0, u_err=0.0,
               hi_frac=0.0, lo_frac=0.0, hi_units=0, lo_units=0, hi_sunits=0, lo_sunits=0,
               flushes=0, ok=True, seed=seed)
-    rf, cf = cut.pair.read_fmt, cut.pair.rec_fmt
     ok = True
     for step in range(steps):
         pad = torch.rand(batch, generator=gen, device=dev) < 0.25
@@ -449,63 +507,15 @@ def replay_trace(pair, L, act, dims, batch=6, pool_extra=7, steps=None, gates="r
         st["out_err"] = max(st["out_err"], e)
         if not o:
             msgs.append(f"out err/rms={e:.1e} bad={nb}")
-        tr, tc = cache_tensors(ref), cache_tensors(cut)
-        s = slots
-        for n in ("write_pos", "ring_origin", "flush_count", "pending"):
-            if not torch.equal(tc[n][s], tr[n][s]):
-                msgs.append(f"{n} {tc[n][s].tolist()} != ref {tr[n][s].tolist()}")
-        if int(tc["arrive"].abs().sum()) != 0:
-            msgs.append("arrive counter not reset")
-        for n in ("k_buf", "v_buf"):
-            if n in tc and not torch.equal(tc[n][s], tr[n][s]):
-                msgs.append(f"{n} differs (raw copy must be exact)")
-        for n in ("kinv_buf", "g_buf", "beta_buf"):
-            if n in tc:
-                du, _ = unit_diff(tc[n][s], tr[n][s], "fp32")
-                if du > 8:
-                    msgs.append(f"{n} differs by {du} ulp")
-        o, e, nb = close(tc["u_buf"][s], tr["u_buf"][s], torch.float32,
-                         rtol=1e-5 if act == torch.float32 else 1e-4, abs_frac=1e-5)
-        st["u_err"] = max(st["u_err"], e)
-        if not o:
-            msgs.append(f"u_buf err/rms={e:.1e} bad={nb}")
-        for side, fmt in (("hi", cf), ("lo", rf)):
-            if f"{side}.data" not in tc:
-                continue
-            # stored codes: one unit of the format, or (where the fold's last fp32 bits differ
-            # after cancellation) a decoded difference at the fp32 rounding level of the matrix
-            d = (ordinals(tc[f"{side}.data"][s], fmt) - ordinals(tr[f"{side}.data"][s], fmt)).abs()
-            vc, vr = decoded(cut, side, s), decoded(ref, side, s)
-            rms = vr.pow(2).mean(dim=(-1, -2), keepdim=True).sqrt()
-            dv = (vc - vr).abs()
-            if fmt == "nvfp4":
-                dv = dv.view(d.shape[:-1] + (-1,))
-            bad = (d > 1) & (dv.reshape(d.shape) > 4e-6 * rms.expand_as(vr).reshape(d.shape))
-            fr = float((d != 0).float().mean()) if d.numel() else 0.0
-            du = int(d.max()) if d.numel() else 0
-            st[f"{side}_frac"] = max(st[f"{side}_frac"], fr)
-            st[f"{side}_units"] = max(st[f"{side}_units"], du)
-            if bad.any():
-                msgs.append(f"{side}.data: {int(bad.sum())} element(s) off by > 1 unit and > 4e-6 rms "
-                            f"(max {du} units; {fr:.2%} of elements differ)")
-            if f"{side}.scale" in tc:
-                sfmt = "fp32" if fmt == "fp8" else "e4m3"
-                ds, _ = unit_diff(tc[f"{side}.scale"][s], tr[f"{side}.scale"][s], sfmt)
-                st[f"{side}_sunits"] = max(st[f"{side}_sunits"], ds)
-                if ds > (16 if sfmt == "fp32" else 1):
-                    msgs.append(f"{side}.scale differs by {ds} units")
-            if f"{side}.gscale" in tc:
-                ds, _ = unit_diff(tc[f"{side}.gscale"][s], tr[f"{side}.gscale"][s], "fp32")
-                if ds > 16:
-                    msgs.append(f"{side}.gscale differs by {ds} ulp")
+        compare_caches(ref, cut, slots, act, st, msgs)
         if msgs:
             ok = False
             log_fail(f"replay {pair} L={L} act={SHORT[act]} step {step} (seed {seed}): "
                      + "; ".join(msgs))
             break
         # re-synchronise: the next step starts from identical caches
-        for n, t in tr.items():
-            t.copy_(tc[n])
+        for n, t in cache_tensors(ref).items():
+            t.copy_(cache_tensors(cut)[n])
     tc = cache_tensors(cut)
     for n, t in tc.items():
         if not torch.equal(_bits(t[~owned]), _bits(snap[n])):

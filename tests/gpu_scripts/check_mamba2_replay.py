@@ -38,22 +38,25 @@ Prints one table row per configuration and exits 1 if any check fails.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
-import time
-import traceback
 
-_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.abspath(os.path.join(_HERE, "..", ".."))
+for _p in (_ROOT, _HERE):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
 import torch  # noqa: E402
 
 import replayssm_lp as R  # noqa: E402
 from replayssm_lp import formats as F  # noqa: E402
 from replayssm_lp.pairs import precision_pairs  # noqa: E402
+
+from check_common import (  # noqa: E402
+    ACT_NAME, arg_parser, copy_frac, copy_units, draw_rows, level, no_cuda, run_table,
+    stop_on_fail, timed)
 
 _ACT = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -228,27 +231,18 @@ def resync(cr, ck):
 # ----------------------------------------------------------------------------------------------
 # one configuration
 # ----------------------------------------------------------------------------------------------
-def run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, seed, device, kernel,
-               use_idx=True, z=True, D=True, max_draft=0, impl=None):
-    H, P, N, G = dims
-    gen = torch.Generator().manual_seed(seed)
-    res = {"fail": [], "flush_rows": 0, "steps": steps}
-    kw = dict(precision=pair, buffer_len=L, max_draft=max_draft, act_dtype=act, device=device,
-              seed=1000 + seed)
-    cr = R.Mamba2ReplayCache(pool, H, P, N, G, **kw)
-    ck = R.Mamba2ReplayCache(pool, H, P, N, G, **kw)
-    if use_idx:
-        slots = torch.randperm(pool, generator=gen)[:batch]
-    else:
-        slots = torch.arange(batch)
-    # prefill state: per-head magnitudes spread over 2^-4 .. 2^4, plus a zero head row
+def prefill_state(batch, H, P, N, gen):
+    """Prefill state: per-head magnitudes spread over 2^-4 .. 2^4, plus a zero head row."""
     S = torch.randn(batch, H, P, N, generator=gen) * torch.exp2(
         torch.randint(-4, 5, (1, H, 1, 1), generator=gen).float())
     S[:, 0, 0, :] = 0.0
-    cr.init_from_state(slots.tolist(), S.to(device))
-    ck.init_from_state(slots.tolist(), S.to(device))
-    resync(cr, ck)          # identical bytes even if the init encoders differed (they must not)
-    slots_d = slots.to(device)
+    return S
+
+
+def layer_params(H, mode, D, gen, device):
+    """(A, D, dt_bias on ``device``, dt_softplus): ``exact`` mode A = 0 and dt' = dt (no bias, no
+    softplus); ``random`` mode A = -U[1, 16] (log-uniform) and dt_bias = softplus^-1 of a
+    log-uniform value in [1e-3, 0.1]. D random when ``D``."""
     if mode == "exact":
         A = torch.zeros(H)
         dt_bias, softplus = None, False
@@ -259,32 +253,49 @@ def run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, seed, device, 
         dt_bias = torch.log(torch.expm1(dtb))                                    # softplus^-1
         softplus = True
     Dv = torch.randn(H, generator=gen) if D else None
-    A_d = A.to(device)
-    D_d = None if Dv is None else Dv.to(device)
-    bias_d = None if dt_bias is None else dt_bias.to(device)
+    return (A.to(device), None if Dv is None else Dv.to(device),
+            None if dt_bias is None else dt_bias.to(device), softplus)
+
+
+def step_inputs(gen, lead, dims, mode, z, device, act):
+    """(x, dt, B, C, z) of one step, leading dims ``lead`` ((batch,) or (batch, T)): ``exact`` mode
+    small-integer x and B, dt = 1; ``random`` mode Gaussian (dt * 0.5)."""
+    H, P, N, G = dims
+    if mode == "exact":
+        x = torch.randint(-2, 3, lead + (H, P), generator=gen).float()
+        B = torch.randint(-2, 3, lead + (G, N), generator=gen).float()
+        dt = torch.ones(lead + (H,))
+    else:
+        x = torch.randn(lead + (H, P), generator=gen)
+        B = torch.randn(lead + (G, N), generator=gen)
+        dt = torch.randn(lead + (H,), generator=gen) * 0.5
+    C = torch.randn(lead + (G, N), generator=gen)
+    zz = torch.randn(lead + (H, P), generator=gen) if z else None
+    dv = lambda t: None if t is None else t.to(device=device, dtype=act)  # noqa: E731
+    return dv(x), dt.to(device), dv(B), dv(C), dv(zz)
+
+
+def run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, seed, device, kernel,
+               use_idx=True, z=True, D=True, max_draft=0, impl=None):
+    H, P, N, G = dims
+    gen = torch.Generator().manual_seed(seed)
+    res = {"fail": [], "flush_rows": 0, "steps": steps}
+    kw = dict(precision=pair, buffer_len=L, max_draft=max_draft, act_dtype=act, device=device,
+              seed=1000 + seed)
+    cr = R.Mamba2ReplayCache(pool, H, P, N, G, **kw)
+    ck = R.Mamba2ReplayCache(pool, H, P, N, G, **kw)
+    slots = torch.randperm(pool, generator=gen)[:batch] if use_idx else torch.arange(batch)
+    S = prefill_state(batch, H, P, N, gen)
+    cr.init_from_state(slots.tolist(), S.to(device))
+    ck.init_from_state(slots.tolist(), S.to(device))
+    resync(cr, ck)          # identical bytes even if the init encoders differed (they must not)
+    slots_d = slots.to(device)
+    A_d, D_d, bias_d, softplus = layer_params(H, mode, D, gen, device)
     t_ker = 0.0
     for step in range(steps):
-        pad = torch.rand(batch, generator=gen) < 0.25
-        if bool(pad.all()):
-            pad[0] = False
-        if use_idx:
-            sbi = torch.where(pad, torch.tensor(-1), slots).to(torch.int32).to(device)
-        else:
-            pad[:] = False
-            sbi = None
-        rows = (~pad).nonzero().squeeze(1)
-        if mode == "exact":
-            x = torch.randint(-2, 3, (batch, H, P), generator=gen).float()
-            B = torch.randint(-2, 3, (batch, G, N), generator=gen).float()
-            dt = torch.ones(batch, H)
-        else:
-            x = torch.randn(batch, H, P, generator=gen)
-            B = torch.randn(batch, G, N, generator=gen)
-            dt = torch.randn(batch, H, generator=gen) * 0.5
-        C = torch.randn(batch, G, N, generator=gen)
-        zz = torch.randn(batch, H, P, generator=gen) if z else None
-        dv = lambda t: None if t is None else t.to(device=device, dtype=act)  # noqa: E731
-        args = (dv(x), dt.to(device), A_d, dv(B), dv(C), D_d, dv(zz), bias_d)
+        pad, sbi, rows = draw_rows(gen, batch, slots, use_idx, device)
+        x, dt, B, C, zz = step_inputs(gen, (batch,), dims, mode, z, device, act)
+        args = (x, dt, A_d, B, C, D_d, zz, bias_d)
         out_r = torch.full((batch, H, P), float("nan"), dtype=act, device=device)
         out_k = torch.full((batch, H, P), float("nan"), dtype=act, device=device)
         owned = slots_d[rows.to(device)]
@@ -292,21 +303,15 @@ def run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, seed, device, 
         res["flush_rows"] += int((cr.write_pos[owned] >= L).sum())
         R.mamba2_decode(cr, *args, dt_softplus=softplus, state_batch_indices=sbi, out=out_r,
                         backend="torch")
-        if device != "cpu":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        kernel(ck, *args, dt_softplus=softplus, state_batch_indices=sbi, pad_slot_id=-1,
-               out=out_k, heads_per_cta=hpc, **(impl or {}))
-        if device != "cpu":
-            torch.cuda.synchronize()
-        t_ker += time.perf_counter() - t0
+        t_ker += timed(lambda: kernel(ck, *args, dt_softplus=softplus, state_batch_indices=sbi,
+                                      pad_slot_id=-1, out=out_k, heads_per_cta=hpc,
+                                      **(impl or {})), device)
         if bool(pad.any()) and not bool(out_k[pad.to(device)].isnan().all()):
-            res["fail"].append(f"step {step}: a pad row of out was written")
+            res["fail"].append("a pad row of out was written")
         compare_out(out_r, out_k, rows.to(device), act, res)
         compare_caches(cr, ck, owned, mode == "exact", res)
         check_unowned(ck, snap, res)
-        if res["fail"]:
-            res["fail"] = [f"step {step}: {m}" for m in res["fail"][:4]]
+        if stop_on_fail(res, f"step {step}"):
             break
         resync(cr, ck)
     res["ms_per_step"] = 1e3 * t_ker / max(1, steps)
@@ -372,16 +377,9 @@ def default_configs(pairs, level="default"):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pairs", default=None, help="comma-separated pair names (default: all, extras too)")
-    ap.add_argument("--quick", action="store_true", help="one configuration per pair")
-    ap.add_argument("--full", action="store_true", help="every configuration for every pair")
-    ap.add_argument("--steps-factor", type=int, default=3, help="steps = factor * L + 5")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = arg_parser(__doc__, steps_help="steps = factor * L + 5")
     ap.add_argument("--headdim", type=int, default=None,
                     help="only the configurations with this head dim P (e.g. 80)")
-    ap.add_argument("--self-test", action="store_true",
-                    help="CPU: compare the torch reference with itself (checks this script)")
     a = ap.parse_args(argv)
     names = a.pairs.split(",") if a.pairs else list(precision_pairs(include_extra=True))
     if a.self_test:
@@ -392,18 +390,11 @@ def main(argv=None) -> int:
             return R.mamba2_decode(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                                    state_batch_indices, pad_slot_id, out, backend="torch")
     else:
-        if not torch.cuda.is_available():
-            print("no CUDA device: run on the GPU machine (or --self-test on CPU)")
+        if no_cuda():
             return 2
         device = "cuda"
-        from cute_kernels.mamba2_replay import mamba2_replay_decode_cute
-
-        def kernel(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_batch_indices,
-                   pad_slot_id, out, heads_per_cta=None, **impl):
-            return mamba2_replay_decode_cute(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
-                                             state_batch_indices, pad_slot_id, out,
-                                             heads_per_cta=heads_per_cta, **impl)
-    cfgs = default_configs(names, "quick" if a.quick else ("full" if a.full else "default"))
+        from cute_kernels.mamba2_replay import mamba2_replay_decode_cute as kernel
+    cfgs = default_configs(names, level(a))
     if a.headdim is not None:
         cfgs = [c for c in cfgs if c[5][1] == a.headdim]
     if a.self_test:
@@ -411,38 +402,24 @@ def main(argv=None) -> int:
     hdr = (f"{'pair':16s} {'L':>2s} {'act':>4s} {'hpc':>3s} {'mode':6s} {'impl':4s} {'H,P,N,G':>13s} "
            f"{'flush':>5s} {'out_rel':>8s} {'out_u':>5s} {'hi_diff':>9s} {'hi_u':>6s} "
            f"{'lo_diff':>9s} {'lo_u':>6s} {'dt_ulp':>6s} {'ms':>7s}  result")
-    print(hdr)
-    print("-" * len(hdr))
-    nfail = 0
-    for i, (pair, L, act, hpc, mode, dims, pool, batch, use_idx, md, impl) in enumerate(cfgs):
-        steps = a.steps_factor * L + 5
-        try:
-            res = run_config(pair, L, act, hpc, mode, dims, pool, batch, steps, a.seed + i, device,
-                             kernel, use_idx=use_idx, max_draft=md, impl=impl)
-        except Exception as e:  # noqa: BLE001
-            res = {"fail": [f"exception: {e!r}"], "flush_rows": 0}
-            traceback.print_exc()
-        actn = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[act]
 
-        def frac(k):
-            n = res.get(f"{k}_bytes", 0)
-            return f"{res.get(f'{k}_bytes_diff', 0) / n:.2e}" if n else "-"
+    def run_one(i, cfg):
+        pair, L, act, hpc, mode, dims, pool, batch, use_idx, md, impl = cfg
+        return run_config(pair, L, act, hpc, mode, dims, pool, batch, a.steps_factor * L + 5,
+                          a.seed + i, device, kernel, use_idx=use_idx, max_draft=md, impl=impl)
 
-        def units(k):
-            if f"{k}_max_rel" in res:
-                return f"{res[f'{k}_max_rel']:.0e}"
-            return f"{res.get(f'{k}_max_units', 0.0):.2f}" if f"{k}_bytes" in res else "-"
-        ok = not res["fail"]
-        nfail += not ok
+    def row(cfg, res):
+        pair, L, act, hpc, mode, dims, pool, batch, use_idx, md, impl = cfg
         hpcs = "auto" if hpc is None else str(hpc)
-        print(f"{pair:16s} {L:2d} {actn:>4s} {hpcs:>3s} {mode:6s} {'v1' if impl else 'v2':4s} "
-              f"{','.join(map(str, dims)):>13s} "
-              f"{res.get('flush_rows', 0):5d} {res.get('out_rel', 0.0):8.1e} "
-              f"{res.get('out_units', 0.0):5.2f} {frac('hi'):>9s} {units('hi'):>6s} "
-              f"{frac('lo'):>9s} {units('lo'):>6s} "
-              f"{max(res.get('dt_buf_ulp', 0.0), res.get('dA_buf_ulp', 0.0)):6.1f} "
-              f"{res.get('ms_per_step', 0.0):7.2f}  "
-              f"{'ok' if ok else 'FAIL: ' + ' | '.join(res['fail'])}", flush=True)
+        return (f"{pair:16s} {L:2d} {ACT_NAME[act]:>4s} {hpcs:>3s} {mode:6s} "
+                f"{'v1' if impl else 'v2':4s} {','.join(map(str, dims)):>13s} "
+                f"{res.get('flush_rows', 0):5d} {res.get('out_rel', 0.0):8.1e} "
+                f"{res.get('out_units', 0.0):5.2f} {copy_frac(res, 'hi'):>9s} "
+                f"{copy_units(res, 'hi'):>6s} {copy_frac(res, 'lo'):>9s} "
+                f"{copy_units(res, 'lo'):>6s} "
+                f"{max(res.get('dt_buf_ulp', 0.0), res.get('dA_buf_ulp', 0.0)):6.1f} "
+                f"{res.get('ms_per_step', 0.0):7.2f}")
+    nfail = run_table(cfgs, hdr, run_one, row)
     print(f"\n{len(cfgs) - nfail}/{len(cfgs)} configurations passed")
     return 1 if nfail else 0
 
