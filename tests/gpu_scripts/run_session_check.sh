@@ -39,7 +39,8 @@ bg integration env PYTHONPATH="/tmp/hf:$PYTHONPATH" REPLAYSSM_TEST_BUDGET_S=$((C
 # ACC_GPU=<index> (a 2-GPU machine): the accuracy study runs on that GPU for ACC_S seconds and
 # overlaps phase 2 (the timing runs on the other GPU); otherwise it is part of phase 1
 acc_env=(); acc_s=$((CHECK_S - 10))
-if [ -n "${ACC_GPU:-}" ]; then acc_env=(CUDA_VISIBLE_DEVICES="$ACC_GPU"); acc_s=${ACC_S:-$acc_s}; fi
+acc_s=${ACC_S:-$acc_s}   # the accuracy study may run longer than the other phase-1 jobs
+if [ -n "${ACC_GPU:-}" ]; then acc_env=(CUDA_VISIBLE_DEVICES="$ACC_GPU"); fi
 if [ "${SKIP_ACCURACY:-0}" != 1 ]; then
   ( env "${acc_env[@]}" OUT="$OUT/acc" MAX_LEN="${ACC_MAX_LEN:-131072}" PART_TIMEOUT="$acc_s" \
       timeout $((acc_s + 20)) bash bench/run_accuracy_gpu.sh >"$OUT/accuracy.log" 2>&1
@@ -62,13 +63,15 @@ timeout "${SPEC_S:-150}" python -m bench spec --layer both --pairs "${SPEC_PAIRS
 timeout "${HOST_S:-60}" python -m bench.host_overhead ${HOST_ARGS:-} >"$OUT/host_overhead.log" 2>&1; echo "rc=$?" >>"$OUT/host_overhead.log"
 fi
 wait
-# the device returns at most 8 files: pack the result folders into one archive
-tar czf "$OUT/results.tgz" -C "$OUT" $(cd "$OUT" && ls -d acc/accuracy_*_cute spec 2>/dev/null) 2>/dev/null
-rm -rf "$OUT/acc/parts" "$OUT/acc"/accuracy_*_cute "$OUT/spec"
+# the device returns at most 8 files: pack the result folders and every log into one archive
+tar czf "$OUT/results.tgz" -C "$OUT" $(cd "$OUT" && ls -d acc/accuracy_*_cute acc/parts/*/*/log.txt acc/graph_check.txt spec *.log 2>/dev/null) 2>/dev/null
 echo "all done after $(( $(date +%s) - t0 )) s"
+{
 for f in gpu_ops gpu_spec m2_verify gdn_verify m2_p80 codec m2replay gdn integration; do
   [ -f "$OUT/$f.log" ] && { echo "=== $f"; grep -E "passed|failed|error|configurations|rc=" "$OUT/$f.log" | tail -4; }
 done
-echo "=== accuracy"; tail -15 "$OUT/accuracy.log"
+[ -f "$OUT/accuracy.log" ] && { echo "=== accuracy"; tail -15 "$OUT/accuracy.log"; }
 [ $SKIP2 = 0 ] && echo "=== spec" && grep -E "^\||target|rc=" "$OUT/spec.log" | tail -30
 [ $SKIP2 = 0 ] && echo "=== host overhead" && tail -15 "$OUT/host_overhead.log"
+} | tee "$OUT/summary.txt"
+rm -rf "$OUT/acc" "$OUT/spec" "$OUT"/*.log
