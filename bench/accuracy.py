@@ -1245,11 +1245,21 @@ def summary_markdown(results: Sequence[Dict], plot_dir: Optional[str] = None) ->
     return "\n".join(lines)
 
 
+def load_result(path: str) -> dict:
+    """An accuracy.json (or a gzip-compressed accuracy.json.gz, how results are committed)."""
+    if path.endswith(".gz"):
+        import gzip
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    with open(path) as f:
+        return json.load(f)
+
+
 def render_readme(json_paths: Sequence[str], readme: str = "README.md",
                   plot_dir: Optional[str] = "bench/results", header: Optional[str] = None) -> str:
     """Replace the text between README_BEGIN / README_END in ``readme`` by the summary of the
     given accuracy.json files. Returns the new section body."""
-    results = [json.load(open(p)) for p in json_paths]
+    results = [load_result(p) for p in json_paths]
     body = summary_markdown(results, plot_dir)
     if header:
         body = header.rstrip() + "\n\n" + body
@@ -1362,7 +1372,7 @@ def _cli(args) -> int:
               f" at {r['where']} ({r['seconds']:.0f} s)")
         return 0 if r["ok"] else 1
     if args.summary:
-        print(summary_markdown([json.load(open(p)) for p in args.summary], None))
+        print(summary_markdown([load_result(p) for p in args.summary], None))
         return 0
     if args.render:
         body = render_readme(args.render, args.readme, args.plot_dir, args.note)
@@ -1370,7 +1380,7 @@ def _cli(args) -> int:
         print(f"updated the accuracy section of {args.readme}")
         return 0
     if args.merge:
-        res = merge_results([json.load(open(p)) for p in args.merge])
+        res = merge_results([load_result(p) for p in args.merge])
         out = args.out or os.path.dirname(os.path.abspath(args.merge[0]))
         res["files"] = write_outputs(res, out, not args.no_plots)
         print(markdown(res))
