@@ -30,9 +30,7 @@ flushing row never serialises many head-folds in one CTA). Per CTA:
 1. cursors, then at once the non-flush read set: nvfp4 read copies (``staged``): cp.async of every
    head's state rows, block-scale rows, global scale and x_j rows into smem, plus x / z / D loads
    (:meth:`Mamba2ReplayDecode._snf_issue`); other formats: the first head's read copy into
-   registers. The preamble below then hides that latency. Tiny batches (``speculative``,
-   :func:`choose_speculative`): the first head's read copy goes into registers right after the
-   slot index, before the cursors are known (a flushing row drops it), no staging.
+   registers. The preamble below then hides that latency.
 2. preamble: C (fp32) to smem; ``cb_j = B_j·C`` of the buffered entries (non-flush rows; one warp
    per entry, lanes over N) and ``cb_cur``; per head (one warp per head): dt', the inclusive warp
    scan of the log decays (current token included on non-flush rows), the coefficients ``coef_j``
@@ -84,7 +82,6 @@ Public entry points: :func:`compile_mamba2_replay` (tensor-free, cached), :func:
 
 from __future__ import annotations
 
-import functools
 import os
 
 import operator
@@ -230,22 +227,6 @@ def _staged_default() -> bool:
     """``REPLAYSSM_M2_STAGED`` (0 / 1; default 1): non-flush rows with nvfp4 read copies stage
     every head's read set in smem with cp.async before the preamble; 0 = register loads."""
     return os.environ.get("REPLAYSSM_M2_STAGED", "1") != "0"
-
-
-#: ``choose_speculative``: rows up to which a launch is latency-bound (H200: 128 heads -> 512 CTAs
-#: of 128 threads at batch 4, about one wave)
-SPECULATIVE_MAX_BATCH = 4
-
-
-def choose_speculative(batch: int) -> bool:
-    """Launch heuristic for the ``speculative`` variant (the first head's read copy loaded before
-    the cursors, see :class:`Mamba2ReplayDecode`): tiny batches, where one dependent global round
-    trip less is worth more than the registers the early read set holds through the preamble.
-    ``REPLAYSSM_M2_SPECULATIVE`` = 0 / 1 forces it (tuning runs and the GPU checks)."""
-    forced = os.environ.get("REPLAYSSM_M2_SPECULATIVE")
-    if forced:
-        return forced == "1"
-    return batch <= SPECULATIVE_MAX_BATCH
 
 
 def choose_heads_per_cta(batch: int, H: int, G: int, min_ctas: Optional[int] = None) -> int:
@@ -620,7 +601,7 @@ def _e2m1_grid_code(q) -> Uint32:
 
 def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int = 0,
                               both_sr: bool = False, smem_ctas: int = 0,
-                              flush_v2: bool = False, speculative: bool = False) -> int:
+                              flush_v2: bool = False) -> int:
     """Default ``.minnctapersm`` (= register cap 64K / (k·128)) of a variant.
 
     One head per CTA: ptxas' own choice (70-110 registers, no spills in the sm_90a builds we
@@ -639,14 +620,10 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
     binds) allows fewer. The v2 flush's prefetches go through cp.async into smem (no registers
     held). Built at P = 64, N = 128 with z: <= 80 spill bytes, outside the fold / chunk / non-flush
     loops (their instruction counts move by < 5 % between 96 and 72 registers).
-    ``speculative`` (tiny batches, at most ~4 CTAs per SM in the whole grid): 4 (128 registers),
-    so one head's fp32 read set (64 registers) lives through the preamble without spilling.
     ``REPLAYSSM_M2_MINBLOCKS`` overrides (tuning runs)."""
     forced = os.environ.get("REPLAYSSM_M2_MINBLOCKS")    # tuning runs
     if forced:
         return int(forced)
-    if speculative:
-        return min(4, smem_ctas) if smem_ctas else 4
     if flush_v2:
         if both_sr or read_fmt == "nvfp4":
             k = 5
@@ -670,8 +647,7 @@ class Mamba2ReplayDecode:
                  has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True, prefetch: Optional[bool] = None,
                  min_blocks_per_mp: Optional[int] = None, flush_impl: Optional[int] = None,
-                 nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
-                 speculative: bool = False):
+                 nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None):
         p: PrecisionPair = parse_pair(pair)
         self.pair = p
         self.split = not p.shared
@@ -713,13 +689,8 @@ class Mamba2ReplayDecode:
         # uses for its own buffers (a CTA is either)
         ab = self.act_dtype.width // 8
         sg = _staged_default() if staged is None else bool(staged)
-        # small grids (``speculative``, chosen by the launcher for tiny batches): latency, not
-        # bandwidth or occupancy, sets the step time, so the first head's read copy goes out into
-        # registers right after the slot index -- before the cursors say whether the row flushes
-        # (a flushing row just drops it) -- instead of after the slot -> cursor -> buffer chain
-        self.speculative = bool(speculative)
         self.snf = bool(sg and self.read_fmt == "nvfp4" and self.N in (64, 128, 256)
-                        and (self.P * ab) % 16 == 0 and not self.speculative)
+                        and (self.P * ab) % 16 == 0)
         # non-flush nvfp4 read copies with 16-bit acts: the row dots on the tensor cores
         # (:meth:`_mma_rows`); needs 4 lanes per state row (N = 128)
         mm = _nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma)
@@ -740,15 +711,14 @@ class Mamba2ReplayDecode:
         # the first head's read set goes out before the preamble when it is small (nvfp4 / fp8:
         # <= 16 registers per thread); 16-bit / fp32 read sets (32 / 64 registers, live through
         # the preamble) would cost occupancy -- they load at the head start
-        self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch
-                                         or self.speculative)
+        self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch)
         # occupancy hint (CTAs of 128 threads per SM) -> .minnctapersm, i.e. a register cap of
         # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp.
         c = self.cfg
         self.min_blocks_per_mp = int(
             default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
                                       self.split and self.read_sr and self.rec_sr,
-                                      self._smem_ctas(), self.flush_impl == 2, self.speculative)
+                                      self._smem_ctas(), self.flush_impl == 2)
             if min_blocks_per_mp is None else min_blocks_per_mp)
 
     def _ulayout(self):
@@ -1305,18 +1275,7 @@ class Mamba2ReplayDecode:
                 dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
 
-        TN = cfg.tn
-        raw_l = cute.make_ordered_layout((cfg.rpt, cfg.cn, 4), order=(2, 1, 0))
-        raw = cute.make_rmem_tensor(raw_l, Int32)
-        rsc = cute.make_rmem_tensor((cfg.rpt,), Float32)
-        bsc = cute.make_rmem_tensor((cfg.rpt, cfg.cn), Int32)
-        gsc = cute.make_rmem_tensor((1,), Float32)
         if valid:
-            if const_expr(self.speculative):
-                self._issue_read(mLo if const_expr(self.split) else mHi,
-                                 mLoS if const_expr(self.split) else mHiS,
-                                 mLoG if const_expr(self.split) else mHiG,
-                                 raw, rsc, bsc, gsc, slot, hc * HPC, tidx // TN, tidx % TN)
             # ------------------------------------------------------------ preamble
             h = cutlass.min(mWPos[slot], Int32(cfg.hm))   # <= R-1 for any valid cache state
             origin = mOrig[slot]
@@ -1361,6 +1320,12 @@ class Mamba2ReplayDecode:
 
             # non-flush rows: the first head's read-copy loads go out now, so that the preamble's
             # dependent loads and barriers hide their latency (registers: RPT*CN*4 words)
+            TN = cfg.tn
+            raw_l = cute.make_ordered_layout((cfg.rpt, cfg.cn, 4), order=(2, 1, 0))
+            raw = cute.make_rmem_tensor(raw_l, Int32)
+            rsc = cute.make_rmem_tensor((cfg.rpt,), Float32)
+            bsc = cute.make_rmem_tensor((cfg.rpt, cfg.cn), Int32)
+            gsc = cute.make_rmem_tensor((1,), Float32)
             NXZ = -(-(HPC * (2 if self.has_z else 1) * P) // NT)
             xzr = cute.make_rmem_tensor((NXZ + 1,), Float32)
             if not flush:
@@ -1370,7 +1335,7 @@ class Mamba2ReplayDecode:
                                     mLoG if const_expr(self.split) else mHiG,
                                     mXBuf, mX, mZ, mD, sSt, sSc, sGs, sXB, xzr, slot, row, head0,
                                     origin, h, tidx)
-                elif const_expr(self.early and not self.speculative):
+                elif const_expr(self.early):
                     self._issue_read(mLo if const_expr(self.split) else mHi,
                                      mLoS if const_expr(self.split) else mHiS,
                                      mLoG if const_expr(self.split) else mHiG,
@@ -2239,7 +2204,7 @@ _CACHE = KernelCache("mamba2_replay")
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
-             flush_impl=None, nonflush_mma=None, staged=None, speculative=False):
+             flush_impl=None, nonflush_mma=None, staged=None):
     pair = parse_pair(pair_name)
     kw = dict(
         pair=pair.name, act_dtype=dtype_name(act_dtype), dt_dtype=dtype_name(dt_dtype),
@@ -2252,7 +2217,6 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         nonflush_mma=_nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma),
         staged=_staged_default() if staged is None else bool(staged),
-        speculative=bool(speculative),
     )
     key = ("mamba2_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
@@ -2355,8 +2319,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           dump: Optional["common.dump_ptx"] = None,
                           flush_impl: Optional[int] = None,
                           nonflush_mma: Optional[bool] = None,
-                          staged: Optional[bool] = None,
-                          speculative: bool = False) -> CompiledKernel:
+                          staged: Optional[bool] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -2370,12 +2333,11 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     fold pass, default; ``REPLAYSSM_M2_FLUSH``) or 1 (the original two-pass flush), ``staged``
     (nvfp4 non-flush read sets staged in smem by cp.async; ``REPLAYSSM_M2_STAGED``),
     ``nonflush_mma`` (nvfp4 non-flush dots on the tensor cores with 16-bit acts;
-    ``REPLAYSSM_M2_MMA``), ``speculative`` (tiny batches: the first head's read copy loads before
-    the cursors, see :func:`choose_speculative`). With ``dump`` the compile bypasses the cache."""
+    ``REPLAYSSM_M2_MMA``). With ``dump`` the compile bypasses the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
-                       min_blocks_per_mp, flush_impl, nonflush_mma, staged, speculative)
+                       min_blocks_per_mp, flush_impl, nonflush_mma, staged)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -2384,8 +2346,7 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
                  has_D: bool = True, has_z: bool = False, has_dt_bias: bool = True,
                  dt_softplus: bool = True, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True,
-                 keep_ptx: bool = True, speculative: bool = False
-                 ) -> Tuple[CompiledKernel, Optional[str]]:
+                 keep_ptx: bool = True) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
     layer, L=16, decode-only ring (R = L + 1). Returns ``(kernel, ptx_or_None)``; with ``keep_ptx``
     the compile is uncached and the PTX text is returned."""
@@ -2393,8 +2354,7 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
         R = L + 1
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
             dt_softplus, heads_per_cta, has_state_batch_indices)
-    return _compile_keep_ptx(functools.partial(compile_mamba2_replay, speculative=speculative),
-                             args, keep_ptx)
+    return _compile_keep_ptx(compile_mamba2_replay, args, keep_ptx)
 
 
 from replayssm_lp._validate import cache_plan, env_fingerprint  # noqa: E402  (launcher helpers)
@@ -2439,8 +2399,7 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
     memo = cache_plan(cache).memo if _memo is None else _memo
     key = (x.dtype, dt.dtype, H, P, B.shape, D is None, z is None, dt_bias is None,
            dt_softplus, state_batch_indices is None,
-           batch if heads_per_cta is None else (-heads_per_cta, batch <= SPECULATIVE_MAX_BATCH),
-           prefetch, min_blocks_per_mp,
+           batch if heads_per_cta is None else -heads_per_cta, prefetch, min_blocks_per_mp,
            flush_impl, staged, nonflush_mma, common.HAS_TVM_FFI, env_fingerprint(_ENV_NAMES))
     ent = _memo_entry(memo, "m2_replay_launch", key, lambda: _launch_entry(
         cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta, prefetch,
@@ -2480,7 +2439,7 @@ def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
-              "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_SPECULATIVE")
+              "REPLAYSSM_M2_HEADS_PER_CTA")
 
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
@@ -2495,5 +2454,5 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, state_batch_indices is not None, prefetch,
                               min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
-                              staged=staged, speculative=choose_speculative(batch))
+                              staged=staged)
     return _launch_args(k, cache)

@@ -50,9 +50,6 @@ FALLBACKS = [
 ]
 
 
-# the tiny-batch variant (read copy loaded before the cursors) of every pair, one head per CTA
-SPECULATIVE = [(name, "bfloat16", 64, 1, 16, dict(speculative=True)) for name in PAIRS]
-
 VARIANTS = _variants()
 _REPORT = []
 
@@ -87,7 +84,7 @@ def _cubin_info(path):
     return regs, frame
 
 
-_ALL = [v + ({},) for v in VARIANTS] + FALLBACKS + SPECULATIVE
+_ALL = [v + ({},) for v in VARIANTS] + FALLBACKS
 
 
 @pytest.mark.parametrize("pair,act,P,hpc,L,opts", _ALL,
@@ -121,10 +118,7 @@ def test_compile_variant(pair, act, P, hpc, L, opts):
         assert st["ld.global.v4"] > 0, "state chunks are not loaded with 128-bit loads"
     if op.mma:
         assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
-    assert op.snf == (op.read_fmt == "nvfp4" and opts.get("staged", True)
-                      and not opts.get("speculative", False))
-    if op.speculative:   # the read set is in registers from the start: no spills allowed
-        assert op.early and not frame, f"speculative variant spills ({frame} bytes)"
+    assert op.snf == (op.read_fmt == "nvfp4" and opts.get("staged", True))
     assert op.mma == (op.read_fmt == "nvfp4" and act != "float32"
                       and opts.get("nonflush_mma", True))
     assert op.flush_impl == opts.get("flush_impl", 2)
@@ -148,16 +142,6 @@ def test_compile_report():
 # ------------------------------------------------------------------------------------------------
 # pure-Python parts (no compile)
 # ------------------------------------------------------------------------------------------------
-def test_choose_speculative(monkeypatch):
-    monkeypatch.delenv("REPLAYSSM_M2_SPECULATIVE", raising=False)
-    assert M.choose_speculative(1) and M.choose_speculative(M.SPECULATIVE_MAX_BATCH)
-    assert not M.choose_speculative(M.SPECULATIVE_MAX_BATCH + 1)
-    monkeypatch.setenv("REPLAYSSM_M2_SPECULATIVE", "0")
-    assert not M.choose_speculative(1)
-    monkeypatch.setenv("REPLAYSSM_M2_SPECULATIVE", "1")
-    assert M.choose_speculative(512)
-
-
 def test_choose_heads_per_cta(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_M2_HEADS_PER_CTA", raising=False)
     # Nemotron-3-Super: H=128, G=8 -> 16 heads per group; 132 SMs without a GPU
