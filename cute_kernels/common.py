@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, Hashable, Optional, Sequence, Tuple
 
 import cutlass
 import cutlass.cute as cute
+from cutlass import Int32, const_expr
 
 # --------------------------------------------------------------------------------------
 # Optional dependencies
@@ -344,6 +345,29 @@ def compile_keep_ptx(op: Any, args: Sequence[Any], key: Hashable, meta: Dict[str
         if dump_dir is None:
             d.cleanup()
     return k, k.ptx
+
+
+@cute.jit
+def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
+                            mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,
+                            tidx: Int32) -> Int32:
+    """Thread 0 reads the row's cursors (write_pos, ring_origin, flush_count) into ``sCur[0:3]``
+    (broadcast after the caller's barrier) and arrives on the row's counter ``mArr[slot]`` right
+    away (None: the row is one CTA, nobody to wait for), so the atomic's round trip overlaps the
+    CTA's work instead of ending it; the CTA that arrives last moves the cursors at its end
+    (after a ``fence.acq_rel``). Every CTA of the row has read the cursors before it
+    arrives, so nobody sees the new values in this launch. Returns the counter's old value
+    (thread 0; 0 elsewhere)."""
+    old = Int32(0)
+    if tidx == 0:
+        sCur[0] = mWpos[slot]
+        sCur[1] = mOrig[slot]
+        sCur[2] = mFcnt[slot]
+        if const_expr(mArr is not None):
+            cute.arch.fence_acq_rel_gpu()
+            old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
+                                       sem="relaxed", scope="gpu")
+    return old
 
 
 def fp32_regs(t: Any):

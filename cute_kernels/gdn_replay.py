@@ -445,25 +445,6 @@ class GDNReplayDecode:
         return wHi, wLo, wRd, mRdS, mRdG
 
     @cute.jit
-    def _read_cursors_and_arrive(self, sCur: cute.Tensor, mWpos: cute.Tensor,
-                                 mOrig: cute.Tensor, mFcnt: cute.Tensor, mArr: cute.Tensor,
-                                 slot: Int32, tidx: Int32):
-        """Thread 0 reads the row's cursors (write_pos, ring_origin, flush_count) into sCur[0:3]
-        (broadcast after the caller's barrier) and arrives on the row's counter right away (all
-        of this CTA's cursor reads are done); the CTA that arrives last moves the cursors at its
-        end. Every CTA of the row has read the cursors before it arrives, so nobody sees the new
-        values in this launch. Returns the counter's old value (thread 0; 0 elsewhere)."""
-        old = Int32(0)
-        if tidx == 0:
-            sCur[0] = mWpos[slot]
-            sCur[1] = mOrig[slot]
-            sCur[2] = mFcnt[slot]
-            cute.arch.fence_acq_rel_gpu()
-            old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
-                                       sem="relaxed", scope="gpu")
-        return old
-
-    @cute.jit
     def _append_gate_entry(self, mGb: cute.Tensor, mBb: Optional[cute.Tensor], slot: Int32,
                            hv: Int32, phys: Int32, g: Float32, beta: Float32, tidx: Int32):
         """Thread 0 appends the token's g (split pairs: and beta) at ring position ``phys``."""
@@ -549,7 +530,7 @@ class GDNReplayDecode:
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
             # ---- cursors (thread 0, broadcast through smem); arrive right away
-            old = self._read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
+            old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
             cute.arch.barrier()
             h = sCur[0]
             origin = sCur[1]
@@ -1554,7 +1535,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
-            old = self._read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
+            old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
             # ---- speculative loads (independent of the cursors): gates (one thread), v, the
             # read tile and its scales
             if tidx == Int32(32 if NW > 1 else 0):

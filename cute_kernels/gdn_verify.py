@@ -238,7 +238,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         if valid:
             # ---- cursors (thread 0, broadcast via smem); arrive right away: every CTA of the
             # row has read them before the last one arrives and moves them at its end
-            old = self._read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
+            old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
             # ---- draft gates (lanes t of the last warp)
             if warp == Int32(NW - 1):
                 if lane < Int32(T):

@@ -27,7 +27,9 @@ Launch: grid ``(H / heads_per_cta, batch)``, 128 threads. A CTA owns one row and
 consecutive heads of one group (:func:`choose_heads_per_cta`: 1 / 2 / 4 heads by batch size, so a
 flushing row never serialises many head-folds in one CTA). Per CTA:
 
-1. cursors, then at once the non-flush read set: nvfp4 read copies (``staged``): cp.async of every
+1. cursors (thread 0 reads them and arrives on the row's counter at once, the CTA gets them through
+   smem: :func:`cute_kernels.common.read_cursors_and_arrive`, as the GDN kernels do; the atomic's
+   round trip no longer ends every CTA), then at once the non-flush read set: nvfp4 read copies (``staged``): cp.async of every
    head's state rows, block-scale rows, global scale and x_j rows into smem, plus x / z / D loads
    (:meth:`Mamba2ReplayDecode._snf_issue`); other formats: the first head's read copy into
    registers. The preamble below then hides that latency.
@@ -227,6 +229,14 @@ def _staged_default() -> bool:
     """``REPLAYSSM_M2_STAGED`` (0 / 1; default 1): non-flush rows with nvfp4 read copies stage
     every head's read set in smem with cp.async before the preamble; 0 = register loads."""
     return os.environ.get("REPLAYSSM_M2_STAGED", "1") != "0"
+
+
+def _early_arrive_default() -> bool:
+    """``REPLAYSSM_M2_EARLY_ARRIVE`` (0 / 1; default 1): thread 0 reads the cursors, broadcasts
+    them through smem and arrives on the row's counter at the start of the CTA
+    (:func:`cute_kernels.common.read_cursors_and_arrive`); 0 = every thread reads the cursors and
+    the CTA arrives at its end (fence, atomic round trip, fence on every CTA's tail)."""
+    return os.environ.get("REPLAYSSM_M2_EARLY_ARRIVE", "1") != "0"
 
 
 def choose_heads_per_cta(batch: int, H: int, G: int, min_ctas: Optional[int] = None) -> int:
@@ -647,7 +657,8 @@ class Mamba2ReplayDecode:
                  has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True, prefetch: Optional[bool] = None,
                  min_blocks_per_mp: Optional[int] = None, flush_impl: Optional[int] = None,
-                 nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None):
+                 nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
+                 early_arrive: Optional[bool] = None):
         p: PrecisionPair = parse_pair(pair)
         self.pair = p
         self.split = not p.shared
@@ -679,6 +690,7 @@ class Mamba2ReplayDecode:
         # flush implementation: 2 = single fold pass (fp32 S_new tile in smem for nvfp4 targets,
         # software-pipelined hi / x_buf loads, fast nvfp4 RN encoder); 1 = the original two-pass
         # version (kept as a fallback; also used when the fold needs several staging rounds)
+        self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
             raise ValueError(f"flush_impl must be 1 or 2, got {fi}")
@@ -869,23 +881,47 @@ class Mamba2ReplayDecode:
         return dtv
 
     @cute.jit
+    def _read_cursors(self, sCur: cute.Tensor, mWPos: cute.Tensor, mOrig: cute.Tensor,
+                      mFlushCnt: cute.Tensor, mArrive: cute.Tensor, slot: Int32, tidx: Int32):
+        """``(write_pos, ring_origin, flush_count, arrive counter's old value)`` of the row.
+        ``early_arrive``: thread 0 reads them and arrives at once, the CTA gets them through smem
+        (one barrier); otherwise every thread reads them (old = 0: it arrives at the end)."""
+        if const_expr(self.early_arrive):
+            old = common.read_cursors_and_arrive(
+                sCur, mWPos, mOrig, mFlushCnt, mArrive if self.cfg.ctas_per_row > 1 else None,
+                slot, tidx)
+            cute.arch.barrier()
+            h, origin, gen = sCur[0], sCur[1], sCur[2]
+        else:
+            old = Int32(0)
+            h, origin, gen = mWPos[slot], mOrig[slot], mFlushCnt[slot]
+        return h, origin, gen, old
+
+    @cute.jit
     def _publish_cursors(self, mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor,
                          mPend: cute.Tensor, mArrive: cute.Tensor, slot: Int32, kept: Int32,
                          committed: cutlass.Constexpr, pending: cutlass.Constexpr,
-                         origin2: Int32, flush: Boolean, gen: Int32, tidx: Int32):
+                         origin2: Int32, flush: Boolean, gen: Int32, tidx: Int32, old: Int32):
         """The row's cursors, written by the last of its CTAs to arrive (the ``arrive`` counter
         when a row spans several CTAs; reset for the next call): ``write_pos = kept + committed``,
-        ``ring_origin = origin2``, ``flush_count = gen + 1`` on flush rows, ``pending``."""
+        ``ring_origin = origin2``, ``flush_count = gen + 1`` on flush rows, ``pending``.
+        ``early_arrive``: the CTA arrived at its start (``old``: the counter's value then, thread
+        0); otherwise it arrives here."""
         cfg = self.cfg
-        cute.arch.barrier()
+        if const_expr(not self.early_arrive):
+            cute.arch.barrier()       # every thread of the CTA has read the cursors
         if tidx == 0:
             last = Boolean(True)
             if const_expr(cfg.ctas_per_row > 1):
-                cute.arch.fence_acq_rel_gpu()
-                old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
-                                           sem="relaxed", scope="gpu")
-                cute.arch.fence_acq_rel_gpu()
+                if const_expr(not self.early_arrive):
+                    cute.arch.fence_acq_rel_gpu()
+                    old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
+                                               sem="relaxed", scope="gpu")
+                    cute.arch.fence_acq_rel_gpu()
                 last = old == Int32(cfg.ctas_per_row - 1)
+                if const_expr(self.early_arrive):
+                    if last:
+                        cute.arch.fence_acq_rel_gpu()   # after every CTA's cursor reads
             if last:
                 if const_expr(committed > 0):
                     mWPos[slot] = kept + committed
@@ -1231,6 +1267,7 @@ class Mamba2ReplayDecode:
         sRed = smem.allocate_tensor(Float32, cute.make_layout(NT // 32), byte_alignment=16)
         sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * lp.PHILOX_ROUNDS),
                                     byte_alignment=16)
+        sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
         # one union buffer: the flush buffers, or the non-flush staging (a CTA is either)
         uview = self._union_buffer(smem)
         sB, sWX, sS, sHW, sHS, sXR = self._flush_views(uview)
@@ -1277,9 +1314,9 @@ class Mamba2ReplayDecode:
 
         if valid:
             # ------------------------------------------------------------ preamble
-            h = cutlass.min(mWPos[slot], Int32(cfg.hm))   # <= R-1 for any valid cache state
-            origin = mOrig[slot]
-            gen = mFlushCnt[slot]
+            h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
+                                                     slot, tidx)
+            h = cutlass.min(h, Int32(cfg.hm))   # <= R-1 for any valid cache state
             flush = h >= Int32(L)
             nb = h                       # buffered entries the output uses
             origin2 = origin             # ring origin after this step
@@ -1451,7 +1488,7 @@ class Mamba2ReplayDecode:
             # ------------------------------------------------------------ cursors (last CTA)
             # the token is committed: write_pos = nb + 1, nothing pending
             self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, nb, 1, 0,
-                                  origin2, flush, gen, tidx)
+                                  origin2, flush, gen, tidx, old)
 
     # ---------------------------------------------------------------- non-flush rows
     @cute.jit
@@ -2204,7 +2241,7 @@ _CACHE = KernelCache("mamba2_replay")
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
-             flush_impl=None, nonflush_mma=None, staged=None):
+             flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None):
     pair = parse_pair(pair_name)
     kw = dict(
         pair=pair.name, act_dtype=dtype_name(act_dtype), dt_dtype=dtype_name(dt_dtype),
@@ -2217,6 +2254,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         nonflush_mma=_nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma),
         staged=_staged_default() if staged is None else bool(staged),
+        early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
     )
     key = ("mamba2_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
@@ -2319,7 +2357,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           dump: Optional["common.dump_ptx"] = None,
                           flush_impl: Optional[int] = None,
                           nonflush_mma: Optional[bool] = None,
-                          staged: Optional[bool] = None) -> CompiledKernel:
+                          staged: Optional[bool] = None,
+                          early_arrive: Optional[bool] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -2333,11 +2372,12 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     fold pass, default; ``REPLAYSSM_M2_FLUSH``) or 1 (the original two-pass flush), ``staged``
     (nvfp4 non-flush read sets staged in smem by cp.async; ``REPLAYSSM_M2_STAGED``),
     ``nonflush_mma`` (nvfp4 non-flush dots on the tensor cores with 16-bit acts;
-    ``REPLAYSSM_M2_MMA``). With ``dump`` the compile bypasses the cache."""
+    ``REPLAYSSM_M2_MMA``), ``early_arrive`` (cursors read by thread 0 and the row's arrival at
+    the CTA start; ``REPLAYSSM_M2_EARLY_ARRIVE``). With ``dump`` the compile bypasses the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
-                       min_blocks_per_mp, flush_impl, nonflush_mma, staged)
+                       min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -2439,7 +2479,7 @@ def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
-              "REPLAYSSM_M2_HEADS_PER_CTA")
+              "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE")
 
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,

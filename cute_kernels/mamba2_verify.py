@@ -299,6 +299,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # the decode flush's own T = 1 output goes here (never read): every (row, head) -> one row
         sSink = smem.allocate_tensor(self.act_dtype, cute.make_layout(P), byte_alignment=16)
         sPw = smem.allocate_tensor(Int32, cute.make_layout(TP), byte_alignment=16)
+        sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
         uview = self._union_buffer(smem)
         sB, sWX, sS, sHW, sHS, sXR = self._flush_views(uview)
         sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
@@ -310,9 +311,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         if valid:
             # ------------------------------------------------------------ cursors
             # h <= R - T for any valid cache state (clamped: memory safety on corrupt cursors)
-            h = cutlass.max(cutlass.min(mWPos[slot], Int32(R - T)), Int32(0))
-            origin = mOrig[slot]
-            gen = mFlushCnt[slot]
+            h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
+                                                     slot, tidx)
+            h = cutlass.max(cutlass.min(h, Int32(R - T)), Int32(0))
             flush = h + Int32(T) > Int32(L)
             E = h + Int32(T)             # entries the outputs use: h committed + T drafts
             hb = h                       # logical position of the first draft after this call
@@ -409,7 +410,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             # ------------------------------------------------------------ cursors (last CTA)
             # nothing committed (write_pos = h'), the T drafts pending
             self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, hb, 0, T,
-                                  origin2, flush, gen, tidx)
+                                  origin2, flush, gen, tidx, old)
 
     # ------------------------------------------------------------------ preamble pieces
     @cute.jit
@@ -739,7 +740,7 @@ _CACHE = KernelCache("mamba2_verify")
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None,
              use_mma=None):
-    from .mamba2_replay import _flush_impl_default
+    from .mamba2_replay import _early_arrive_default, _flush_impl_default
     kw = dict(
         pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
         dt_dtype=dtype_name(dt_dtype), nheads=int(H), headdim=int(P), dstate=int(N),
@@ -750,8 +751,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
     )
-    key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS")) + \
-        tuple(kw.values())
+    key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
+           _early_arrive_default()) + tuple(kw.values())
     return kw, key
 
 
@@ -844,7 +845,7 @@ def mamba2_verify_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=None,
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
-              "REPLAYSSM_M2V_MINBLOCKS")
+              "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE")
 
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,

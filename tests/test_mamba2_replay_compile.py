@@ -42,11 +42,13 @@ def _variants():
     return out
 
 
-# the fallback paths (env REPLAYSSM_M2_FLUSH=1 / REPLAYSSM_M2_STAGED=0 / REPLAYSSM_M2_MMA=0)
+# the fallback paths (env REPLAYSSM_M2_FLUSH=1 / REPLAYSSM_M2_STAGED=0 / REPLAYSSM_M2_MMA=0 /
+# REPLAYSSM_M2_EARLY_ARRIVE=0)
 FALLBACKS = [
     ("nvfp4/fp16sr", "bfloat16", 64, 4, 16, dict(flush_impl=1, staged=False, nonflush_mma=False)),
     ("nvfp4/fp16sr", "bfloat16", 64, 2, 16, dict(staged=False)),
     ("fp32", "bfloat16", 64, 4, 16, dict(flush_impl=1)),
+    ("nvfp4/fp16sr", "bfloat16", 64, 1, 16, dict(early_arrive=False)),
 ]
 
 
@@ -122,6 +124,7 @@ def test_compile_variant(pair, act, P, hpc, L, opts):
     assert op.mma == (op.read_fmt == "nvfp4" and act != "float32"
                       and opts.get("nonflush_mma", True))
     assert op.flush_impl == opts.get("flush_impl", 2)
+    assert op.early_arrive == opts.get("early_arrive", True)
     assert "atom.global.add" in ptx or k.meta["cfg"].ctas_per_row == 1
     if frame:
         print(f"  note: ptxas used a {frame}-byte stack frame (register spills) for this variant")
