@@ -469,6 +469,7 @@ def run(args) -> int:
         except ImportError:
             pass
     print(md)
+    warmup.report(args)
     return 0
 
 

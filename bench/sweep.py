@@ -349,6 +349,7 @@ def run(args) -> int:
     if not args.no_plots:
         plot(cells, args.out)
     print(md)
+    warmup.report(args)
     return 0
 
 

@@ -75,3 +75,14 @@ def warm_up(argv: Sequence[str], pairs: Sequence[str], jobs: int,
         log.close()
     print(f"# warm-up: {len(shares)} processes in {time.time() - t0:.1f} s"
           + (f", {failed} failed (the measurement compiles what they missed)" if failed else ""))
+
+
+def report(args) -> None:
+    """After a measurement that had a warm-up: how many kernels it loaded and compiled (every
+    one should have been loaded)."""
+    if args.warm_jobs > 0 and not args.warm_only:
+        from cute_kernels.common import disk_cache_counts
+
+        loaded, compiled = disk_cache_counts()
+        print(f"# kernels in the measurement: {loaded} loaded from the disk cache, "
+              f"{compiled} compiled (missed by the warm-up)")

@@ -40,7 +40,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Hashable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import cutlass
 import cutlass.cute as cute
@@ -281,15 +281,17 @@ class KernelCache:
     """A dict of compiled kernels keyed by picklable scalars; compiles under one lock.
 
     ``disk_hits`` / ``disk_stores`` count the kernels of this cache loaded from / written to
-    the on-disk cache (:func:`compile_tvm_ffi_cached`)."""
+    the on-disk cache (:func:`compile_tvm_ffi_cached`; process totals: :func:`disk_cache_counts`)."""
 
     _global_lock = threading.RLock()  # cute.compile is not thread-safe: one lock for all
+    instances: List["KernelCache"] = []
 
     def __init__(self, name: str):
         self.name = name
         self._d: Dict[Hashable, CompiledKernel] = {}
         self.disk_hits = 0
         self.disk_stores = 0
+        KernelCache.instances.append(self)
 
     def get(self, key: Hashable) -> Optional[CompiledKernel]:
         return self._d.get(key)
@@ -445,6 +447,12 @@ def codegen_environment() -> Tuple[Any, ...]:
     env = sorted((k, v) for k, v in os.environ.items()
                  if k.startswith(("REPLAYSSM_", "CUTE_DSL_")) and k != KERNEL_CACHE_DIR_ENV)
     return (arch_key(), tuple(env))
+
+
+def disk_cache_counts() -> Tuple[int, int]:
+    """(kernels loaded from the disk cache, kernels compiled and written to it) by this process."""
+    return (sum(c.disk_hits for c in KernelCache.instances),
+            sum(c.disk_stores for c in KernelCache.instances))
 
 
 def entry_digest(cache_name: str, key: Hashable) -> str:

@@ -4,6 +4,7 @@ under --out."""
 import json
 import math
 import os
+import re
 
 import pytest
 import torch
@@ -102,6 +103,8 @@ def test_spec_warm_jobs_split_the_pairs_over_warm_only_processes(tmp_path, monke
     assert shares == ["fp32,fp8/fp32", "nvfp4/fp16sr"]
     printed = capsys.readouterr().out
     assert "# warm-up: 2 processes in" in printed and "failed" not in printed
+    assert re.search(r"# kernels in the measurement: \d+ loaded from the disk cache, \d+ compiled",
+                     printed)  # (process totals: this pytest process compiled kernels before)
     with open(out / "spec.json") as f:
         assert {c["name"] for c in json.load(f)["cells"] if c["kind"] == "replay"} == {
             "fp32", "nvfp4/fp16sr", "fp8/fp32"}

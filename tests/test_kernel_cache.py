@@ -80,6 +80,7 @@ def test_compile_writes_an_entry_a_new_process_loads(disk_cache, monkeypatch):
     forbid_compiles(monkeypatch)
     loaded = replay_commit.compile_replay_commit(True)
     assert loaded.from_disk and cache.disk_hits == 1 and cache.disk_stores == 0
+    assert common.disk_cache_counts()[0] >= 1
     assert loaded.key == fresh.key and loaded.compile_seconds == fresh.compile_seconds
     # same calling convention: positional torch tensors, no stream; the same argument checks
     i32 = lambda n: torch.zeros(n, dtype=torch.int32)  # noqa: E731
