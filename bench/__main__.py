@@ -38,6 +38,7 @@ def main(argv=None):
     from . import spec
     spec.register(sub)
     args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # re-run by --warm-jobs (warmup.py)
     return args.fn(args)
 
 

@@ -52,6 +52,7 @@ def stub_kernels(device_types=("meta", "cpu")) -> None:
     from replayssm_lp import backends
 
     common.cute_compile = lambda fn, *a, **k: (_FakeCompiled(), 0.0)
+    common.kernel_cache_dir = lambda: None  # no real kernels from disk, no stubs written there
     common.HAS_TVM_FFI = True
     real = backends.cute_unavailable_reason
 

@@ -9,7 +9,8 @@
 # CuTe JIT compiles every kernel variant on first use (seconds each, one lock per process), so the
 # pairs are split over NGROUPS processes per layer that compile and run concurrently; each part
 # holds the fp32 reference arm, and the parts are merged (same inputs, SR seeds and readout) into
-# one result per layer.
+# one result per layer. They share one on-disk kernel cache (REPLAYSSM_KERNEL_CACHE_DIR, default
+# below), so a variant two parts need is compiled once, and a rerun loads every kernel.
 #
 # Knobs (environment): LAYERS="mamba2 gdn", MAX_LEN=131072, SEEDS=0,1,2, ROWS=1 (sequences per
 # regime: dense + bursty), NGROUPS=5, AGREE_LEN=1024 (0: skip the agreement), CHUNK=512,
@@ -31,6 +32,7 @@ GDN_SHAPE=${GDN_SHAPE:-qwen3.5-4b}
 BACKEND=${BACKEND:-cute}      # BACKEND=torch (+ SHAPE_ARGS) dry-runs the script on a CPU
 SHAPE_ARGS=${SHAPE_ARGS:-}    # e.g. "--shape small --device cpu": overrides the shapes below
 PY=${PY:-python3}
+export REPLAYSSM_KERNEL_CACHE_DIR=${REPLAYSSM_KERNEL_CACHE_DIR:-${TMPDIR:-/tmp}/replayssm_kernel_cache}
 mkdir -p "$OUT/parts"
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | head -1

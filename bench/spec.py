@@ -36,7 +36,7 @@ from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, ops, parse_pair
 from replayssm_lp.backends import resolve
 from replayssm_lp.snapshot import gdn_snapshot_verify, mamba2_snapshot_verify
 
-from . import traffic
+from . import timing, traffic, warmup
 from .timing import L2_BYTES, pool_rotation, progress
 
 DEFAULT_PAIRS = "fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32"
@@ -55,6 +55,8 @@ def time_us(step, steps: int, replays: int, device: torch.device) -> Dict[str, f
         return graph_time_us(step, steps, replays)
     for i in range(steps):            # warm up (and let the cursors settle)
         step(i)
+    if timing.WARM_ONLY:
+        return dict(timing.NOT_TIMED)
     ts = []
     for _ in range(replays):
         t0 = time.perf_counter()
@@ -424,7 +426,6 @@ def run(args) -> int:
     Ts = [int(t) for t in args.T.split(",")]
     if any(not 1 <= t <= 16 for t in Ts):
         raise SystemExit("--T values must be in 1..16")
-    os.makedirs(args.out, exist_ok=True)
     if dev.type == "cpu":
         torch.set_num_threads(1)   # small CPU runs: intra-op threads cost more than they save
     min_bytes = 4 * L2_BYTES if dev.type == "cuda" else 0
@@ -434,6 +435,9 @@ def run(args) -> int:
         if dt is None:
             raise SystemExit(f"--snapshot-dtypes: unknown state dtype {n!r} (fp32, bf16, fp16)")
         snapshot_dtypes.append(dt)
+    warmup.setup(args, pairs)
+    if not args.warm_only:
+        os.makedirs(args.out, exist_ok=True)
     total = len(layers) * len(batches) * (1 + len(Ts) * (len(snapshot_dtypes) + len(pairs)))
     prog = progress(total, "spec")
     t0 = time.time()
@@ -446,6 +450,8 @@ def run(args) -> int:
         mem += memory_rows(layer, dims, shape, pairs, sorted(set(Ts)), args.L, args.budget_gib,
                            args.num_layers)
     prog.close()
+    if args.warm_only:
+        return 0
     meta = dict(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
                 torch=torch.__version__, backend=backend, L=args.L, replays=args.replays,
                 budget_gib=args.budget_gib, num_layers=args.num_layers, seconds=time.time() - t0)
@@ -463,6 +469,7 @@ def run(args) -> int:
         except ImportError:
             pass
     print(md)
+    warmup.report(args)
     return 0
 
 
@@ -486,4 +493,5 @@ def register(sub):
     p.add_argument("--tiny", action="store_true", help="tiny layer shapes (CPU smoke runs)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--out", default="bench/results/spec")
+    warmup.add_arguments(p)
     p.set_defaults(fn=run)

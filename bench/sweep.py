@@ -20,7 +20,7 @@ import torch
 from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, parse_pair
 from replayssm_lp import ops
 
-from . import traffic
+from . import traffic, warmup
 from .timing import copy_bandwidth_gbs, graph_time_us, pool_rotation, progress
 
 DEFAULT_PAIRS = ["fp32", "nvfp4/fp16sr", "nvfp4/fp8sr", "nvfp4/fp32", "fp8/fp16sr", "fp8/fp32",
@@ -301,6 +301,7 @@ class _DeadlineProgress:
 
 
 def run(args) -> int:
+    t_start = time.time()
     if not torch.cuda.is_available():
         raise SystemExit("sweep needs a CUDA GPU (sm_90+): none is visible")
     pairs = args.pairs.split(",") if args.pairs else DEFAULT_PAIRS
@@ -310,17 +311,21 @@ def run(args) -> int:
     Ls = [int(x) for x in args.L.split(",")]
     shapes = (args.shapes or ("nemotron3-super,nemotron3-nano-4b" if args.layer == "mamba2"
                               else "qwen3.5-4b,qwen3.5-122b")).split(",")
-    os.makedirs(args.out, exist_ok=True)
-    copy_gbs = copy_bandwidth_gbs()
+    for shape in shapes:
+        if traffic.SHAPES[shape]["kind"] != args.layer:
+            raise SystemExit(f"shape {shape} is a {traffic.SHAPES[shape]['kind']} layer, not {args.layer}")
+    # the warm-up processes share this run's deadline (they start now)
+    warmup.setup(args, pairs, ["--deadline", f"{args.deadline:g}"] if args.deadline else [])
+    if not args.warm_only:
+        os.makedirs(args.out, exist_ok=True)
+    copy_gbs = None if args.warm_only else copy_bandwidth_gbs()
     total = len(shapes) * len(batches) * (2 + len(Ls) * len(pairs))
     prog = progress(total, "sweep")
     t0 = time.time()
     cells = []
-    for shape in shapes:
-        if traffic.SHAPES[shape]["kind"] != args.layer:
-            raise SystemExit(f"shape {shape} is a {traffic.SHAPES[shape]['kind']} layer, not {args.layer}")
-    # the deadline is checked between cells (progress updates): what was measured is kept
-    deadline = _DeadlineProgress(prog, t0 + args.deadline if args.deadline else None)
+    # the deadline, counted from the start of the command (warm-up included), is checked between
+    # cells (progress updates): what was measured is kept
+    deadline = _DeadlineProgress(prog, t_start + args.deadline if args.deadline else None)
     try:
         for shape in shapes:
             fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
@@ -330,6 +335,8 @@ def run(args) -> int:
         print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the rest skipped")
     prog.close()
     overhead = launch_overhead("nemotron3-super")
+    if args.warm_only:
+        return 0
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
                 seconds=time.time() - t0, replays=args.replays, host_overhead_us=overhead,
                 complete=not deadline.reached)
@@ -342,6 +349,7 @@ def run(args) -> int:
     if not args.no_plots:
         plot(cells, args.out)
     print(md)
+    warmup.report(args)
     return 0
 
 
@@ -360,5 +368,6 @@ def register(sub):
     p.add_argument("--out", default="bench/results/sweep")
     p.add_argument("--deadline", type=float, default=0.0,
                    help="stop starting new cells after this many seconds and write what was "
-                        "measured (0 = no limit)")
+                        "measured (0 = no limit; counted from the start, warm-up included)")
+    warmup.add_arguments(p)
     p.set_defaults(fn=run)

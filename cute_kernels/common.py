@@ -13,6 +13,8 @@ Generic, kernel-agnostic pieces (nothing Mamba-2 specific lives here):
   ``from_dlpack`` + ``CUstream`` path when ``tvm_ffi`` is not importable;
 * :class:`KernelCache`, a thread-safe dict cache (``cute.compile`` never caches and is
   not thread-safe, so compiles are serialised behind one lock);
+* an opt-in on-disk cache of compiled kernels shared by processes (``REPLAYSSM_KERNEL_CACHE_DIR``,
+  :class:`DiskEntry`): TVM-FFI kernels are exported as object files and reloaded in ~ms;
 * the two compile paths every kernel module shares: :func:`compile_tvm_ffi_cached` (cached,
   tensor-free, TVM-FFI) and :func:`compile_keep_ptx` (uncached, keeps the PTX);
 * PTX helpers for compile-only tests (:class:`dump_ptx`, :func:`ptx_stats`);
@@ -24,13 +26,21 @@ the GPU.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import glob
+import hashlib
+import json
 import os
+import platform
 import re
 import tempfile
 import threading
-from typing import Any, Callable, Dict, Hashable, Optional, Sequence, Tuple
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import cutlass
 import cutlass.cute as cute
@@ -227,6 +237,8 @@ class CompiledKernel:
       converted by :func:`from_dlpack_dynamic` and a ``CUstream`` (:func:`current_cu_stream`).
 
     ``meta`` is a free dict for kernel-specific facts (e.g. alignments the launcher needs).
+    A kernel loaded from the on-disk cache (:meth:`loaded`) has ``from_disk`` set; its
+    ``compile_seconds`` are those of the original compile.
     """
 
     def __init__(self, compiled: Any, key: Hashable, compile_seconds: float, use_ffi: bool,
@@ -236,7 +248,19 @@ class CompiledKernel:
         self.compile_seconds = compile_seconds
         self.key = key
         self.meta: Dict[str, Any] = dict(meta or {})
+        self.from_disk = False
         self._ptx: Optional[str] = None  # filled by compile-only helpers that dump PTX
+
+    @classmethod
+    def loaded(cls, module: Any, function: Any, key: Hashable, compile_seconds: float,
+               meta: Optional[Dict[str, Any]] = None) -> "CompiledKernel":
+        """A kernel loaded from an exported object file: ``function`` (a bare TVM-FFI function,
+        same calling convention as ``__tvm_ffi_object__()``) is the fast path, ``module`` (the
+        loaded module that owns the code) is kept alive as ``compiled``."""
+        k = cls(module, key, compile_seconds, use_ffi=False, meta=meta)
+        k.ffi = function
+        k.from_disk = True
+        return k
 
     @property
     def ptx(self) -> Optional[str]:
@@ -249,17 +273,26 @@ class CompiledKernel:
 
     def __repr__(self) -> str:
         path = "tvm-ffi" if self.ffi is not None else "classic"
+        if self.from_disk:
+            path += ", from disk"
         return f"CompiledKernel({self.key!r}, {path}, {self.compile_seconds:.2f}s)"
 
 
 class KernelCache:
-    """A dict of compiled kernels keyed by picklable scalars; compiles under one lock."""
+    """A dict of compiled kernels keyed by picklable scalars; compiles under one lock.
+
+    ``disk_hits`` / ``disk_stores`` count the kernels of this cache loaded from / written to
+    the on-disk cache (:func:`compile_tvm_ffi_cached`; process totals: :func:`disk_cache_counts`)."""
 
     _global_lock = threading.RLock()  # cute.compile is not thread-safe: one lock for all
+    instances: List["KernelCache"] = []
 
     def __init__(self, name: str):
         self.name = name
         self._d: Dict[Hashable, CompiledKernel] = {}
+        self.disk_hits = 0
+        self.disk_stores = 0
+        KernelCache.instances.append(self)
 
     def get(self, key: Hashable) -> Optional[CompiledKernel]:
         return self._d.get(key)
@@ -321,16 +354,205 @@ def require_tvm_ffi(hint: str = "") -> None:
 
 def compile_tvm_ffi_cached(cache: "KernelCache", key: Hashable, make_op: Callable[[], Any],
                            fake_args: Callable[[Any], Sequence[Any]],
-                           meta: Callable[[Any], Dict[str, Any]]) -> "CompiledKernel":
+                           meta: Callable[[Any], Dict[str, Any]] = lambda op: {},
+                           dump: Optional["dump_ptx"] = None) -> "CompiledKernel":
     """The kernel of ``key`` in ``cache``, compiled at the first request: ``make_op()``
-    compiled on the TVM-FFI path against ``fake_args(op)``, with ``meta(op)`` as its meta."""
+    compiled on the TVM-FFI path against ``fake_args(op)``, with ``meta(op)`` as its meta.
+    With ``dump`` (a :class:`dump_ptx`) it is compiled afresh, uncached, dumping its PTX.
+
+    With ``REPLAYSSM_KERNEL_CACHE_DIR`` set, the compiled code is first looked up in that
+    directory and written there after a compile (:class:`DiskEntry`), so later processes load
+    it instead of compiling. ``meta`` is rebuilt from ``make_op()`` either way (constructing
+    the op is cheap, and its meta may hold objects that do not serialise)."""
+
+    def compile_op(op) -> CompiledKernel:
+        compiled, secs = cute_compile(op, *fake_args(op), use_tvm_ffi=True, dump=dump)
+        return CompiledKernel(compiled, key, secs, use_ffi=True, meta=meta(op))
+
+    if dump is not None:
+        return compile_op(make_op())
 
     def build() -> CompiledKernel:
         op = make_op()
-        compiled, secs = cute_compile(op, *fake_args(op), use_tvm_ffi=True)
-        return CompiledKernel(compiled, key, secs, use_ffi=True, meta=meta(op))
+        entry = DiskEntry.for_key(cache.name, key)
+        if entry is None:
+            return compile_op(op)
+        k = entry.load(key, meta(op))  # no lock needed: entries appear by atomic renames
+        if k is None:
+            with entry.locked():  # one process compiles a missing entry, the others wait
+                k = entry.load(key, meta(op))  # written while this process waited?
+                if k is None:
+                    entry.remove()  # an unreadable leftover, if any
+                    k = compile_op(op)
+                    if entry.store(k.compiled, k.compile_seconds, key):
+                        cache.disk_stores += 1
+        if k.from_disk:
+            cache.disk_hits += 1
+        return k
 
     return cache.get_or_compile(key, build)
+
+
+# --------------------------------------------------------------------------------------
+# on-disk cache of compiled kernels (opt-in, shared by processes)
+# --------------------------------------------------------------------------------------
+
+#: Directory of the on-disk kernel cache; unset (the default) keeps every compile in-process.
+KERNEL_CACHE_DIR_ENV = "REPLAYSSM_KERNEL_CACHE_DIR"
+
+#: Packages whose Python sources fingerprint every disk entry (any edit invalidates them all).
+_FINGERPRINTED_PACKAGES = ("cute_kernels", "replayssm_lp")
+
+
+def kernel_cache_dir() -> Optional[str]:
+    """The on-disk cache directory, or None when the disk cache is off: the variable is unset
+    or empty, or the classic (non-TVM-FFI) path is in use (only TVM-FFI functions reload)."""
+    d = os.environ.get(KERNEL_CACHE_DIR_ENV)
+    return d if d and HAS_TVM_FFI else None
+
+
+def hash_sources(roots: Sequence[Path]) -> str:
+    """sha256 over the relative paths and contents of every ``*.py`` under ``roots``."""
+    h = hashlib.sha256()
+    for root in roots:
+        for path in sorted(Path(root).rglob("*.py")):
+            data = path.read_bytes()
+            h.update(path.relative_to(Path(root).parent).as_posix().encode())
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def source_fingerprint() -> str:
+    """Fingerprint of the kernel sources this process runs (read once: later edits on disk do
+    not change the code already imported)."""
+    base = Path(__file__).resolve().parent.parent
+    return hash_sources([base / name for name in _FINGERPRINTED_PACKAGES])
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain_fingerprint() -> Tuple[str, ...]:
+    """Versions the exported code depends on: cutlass-dsl, tvm_ffi, Python, and the DSL runtime
+    library in use (the DSL ships cu12 and cu13 flavours and picks one per machine)."""
+    import tvm_ffi
+    from cutlass.base_dsl.env_manager import get_prefix_dsl_libs
+
+    return (cutlass.__version__, tvm_ffi.__version__, platform.python_version(),
+            str(get_prefix_dsl_libs("CUTE_DSL")))
+
+
+def codegen_environment() -> Tuple[Any, ...]:
+    """The compile target and every ``REPLAYSSM_*`` / ``CUTE_DSL_*`` variable (but the cache
+    directory): several switch kernel variants or tuning knobs without entering every key."""
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith(("REPLAYSSM_", "CUTE_DSL_")) and k != KERNEL_CACHE_DIR_ENV)
+    return (arch_key(), tuple(env))
+
+
+def disk_cache_counts() -> Tuple[int, int]:
+    """(kernels loaded from the disk cache, kernels compiled and written to it) by this process."""
+    return (sum(c.disk_hits for c in KernelCache.instances),
+            sum(c.disk_stores for c in KernelCache.instances))
+
+
+def entry_digest(cache_name: str, key: Hashable) -> str:
+    """Name of the disk entry of ``key`` in the kernel cache ``cache_name``."""
+    parts = (cache_name, repr(key), source_fingerprint(), toolchain_fingerprint(),
+             codegen_environment())
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+class DiskEntry:
+    """One compiled kernel in the on-disk cache directory:
+
+    * ``<digest>.o``: the exported object file (host code plus the embedded cubin);
+    * ``<digest>.json``: compile seconds, the object's sha256 and, for people, the key; written
+      last, so its presence marks a complete entry;
+    * ``<digest>.lock``: ``flock``-ed while one process compiles and writes the entry.
+
+    Files are written to temporaries and renamed into place, so readers never see a partial
+    entry. A missing, corrupt or unloadable entry is never fatal: it is recompiled."""
+
+    def __init__(self, directory: str, digest: str):
+        self.dir = directory
+        self.digest = digest
+        self.function_name = "replayssm_" + digest[:24]  # unique symbols per loaded module
+        base = os.path.join(directory, digest)
+        self.object_path, self.info_path, self.lock_path = base + ".o", base + ".json", base + ".lock"
+
+    @classmethod
+    def for_key(cls, cache_name: str, key: Hashable) -> Optional["DiskEntry"]:
+        """The entry of ``key`` in the kernel cache ``cache_name``; None when the disk cache is off."""
+        d = kernel_cache_dir()
+        return None if d is None else cls(d, entry_digest(cache_name, key))
+
+    def exists(self) -> bool:
+        return os.path.exists(self.info_path)
+
+    def load(self, key: Hashable, meta: Dict[str, Any]) -> Optional[CompiledKernel]:
+        """The kernel, or None when the entry is missing or unreadable (digest mismatch, load
+        failure); the object's bytes are checked before they reach the linker."""
+        if not self.exists():
+            return None
+        try:
+            with open(self.info_path) as f:
+                info = json.load(f)
+            with open(self.object_path, "rb") as f:
+                if hashlib.sha256(f.read()).hexdigest() != info["object_sha256"]:
+                    raise ValueError("the object file does not match its recorded sha256")
+            module = cute.runtime.load_module(self.object_path, enable_tvm_ffi=True)
+            function = module[self.function_name]
+        except Exception as e:  # noqa: BLE001 - any failure means: compile instead
+            warnings.warn(f"kernel cache: entry {self.object_path} unreadable "
+                          f"({type(e).__name__}: {e}); recompiling")
+            return None
+        return CompiledKernel.loaded(module, function, key, float(info["compile_seconds"]), meta)
+
+    def store(self, compiled: Any, compile_seconds: float, key: Hashable) -> bool:
+        """Export ``compiled`` into this entry; False (with a warning) when the export or a
+        write fails: the kernel still runs from memory."""
+        tmp_paths = []
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            fd, tmp_object = tempfile.mkstemp(dir=self.dir, prefix=self.digest, suffix=".o.tmp")
+            os.close(fd)
+            tmp_paths.append(tmp_object)
+            compiled.export_to_c(tmp_object, function_name=self.function_name)
+            with open(tmp_object, "rb") as f:
+                info = dict(key=repr(key), compile_seconds=compile_seconds,
+                            object_sha256=hashlib.sha256(f.read()).hexdigest(),
+                            written=time.strftime("%Y-%m-%d %H:%M:%S"))
+            fd, tmp_info = tempfile.mkstemp(dir=self.dir, prefix=self.digest, suffix=".json.tmp")
+            tmp_paths.append(tmp_info)
+            with os.fdopen(fd, "w") as f:
+                json.dump(info, f, indent=1)
+            os.replace(tmp_object, self.object_path)
+            os.replace(tmp_info, self.info_path)
+            return True
+        except Exception as e:  # noqa: BLE001 - the disk cache is an optimisation only
+            warnings.warn(f"kernel cache: could not write {self.object_path} "
+                          f"({type(e).__name__}: {e})")
+            for path in tmp_paths:
+                if os.path.exists(path):
+                    os.remove(path)
+            return False
+
+    def remove(self) -> None:
+        for path in (self.info_path, self.object_path):  # marker first: never half-visible
+            if os.path.exists(path):
+                os.remove(path)
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Exclusive ``flock`` of this entry (released by the OS if the process dies)."""
+        os.makedirs(self.dir, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
 
 def compile_keep_ptx(op: Any, args: Sequence[Any], key: Hashable, meta: Dict[str, Any],

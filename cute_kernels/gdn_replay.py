@@ -2448,12 +2448,6 @@ def _kernel_meta(op) -> dict:
     return {"tile": op.tile, "any_sr": op.any_sr, "split": op.split}
 
 
-def _compile_ffi(op, key, fake_args) -> CompiledKernel:
-    """Tensor-free TVM-FFI compile of ``op`` on ``fake_args``."""
-    compiled, secs = common.cute_compile(op, *fake_args, use_tvm_ffi=True)
-    return CompiledKernel(compiled, key, secs, use_ffi=True, meta=_kernel_meta(op))
-
-
 def _compile_keep_ptx(op, key, fake_args, dump_dir: Optional[str]):
     """Compile ``op`` keeping the PTX (and the CUBIN in ``dump_dir`` when given); returns
     ``(kernel, ptx or None)``."""
@@ -2487,12 +2481,7 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl)
-
-    def build() -> CompiledKernel:
-        op = make_op(kw)
-        return _compile_ffi(op, key, _fake_args(op))
-
-    return _CACHE.get_or_compile(key, build)
+    return common.compile_tvm_ffi_cached(_CACHE, key, lambda: make_op(kw), _fake_args, _kernel_meta)
 
 
 def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, V=128, L=16,

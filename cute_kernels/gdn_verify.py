@@ -61,8 +61,8 @@ from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
 from .gdn_replay import (KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2,
-                         _cache_views, _compile_ffi, _compile_keep_ptx, _fake_args, _fidx,
-                         _gate_dtypes, _kq_addr, _launch, _op_kwargs, _read_chunk_values, _ring,
+                         _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
+                         _kernel_meta, _kq_addr, _launch, _op_kwargs, _read_chunk_values, _ring,
                          _sel, _seq_prefix, choose_block_v_v2, pair_key)
 from .gdn_standard import slot_of_row, softplus_bypass
 
@@ -489,12 +489,8 @@ def compile_gdn_verify(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, min_blocks_per_mp)
-
-    def build() -> CompiledKernel:
-        op = GDNVerifyKernel(**kw)
-        return _compile_ffi(op, key, _fake_args(op, op.T))
-
-    return _CACHE.get_or_compile(key, build)
+    return common.compile_tvm_ffi_cached(_CACHE, key, lambda: GDNVerifyKernel(**kw),
+                                         lambda op: _fake_args(op, op.T), _kernel_meta)
 
 
 def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, V=128, L=16,

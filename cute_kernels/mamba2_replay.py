@@ -2320,15 +2320,9 @@ def _fake_args(op: Mamba2ReplayDecode, draft_modes: Tuple[int, ...] = ()):
 def _compile_op(kernel_cache: KernelCache, key, cls, kw: dict, dump, draft_modes=()):
     """``cls(**kw)`` compiled (tensor-free, TVM-FFI, the fake tensors of :func:`_fake_args` with
     ``draft_modes``) once per ``key`` in ``kernel_cache``; with ``dump`` uncached."""
-    def build() -> CompiledKernel:
-        op = cls(**kw)
-        compiled, secs = common.cute_compile(op, *_fake_args(op, draft_modes), use_tvm_ffi=True,
-                                             dump=dump)
-        return CompiledKernel(compiled, key, secs, use_ffi=True, meta={"cfg": op.cfg, "op": op})
-
-    if dump is not None:
-        return build()
-    return kernel_cache.get_or_compile(key, build)
+    return common.compile_tvm_ffi_cached(kernel_cache, key, lambda: cls(**kw),
+                                         lambda op: _fake_args(op, draft_modes),
+                                         lambda op: {"cfg": op.cfg, "op": op}, dump=dump)
 
 
 def _compile_keep_ptx(compile_fn, args, keep_ptx: bool):

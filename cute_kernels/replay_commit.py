@@ -57,19 +57,16 @@ class ReplayCommit:
 _CACHE = KernelCache("replay_commit")
 
 
+def _fake_args(op: ReplayCommit):
+    batch, slots = common.sym(), common.sym()
+    f = common.fake_tensor
+    return (f(Int32, (batch,), (1,)), f(Int32, (batch,), (1,)) if op.has_idx else None,
+            f(Int32, (slots,), (1,)), f(Int32, (slots,), (1,)), Int32(-1), common.fake_stream())
+
+
 def compile_replay_commit(has_idx: bool) -> CompiledKernel:
     key = ("replay_commit", common.arch_key(), bool(has_idx))
-
-    def build():
-        op = ReplayCommit(has_idx)
-        batch, slots = common.sym(), common.sym()
-        f = common.fake_tensor
-        args = (f(Int32, (batch,), (1,)), f(Int32, (batch,), (1,)) if has_idx else None,
-                f(Int32, (slots,), (1,)), f(Int32, (slots,), (1,)), Int32(-1), common.fake_stream())
-        compiled, secs = common.cute_compile(op, *args, use_tvm_ffi=True)
-        return CompiledKernel(compiled, key, secs, use_ffi=True)
-
-    return _CACHE.get_or_compile(key, build)
+    return common.compile_tvm_ffi_cached(_CACHE, key, lambda: ReplayCommit(has_idx), _fake_args)
 
 
 def replay_commit_cute(write_pos, pending, num_accepted_tokens, state_batch_indices=None,

@@ -371,16 +371,9 @@ def compile_state_encode(fmt: str, rounding: str, stream_id: int, R: int, C: int
     fp8 / nvfp4, global_scale unless nvfp4). With ``dump`` the compile bypasses the cache."""
     _require_ffi()
     key = _enc_key(fmt, rounding, stream_id, R, C)
-
-    def build() -> CompiledKernel:
-        op = StateEncode(fmt, key[3], key[4], R, C)
-        compiled, secs = common.cute_compile(op, *_fake_encode_args(op), use_tvm_ffi=True,
-                                             dump=dump)
-        return CompiledKernel(compiled, key, secs, use_ffi=True)
-
-    if dump is not None:
-        return build()
-    return _ENC_CACHE.get_or_compile(key, build)
+    return common.compile_tvm_ffi_cached(_ENC_CACHE, key,
+                                         lambda: StateEncode(fmt, key[3], key[4], R, C),
+                                         _fake_encode_args, dump=dump)
 
 
 def compile_state_decode(fmt: str, R: int, C: int,
@@ -389,16 +382,8 @@ def compile_state_decode(fmt: str, R: int, C: int,
     ``k.ffi(data_i32, scale, global_scale, slots, out)``."""
     _require_ffi()
     key = _dec_key(fmt, R, C)
-
-    def build() -> CompiledKernel:
-        op = StateDecode(fmt, R, C)
-        compiled, secs = common.cute_compile(op, *_fake_decode_args(op), use_tvm_ffi=True,
-                                             dump=dump)
-        return CompiledKernel(compiled, key, secs, use_ffi=True)
-
-    if dump is not None:
-        return build()
-    return _DEC_CACHE.get_or_compile(key, build)
+    return common.compile_tvm_ffi_cached(_DEC_CACHE, key, lambda: StateDecode(fmt, R, C),
+                                         _fake_decode_args, dump=dump)
 
 
 def compile_only(kind: str, fmt: str, R: int, C: int, rounding: str = "rn", stream_id: int = 0,

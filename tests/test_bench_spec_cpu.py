@@ -2,7 +2,9 @@
 every cell kind is produced, ratios and memory rows are consistent, JSON + markdown (+ PNG) land
 under --out."""
 import json
+import math
 import os
+import re
 
 import pytest
 import torch
@@ -54,3 +56,73 @@ def test_spec_bench_rejects_bad_arguments(tmp_path):
         main(["spec", "--device", "cpu", "--tiny", "--pairs", "fp33", "--out", str(tmp_path)])
     with pytest.raises(SystemExit):
         main(["spec", "--device", "cpu", "--tiny", "--T", "0", "--out", str(tmp_path)])
+
+
+def test_spec_warm_only_run_times_nothing_and_writes_nothing(tmp_path, monkeypatch,
+                                                           restore_threads):
+    from bench import spec, timing
+    monkeypatch.setattr(timing, "WARM_ONLY", False)  # restored after the test
+    timings, real_time_us = [], spec.time_us
+
+    def recorded_time_us(*args):
+        timings.append(real_time_us(*args))
+        return timings[-1]
+    monkeypatch.setattr(spec, "time_us", recorded_time_us)
+    out = tmp_path / "spec"
+    rc = main(["spec", "--device", "cpu", "--tiny", "--batches", "2", "--T", "2", "--L", "4",
+               "--pairs", "nvfp4/fp16sr", "--replays", "1", "--warm-only", "--out", str(out)])
+    assert rc == 0 and not out.exists()
+    assert timings and all(math.isnan(t["median_us"]) for t in timings)  # every cell ran, untimed
+
+
+def test_spec_warm_jobs_split_the_pairs_over_warm_only_processes(tmp_path, monkeypatch, capsys,
+                                                                 restore_threads):
+    import subprocess
+
+    from bench import timing, warmup
+    from cute_kernels.common import KERNEL_CACHE_DIR_ENV
+    monkeypatch.setenv(KERNEL_CACHE_DIR_ENV, "")  # unset: the warm-up makes a temporary one
+    commands, real_popen = [], subprocess.Popen
+
+    def popen(cmd, **kwargs):
+        commands.append((cmd, kwargs["env"][KERNEL_CACHE_DIR_ENV]))
+        return real_popen(cmd, **kwargs)
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    out = tmp_path / "spec"
+    argv = ["spec", "--device", "cpu", "--tiny", "--batches", "2", "--T", "2", "--L", "4",
+            "--pairs", "fp32,nvfp4/fp16sr,fp8/fp32", "--replays", "1", "--no-plots",
+            "--warm-jobs", "2", "--out", str(out)]
+    assert main(argv) == 0
+    assert not timing.WARM_ONLY
+    shares = []
+    for cmd, cache_dir in commands:
+        assert cmd[1:3] == ["-m", "bench"] and cmd[3:3 + len(argv)] == argv
+        assert cmd[-5:] == ["--pairs", cmd[-4], "--warm-jobs", "0", "--warm-only"]
+        assert cache_dir and cache_dir == os.environ[KERNEL_CACHE_DIR_ENV]
+        shares.append(cmd[-4])
+    assert shares == ["fp32,fp8/fp32", "nvfp4/fp16sr"]
+    printed = capsys.readouterr().out
+    assert "# warm-up: 2 processes in" in printed and "failed" not in printed
+    assert re.search(r"# kernels in the measurement: \d+ loaded from the disk cache, \d+ compiled",
+                     printed)  # (process totals: this pytest process compiled kernels before)
+    with open(out / "spec.json") as f:
+        assert {c["name"] for c in json.load(f)["cells"] if c["kind"] == "replay"} == {
+            "fp32", "nvfp4/fp16sr", "fp8/fp32"}
+
+
+def test_sweep_warm_up_shares_the_deadline(monkeypatch):
+    from bench import sweep, warmup
+    calls = []
+
+    class Started(Exception):
+        pass
+
+    def warm_up(argv, pairs, jobs, child_args=()):
+        calls.append((argv, list(pairs), jobs, list(child_args)))
+        raise Started
+    monkeypatch.setattr(warmup, "warm_up", warm_up)
+    monkeypatch.setattr(sweep.torch.cuda, "is_available", lambda: True)
+    argv = ["sweep", "--pairs", "fp32,nvfp4/fp16sr", "--deadline", "300", "--warm-jobs", "4"]
+    with pytest.raises(Started):
+        main(argv)
+    assert calls == [(argv, ["fp32", "nvfp4/fp16sr"], 4, ["--deadline", "300"])]
