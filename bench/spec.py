@@ -28,7 +28,7 @@ import math
 import os
 import statistics
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 
@@ -37,7 +37,7 @@ from replayssm_lp.backends import resolve
 from replayssm_lp.snapshot import gdn_snapshot_verify, mamba2_snapshot_verify
 
 from . import timing, traffic, warmup
-from .timing import L2_BYTES, pool_rotation, progress
+from .timing import DeadlineProgress, DeadlineReached, L2_BYTES, pool_rotation, progress
 
 DEFAULT_PAIRS = "fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32"
 SHAPES = {"mamba2": "nemotron3-super", "gdn": "qwen3.5-4b"}
@@ -180,8 +180,11 @@ _DT_NAME = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"
 
 
 def layer_cells(kind, dims, shape, pairs, batches, Ts, L, replays, backend, snapshot_backend, dev,
-                min_bytes, progress, snapshot_dtypes=(torch.float32,)) -> List[Dict]:
-    cells = []
+                min_bytes, progress, snapshot_dtypes=(torch.float32,),
+                cells: Optional[List[Dict]] = None) -> List[Dict]:
+    """Every cell of one layer kind, appended to ``cells`` as it is measured (a deadline raised by
+    ``progress`` keeps what was measured)."""
+    cells = [] if cells is None else cells
     act = torch.bfloat16 if dev.type == "cuda" else torch.float32
     std_b = _std_bytes(kind, dims)
     for batch in batches:
@@ -413,6 +416,7 @@ def plot(cells: List[Dict], out_dir: str) -> List[str]:
 # CLI
 # ------------------------------------------------------------------------------------------------
 def run(args) -> int:
+    t_start = time.time()
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA GPU is visible")
@@ -435,26 +439,37 @@ def run(args) -> int:
         if dt is None:
             raise SystemExit(f"--snapshot-dtypes: unknown state dtype {n!r} (fp32, bf16, fp16)")
         snapshot_dtypes.append(dt)
-    warmup.setup(args, pairs)
+    # the warm-up processes share this run's deadline (they start now)
+    warmup.setup(args, pairs, ["--deadline", f"{args.deadline:g}"] if args.deadline else [])
     if not args.warm_only:
         os.makedirs(args.out, exist_ok=True)
     total = len(layers) * len(batches) * (1 + len(Ts) * (len(snapshot_dtypes) + len(pairs)))
     prog = progress(total, "spec")
+    # the deadline, counted from the start of the command (warm-up included), is checked between
+    # cells: what was measured is kept
+    deadline = DeadlineProgress(prog, t_start + args.deadline if args.deadline else None)
     t0 = time.time()
     cells, mem = [], []
     for layer in layers:
         shape = "tiny" if args.tiny else SHAPES[layer]
         dims = TINY[layer] if args.tiny else traffic.SHAPES[shape]
-        cells += layer_cells(layer, dims, shape, pairs, batches, Ts, args.L, args.replays, backend,
-                             snapshot_backend, dev, min_bytes, prog, snapshot_dtypes)
         mem += memory_rows(layer, dims, shape, pairs, sorted(set(Ts)), args.L, args.budget_gib,
                            args.num_layers)
+        if deadline.reached:
+            continue
+        try:
+            layer_cells(layer, dims, shape, pairs, batches, Ts, args.L, args.replays, backend,
+                        snapshot_backend, dev, min_bytes, deadline, snapshot_dtypes, cells)
+        except DeadlineReached:
+            print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the "
+                  f"rest skipped")
     prog.close()
     if args.warm_only:
         return 0
     meta = dict(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
                 torch=torch.__version__, backend=backend, L=args.L, replays=args.replays,
-                budget_gib=args.budget_gib, num_layers=args.num_layers, seconds=time.time() - t0)
+                budget_gib=args.budget_gib, num_layers=args.num_layers, seconds=time.time() - t0,
+                complete=not deadline.reached)
     if dev.type == "cuda":
         from .timing import copy_bandwidth_gbs
         meta["copy_gbs"] = copy_bandwidth_gbs()
@@ -493,5 +508,8 @@ def register(sub):
     p.add_argument("--tiny", action="store_true", help="tiny layer shapes (CPU smoke runs)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--out", default="bench/results/spec")
+    p.add_argument("--deadline", type=float, default=0.0,
+                   help="stop starting new cells after this many seconds (counted from the start, "
+                        "warm-up included) and write what was measured (0 = no limit)")
     warmup.add_arguments(p)
     p.set_defaults(fn=run)

@@ -21,7 +21,8 @@ from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, parse_pair
 from replayssm_lp import ops
 
 from . import traffic, warmup
-from .timing import copy_bandwidth_gbs, graph_time_us, pool_rotation, progress
+from .timing import (DeadlineProgress, DeadlineReached, copy_bandwidth_gbs, graph_time_us,
+                     pool_rotation, progress)
 
 DEFAULT_PAIRS = ["fp32", "nvfp4/fp16sr", "nvfp4/fp8sr", "nvfp4/fp32", "fp8/fp16sr", "fp8/fp32",
                  "fp16/fp32", "bf16/fp32", "fp16sr", "bf16sr", "fp8sr", "nvfp4sr"]
@@ -283,23 +284,6 @@ def plot(cells: List[Dict], out_dir: str) -> List[str]:
     return paths
 
 
-class _DeadlineReached(Exception):
-    pass
-
-
-class _DeadlineProgress:
-    """The progress bar the cell generators update, raising once the wall-clock deadline passed."""
-
-    def __init__(self, prog, deadline: Optional[float]):
-        self.prog, self.deadline, self.reached = prog, deadline, False
-
-    def update(self, n: int = 1):
-        self.prog.update(n)
-        if self.deadline is not None and time.time() > self.deadline:
-            self.reached = True
-            raise _DeadlineReached
-
-
 def run(args) -> int:
     t_start = time.time()
     if not torch.cuda.is_available():
@@ -325,13 +309,13 @@ def run(args) -> int:
     cells = []
     # the deadline, counted from the start of the command (warm-up included), is checked between
     # cells (progress updates): what was measured is kept
-    deadline = _DeadlineProgress(prog, t_start + args.deadline if args.deadline else None)
+    deadline = DeadlineProgress(prog, t_start + args.deadline if args.deadline else None)
     try:
         for shape in shapes:
             fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
             fn(shape, pairs, batches, Ls, args.replays, not args.no_peers, deadline, args.phases,
                cells=cells)
-    except _DeadlineReached:
+    except DeadlineReached:
         print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the rest skipped")
     prog.close()
     overhead = launch_overhead("nemotron3-super")

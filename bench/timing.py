@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -107,3 +107,22 @@ def host_overhead_us(call: Callable[[], None], n: int = 2000) -> float:
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     return (t1 - t0) / n * 1e6
+
+
+class DeadlineReached(Exception):
+    """Raised by :class:`DeadlineProgress` once the run's wall-clock deadline passed."""
+
+
+class DeadlineProgress:
+    """The progress bar the cell generators update, raising :class:`DeadlineReached` once the
+    wall-clock ``deadline`` (a ``time.time()`` value; None: none) passed. Checked between cells,
+    so the benchmarks keep every cell measured before it (``sweep`` / ``spec --deadline``)."""
+
+    def __init__(self, prog, deadline: Optional[float]):
+        self.prog, self.deadline, self.reached = prog, deadline, False
+
+    def update(self, n: int = 1):
+        self.prog.update(n)
+        if self.deadline is not None and time.time() > self.deadline:
+            self.reached = True
+            raise DeadlineReached

@@ -51,6 +51,21 @@ def test_spec_bench_runs_on_cpu(tmp_path, restore_threads):
     assert res["meta"]["backend"] == "torch"
 
 
+def test_spec_deadline_keeps_the_cells_measured(tmp_path, restore_threads):
+    """A deadline that passes during the run stops it between cells: the cells measured so far
+    and every memory row are written, ``complete`` is False."""
+    out = str(tmp_path / "spec")
+    rc = main(["spec", "--device", "cpu", "--tiny", "--batches", "1,2,3", "--T", "1,2", "--L", "4",
+               "--pairs", "fp32", "--replays", "1", "--deadline", "1e-9", "--no-plots",
+               "--out", out])
+    assert rc == 0
+    with open(os.path.join(out, "spec.json")) as f:
+        res = json.load(f)
+    assert res["meta"]["complete"] is False
+    assert len(res["cells"]) == 1 and res["cells"][0]["kind"] == "standard"   # the first cell only
+    assert {m["layer"] for m in res["memory"]} == {"mamba2", "gdn"}
+
+
 def test_spec_bench_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="unknown precision pair"):
         main(["spec", "--device", "cpu", "--tiny", "--pairs", "fp33", "--out", str(tmp_path)])
