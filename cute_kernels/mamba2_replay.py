@@ -2483,10 +2483,20 @@ def _memo_entry(memo: dict, name: str, key, make):
 def _launch_args(k, cache):
     """A launch entry: ``(ffi function, hi words, hi scale, hi global scale, lo ..., any_sr)`` of
     the compiled kernel ``k`` on ``cache``'s stored copies."""
-    pair = cache.pair
-    hi = _copy_args(cache.hi, pair.rec_fmt)
-    lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
-    return (k.ffi, *hi, *lo, bool(k.meta["op"].any_sr))
+    return (k.ffi, *_copy_views(cache), bool(k.meta["op"].any_sr))
+
+
+def _copy_views(cache):
+    """(hi words, hi scale, hi global scale, lo ...) views of the stored copies, memoised on the
+    cache's plan (rebuilt when a cache tensor is replaced or a stored copy's storage moved)."""
+    memo = cache_plan(cache).memo
+    views = memo.get("m2_copy_views")
+    if views is None:
+        pair = cache.pair
+        hi = _copy_args(cache.hi, pair.rec_fmt)
+        lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
+        views = memo["m2_copy_views"] = hi + lo
+    return views
 
 
 def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
