@@ -46,11 +46,14 @@ def _rows_and_slots(sbi, batch, pad_slot_id, device):
 # copies, the launch heuristics' choices: ``make_launch`` of the kernel module) is memoised in
 # the plan, keyed by what the signature is made of and by the raw values of the environment
 # variables the launch decisions read (re-read on every call, ~25 ns each: switches still take
-# effect at the next call). Anything the check does not positively accept -- a mismatch, an
-# unusual but valid form (tied vLLM views, non-contiguous inputs, no ``out``), the torch
-# backend, ``REPLAYSSM_FORCE_TORCH=1`` with ``backend="auto"`` -- goes through the general path
-# below, which validates everything as before and raises the documented errors. No tensor op,
-# no ``.item()``, no allocation: CUDA-graph capturable once every signature has been warmed up.
+# effect at the next call). Accepted too, as the general path takes them: vLLM's tied views (dt
+# ``[.., H, P]`` and per-head ``[H, ...]`` with stride-0 trailing dims: their ``[.., H]`` /
+# ``[H]`` views are launched) and ``out=None`` (zeros allocated, as the general path does).
+# Anything the check does not positively accept -- a mismatch, an unusual but valid form
+# (non-contiguous inputs, other dtypes), the torch backend, ``REPLAYSSM_FORCE_TORCH=1`` with
+# ``backend="auto"`` -- goes through the general path below, which validates everything as
+# before and raises the documented errors. No tensor op, no ``.item()``, no allocation (given
+# ``out``): CUDA-graph capturable once every call signature has been warmed up.
 # ----------------------------------------------------------------------------------------------
 _T = torch.Tensor
 _F32, _I32 = torch.float32, torch.int32
@@ -148,7 +151,7 @@ def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
     accepted already (a prepared step's bound tensors). The checks are those of
     :func:`_gate_dt`, :func:`_ok` and :func:`_ok_rows`, inlined (the
     per-call cost is ~0.3 µs per tensor of attribute reads plus ~60 ns per Python call)."""
-    if (out is None or not isinstance(cache, Mamba2ReplayCache)
+    if (not isinstance(cache, Mamba2ReplayCache)
             or pad_slot_id.__class__ is not int or pad_slot_id >= 0
             or not (backend == "cute" or backend == "auto")):
         return _MISS
@@ -172,23 +175,30 @@ def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
     else:
         lead = (xs[0],)
     b = lead[0]
-    # dt: a float tensor [*lead, H]
-    if not (isinstance(dt, _T) and dt.shape == lead + (H,) and dt.device == dev
-            and dt.is_contiguous()):
-        return _MISS
+    # dt: a float tensor [*lead, H] (or vLLM's tied [*lead, H, P] view: its [*lead, H] view)
+    dts = lead + (H,)
+    if not (isinstance(dt, _T) and dt.shape == dts and dt.device == dev and dt.is_contiguous()):
+        dt = _tied_dt(dt, dts, P)
+        if dt is None or not (dt.device == dev and dt.is_contiguous()):
+            return _MISS
     dtd = dt.dtype
     if dtd not in _FLOAT:
         return _MISS
     if not (params_checked or _m2_params_fast(A, D, dt_bias, hs, dev)):
-        return _MISS
-    # B, C: act [*lead, G, N]; z (optional), out: act like x; indices: None or int32 [b]
+        r = _tied_params(A, D, dt_bias, hs, dev)     # vLLM's expanded per-head views
+        if r is None:
+            return _MISS
+        A, D, dt_bias = r
+    # B, C: act [*lead, G, N]; z (optional), out (optional: zeros): act like x; indices: None
+    # or int32 [b]
     gn = lead + (G, N)
     if not (isinstance(B, _T) and B.shape == gn and B.dtype is act and B.device == dev
             and B.is_contiguous()
             and isinstance(C, _T) and C.shape == gn and C.dtype is act and C.device == dev
-            and C.is_contiguous()
-            and isinstance(out, _T) and out.shape == xs and out.dtype is act
-            and out.device == dev and out.is_contiguous()):
+            and C.is_contiguous()):
+        return _MISS
+    if out is not None and not (isinstance(out, _T) and out.shape == xs and out.dtype is act
+                                and out.device == dev and out.is_contiguous()):
         return _MISS
     if z is not None and not (isinstance(z, _T) and z.shape == xs and z.dtype is act
                               and z.device == dev and z.is_contiguous()):
@@ -199,6 +209,8 @@ def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
     elif not (isinstance(sbi, _T) and sbi.shape == (b,) and sbi.dtype is _I32
               and sbi.device == dev and sbi.is_contiguous()):
         return _MISS
+    if out is None:                                   # as the general path: zeros (pad rows)
+        out = torch.zeros(xs, dtype=act, device=dev)
     if not b:
         return out
     key = (lead, dtd, D is None, z is None, dt_bias is None, dt_softplus, sbi is None, fp)
@@ -218,6 +230,57 @@ def _m2_params_fast(A, D, dt_bias, hs, dev) -> bool:
             and (dt_bias is None or (isinstance(dt_bias, _T) and dt_bias.shape == hs
                                      and dt_bias.dtype is _F32 and dt_bias.device == dev
                                      and dt_bias.is_contiguous())))
+
+
+def _untie(t, shape, k):
+    """``t[..., 0, ..., 0]`` (the last ``k`` dims, of stride 0, indexed at 0): the expanded
+    tensor's contiguous base itself when it is exactly that (same dtype, shape, start and
+    strides: ~0.2 µs), else a new view (~1.5 µs); either is the general path's view, element for
+    element and address for address."""
+    b = t._base
+    if (b is not None and b.dtype is t.dtype and b.shape == shape and b.is_contiguous()
+            and t.stride()[:-k] == b.stride() and b.data_ptr() == t.data_ptr()):
+        return b
+    return t[(Ellipsis,) + (0,) * k]
+
+
+def _tied_dt(dt, dts, P):
+    """vLLM's tied dt ``[*lead, H, P]`` (stride 0 on the last dim): its ``[*lead, H]`` view (as
+    the general path takes it); None otherwise (the general path decides, or raises)."""
+    if (isinstance(dt, _T) and dt.dim() == len(dts) + 1 and dt.shape[-1] == P
+            and dt.stride(-1) == 0 and dt.shape[:-1] == dts):
+        return _untie(dt, dts, 1)
+    return None
+
+
+def _per_head_view(t, hs, dev):
+    """A per-head parameter as :func:`replayssm_lp._validate.per_head` takes it -- ``[H]``, or
+    ``[H, ...]`` with stride-0 trailing dims (vLLM) -- when it is fp32 on ``dev`` with a
+    contiguous ``[H]`` view: that view; else None (the general path decides)."""
+    if not (isinstance(t, _T) and t.dtype is _F32 and t.device == dev):
+        return None
+    n = t.dim()
+    if n < 1 or t.shape[0] != hs[0] or any(t.stride()[1:]):
+        return None
+    v = _untie(t, hs, n - 1) if n > 1 else t
+    return v if v.is_contiguous() else None
+
+
+def _tied_params(A, D, dt_bias, hs, dev):
+    """(A, D, dt_bias) as ``[H]`` tensors through :func:`_per_head_view` (the slow form of
+    :func:`_m2_params_fast`: vLLM's expanded views); None when one is not accepted."""
+    A = _per_head_view(A, hs, dev)
+    if A is None:
+        return None
+    if D is not None:
+        D = _per_head_view(D, hs, dev)
+        if D is None:
+            return None
+    if dt_bias is not None:
+        dt_bias = _per_head_view(dt_bias, hs, dev)
+        if dt_bias is None:
+            return None
+    return A, D, dt_bias
 
 
 def _gdn_entry(cache, op, backend):
@@ -272,7 +335,7 @@ def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, 
               out, backend, verify, raw_checked=False):
     """Fast accept for gdn_decode / gdn_verify (see :func:`_mamba2_fast`; the tensor checks
     inlined but the gates'). ``raw_checked``: see :func:`_gdn_gates_fast`."""
-    if (out is None or not isinstance(cache, GDNReplayCache)
+    if (not isinstance(cache, GDNReplayCache)
             or pad_slot_id.__class__ is not int or pad_slot_id >= 0
             or not (backend == "cute" or backend == "auto")
             or not (scale is None or isinstance(scale, (int, float)))):
@@ -301,9 +364,10 @@ def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, 
     if not (isinstance(k, _T) and k.shape == qs and k.dtype is act and k.device == dev
             and k.is_contiguous()
             and isinstance(v, _T) and v.shape == vs and v.dtype is act and v.device == dev
-            and v.is_contiguous()
-            and isinstance(out, _T) and out.shape == vs and out.dtype is act
-            and out.device == dev and out.is_contiguous()):
+            and v.is_contiguous()):
+        return _MISS
+    if out is not None and not (isinstance(out, _T) and out.shape == vs and out.dtype is act
+                                and out.device == dev and out.is_contiguous()):
         return _MISS
     if sbi is None:
         if b0 > nslots:
@@ -314,6 +378,8 @@ def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, 
     gd = _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, lead + (HV,), hv, dev, raw_checked)
     if gd is None:
         return _MISS
+    if out is None:                                   # as the general path: zeros (pad rows)
+        out = torch.zeros(vs, dtype=act, device=dev)
     if not b0:
         return out
     key = (lead, gd, use_l2, sbi is None, fp)
@@ -342,7 +408,7 @@ def _std_entry(op, backend, state):
 def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                       backend):
     """Fast accept for mamba2_standard_decode (see :func:`_mamba2_fast`)."""
-    if out is None or not isinstance(state, _T) or not _fast_call(pad_slot_id, backend):
+    if not isinstance(state, _T) or not _fast_call(pad_slot_id, backend):
         return _MISS
     ent = _std_entry("mamba2_standard_decode", backend, state)
     if ent is None:
@@ -368,10 +434,21 @@ def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pa
     if len(bs) != 3 or bs[0] != b or bs[2] != N or bs[1] < 1 or H % bs[1]:
         return _MISS
     dtd = _gate_dt(dt, (b, H), dev)
-    if not (dtd is not None and _m2_params_fast(A, D, dt_bias, (H,), dev)
-            and _ok(C, bs, act, dev) and (z is None or _ok(z, xs, act, dev))
+    if dtd is None:
+        dt = _tied_dt(dt, (b, H), P)                  # vLLM's tied [b, H, P] view
+        dtd = None if dt is None else _gate_dt(dt, (b, H), dev)
+        if dtd is None:
+            return _MISS
+    if not _m2_params_fast(A, D, dt_bias, (H,), dev):
+        r = _tied_params(A, D, dt_bias, (H,), dev)   # vLLM's expanded per-head views
+        if r is None:
+            return _MISS
+        A, D, dt_bias = r
+    if not (_ok(C, bs, act, dev) and (z is None or _ok(z, xs, act, dev))
             and _ok_rows(sbi, b, nslots, dev, out, xs, act)):
         return _MISS
+    if out is None:                                   # as the general path: zeros
+        out = torch.zeros(xs, dtype=act, device=dev)
     if not b:
         return out
     key = (b, act, dtd, bs[1], D is None, z is None, dt_bias is None, dt_softplus, sbi is None, fp)
@@ -385,7 +462,7 @@ def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pa
 def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi,
                        pad_slot_id, out, state_layout, backend):
     """Fast accept for gdn_standard_decode (see :func:`_mamba2_fast`)."""
-    if (out is None or not isinstance(state, _T)
+    if (not isinstance(state, _T)
             or not (state_layout == "vk" or state_layout == "kv")
             or not (scale is None or isinstance(scale, (int, float)))
             or not _fast_call(pad_slot_id, backend)):
@@ -417,6 +494,8 @@ def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use
     gd = _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, (bsz, HV), (HV,), dev)
     if gd is None or not _ok_rows(sbi, bsz, nslots, dev, out, vs, act):
         return _MISS
+    if out is None:                                   # as the general path: zeros
+        out = torch.zeros(vs, dtype=act, device=dev)
     if not bsz:
         return out
     key = (qs, act, gd, use_l2, sbi is None, state_layout, fp)

@@ -482,3 +482,43 @@ def test_standard_ops_fast_path(cute_on_meta, monkeypatch):
     with pytest.raises(ValueError, match="state_layout"):
         R.gdn_standard_decode(gs, q, k, v, g, beta, out=o, state_layout="xx", backend="cute")
     assert len(calls) == 6
+
+
+def test_fast_path_takes_tied_views_and_no_out(cute_on_meta):
+    """vLLM's tied dt / per-head views and out=None go through the fast path, launched exactly
+    as the general path would launch them ([H] / [b, H] views; zeros for out)."""
+    rec = cute_on_meta
+    c = _m2_cache()
+    a = _m2_args()
+    tied = dict(a, A=a["A"][:, None, None].expand(H, P, N), D=a["D"][:, None].expand(H, P),
+                dt_bias=a["dt_bias"][:, None].expand(H, P), dt=a["dt"][..., None].expand(3, H, P))
+    assert ops._mamba2_fast("mamba2_decode", c, tied["x"], tied["dt"], tied["A"], tied["B"],
+                            tied["C"], tied["D"], None, tied["dt_bias"], True,
+                            tied["state_batch_indices"], -1, tied["out"], "cute",
+                            False) is tied["out"]
+    fast = rec.calls[-1]
+    for i, name in ((1, "dt"), (2, "A"), (5, "D"), (7, "dt_bias")):
+        assert fast[i].shape == a[name].shape and fast[i].is_contiguous(), name
+        assert fast[i] is a[name], name                  # the expanded views' own base
+    # a tied view whose base is not the [H] tensor itself: a fresh [H] view of it
+    big = torch.empty(H + 4, device=META)
+    A2 = big[4:][:, None, None].expand(H, P, N)
+    ops._mamba2_fast("mamba2_decode", c, tied["x"], tied["dt"], A2, tied["B"], tied["C"], None,
+                     None, None, True, None, -1, tied["out"], "cute", False)
+    assert rec.calls[-1][2]._base is big and rec.calls[-1][2].shape == (H,)
+    assert rec.calls[-1][2].storage_offset() == 4
+    A3 = torch.empty(2 * H, device=META)[::2][:, None, None].expand(H, P, N)   # strided: general
+    assert ops._mamba2_fast("mamba2_decode", c, tied["x"], tied["dt"], A3, tied["B"], tied["C"],
+                            None, None, None, True, None, -1, tied["out"], "cute",
+                            False) is ops._MISS
+    # the general path (a tied dt with stride != 0 on the last dim is its error)
+    with pytest.raises(ValueError, match="stride 0 on headdim"):
+        R.mamba2_decode(c, **dict(tied, dt=torch.empty(3, H, P, device=META)), backend="cute")
+    n = len(rec.calls)
+    out = R.mamba2_decode(c, **dict(tied, out=None), backend="cute")
+    assert len(rec.calls) == n + 1 and rec.calls[-1][9] is out
+    assert out.shape == (3, H, P) and out.dtype == torch.bfloat16
+    # prepared steps: out=None too
+    step = ops.prepare_mamba2_decode(c, tied["A"], tied["D"], tied["dt_bias"])
+    o2 = step(a["x"], a["dt"], a["B"], a["C"], None, a["state_batch_indices"])
+    assert len(rec.calls) == n + 2 and rec.calls[-1][9] is o2 and rec.calls[-1][2]._base is a["A"]
