@@ -169,6 +169,26 @@ def _cases(dev: torch.device) -> List[Tuple[str, Callable[[], object]]]:
                                           True, sbi, -1, o)),
     ]
 
+    # ---- speculative verify (T = 4 drafts per row) on caches with max_draft = 4
+    T = 4
+    H, P, N, G = 128, 64, 128, 8
+    vm2 = R.Mamba2ReplayCache(2, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=16,
+                              max_draft=T, act_dtype=act, device=dev)
+    vx, vdt, vB, vC = r(b, T, H, P, dtype=act), r(b, T, H), r(b, T, G, N, dtype=act), \
+        r(b, T, G, N, dtype=act)
+    vout = torch.empty(b, T, H, P, dtype=act, device=dev)
+    cases.append(("mamba2_verify (public op, T=4)",
+                  lambda: ops.mamba2_verify(vm2, vx, vdt, A, vB, vC, D, None, dtb, True, sbi,
+                                            out=vout, backend="cute")))
+    H, HV, K, Vd = 16, 32, 128, 128
+    vgc = R.GDNReplayCache(2, H, HV, K, Vd, precision="nvfp4/fp16sr", buffer_len=16, max_draft=T,
+                           act_dtype=act, device=dev)
+    vq, vk, vv = r(b, T, H, K, dtype=act), r(b, T, H, K, dtype=act), r(b, T, HV, Vd, dtype=act)
+    vgk = dict(A_log=A_log, a=r(b, T, HV, dtype=act), dt_bias=dtb2, b=r(b, T, HV, dtype=act),
+               state_batch_indices=sbi, out=torch.empty(b, T, HV, Vd, dtype=act, device=dev))
+    cases.append(("gdn_verify (public op, T=4)",
+                  lambda: ops.gdn_verify(vgc, vq, vk, vv, backend="cute", **vgk)))
+
     # ---- commit (pointer move) on a speculative cache
     sc = R.Mamba2ReplayCache(2, 8, 64, 128, 2, precision="fp32", buffer_len=16, max_draft=4,
                              act_dtype=act, device=dev)
@@ -195,7 +215,10 @@ def ffi_floor(nargs=(12, 27), n: int = 20000) -> Dict[int, float]:
 
 
 def run(mode: str = "auto", n: int = 3000, repeat: int = 7, burst: int = 100,
-        device: str = "meta", only: str = "") -> Dict[str, float]:
+        device: str = "meta", only: str = "", interleave: int = 1) -> Dict[str, float]:
+    """``interleave`` > 1: time every call ``interleave`` times round-robin (each round a full
+    measurement) and report the median per call, so that clock / thermal drift over the run
+    does not favour the calls measured first."""
     if mode == "auto":
         mode = "real" if torch.cuda.is_available() else "python"
     if mode == "real":
@@ -203,12 +226,14 @@ def run(mode: str = "auto", n: int = 3000, repeat: int = 7, burst: int = 100,
     else:
         dev = torch.device(device)
         stub_kernels()
-    res = {}
-    for name, call in _cases(dev):
-        if only and not any(w in name for w in only.split(",")):
-            continue
-        res[name] = (_time_gpu(call, burst, max(repeat, 20)) if mode == "real"
-                     else _time_python(call, n, repeat))
+    cases = [(name, call) for name, call in _cases(dev)
+             if not only or any(w in name for w in only.split(","))]
+    per: Dict[str, List[float]] = {name: [] for name, _ in cases}
+    for _ in range(max(1, interleave)):
+        for name, call in cases:
+            per[name].append(_time_gpu(call, burst, max(repeat, 20)) if mode == "real"
+                             else _time_python(call, n, repeat))
+    res = {name: statistics.median(v) for name, v in per.items()}
     return res, mode, dev
 
 
@@ -222,8 +247,11 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--json", action="store_true", help="print {call: µs} as JSON only")
     ap.add_argument("--only", default="", help="comma-separated substrings of the call names")
+    ap.add_argument("--interleave", type=int, default=1,
+                    help="measure every call this many times round-robin; report the median")
     args = ap.parse_args(argv)
-    res, mode, dev = run(args.mode, args.n, args.repeat, args.burst, args.device, args.only)
+    res, mode, dev = run(args.mode, args.n, args.repeat, args.burst, args.device, args.only,
+                         args.interleave)
     if args.json:
         import json
         print(json.dumps(res))

@@ -2507,7 +2507,7 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
 
 # ---- torch-facing launcher -----------------------------------------------------------------
 
-from replayssm_lp._validate import cache_plan, env_fingerprint  # noqa: E402  (launcher helpers)
+from replayssm_lp._validate import cache_plan, env_reader  # noqa: E402  (launcher helpers)
 
 
 def supports_cache(cache) -> bool:
@@ -2564,6 +2564,7 @@ def _build_cache_views(cache, rf, cf, split):
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV)
+_env = env_reader(_ENV_NAMES)
 
 
 def _dt(t):
@@ -2582,11 +2583,30 @@ def _launch(fn, any_sr, split, views, cache, q, k, v, g, beta, A_log, a, dt_bias
             state_batch_indices, out, scale, pad_slot_id):
     """Call a compiled replay kernel (``fn`` = its TVM-FFI function) on ``cache``; ``views``:
     :func:`_cache_views`. Raw gates are passed as None where g / beta are given."""
-    fn(*views, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
-       cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
-       cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-       cache.seed if any_sr else None, q, k, v, *launch_gates(g, beta, A_log, a, dt_bias, b),
-       state_batch_indices, out, float(scale), int(pad_slot_id))
+    _launcher(fn, any_sr, split, views)(cache, q, k, v, g, beta, A_log, a, dt_bias, b,
+                                        state_batch_indices, out, scale, pad_slot_id)
+
+
+def _launcher(fn, any_sr, split, views):
+    """``launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+    pad_slot_id)`` of a compiled replay / verify kernel (``fn``) with the stored-copy ``views``
+    bound (:func:`_cache_views`); the cache's buffers, cursors and seed are read per call. Raw
+    gates are passed as None where g / beta are given."""
+    hw, hs, hg, lw, ls, lg = views
+
+    def launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+               pad_slot_id):
+        if g is not None:
+            A_log = a = dt_bias = None
+        if beta is not None:
+            b = None
+        fn(hw, hs, hg, lw, ls, lg, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
+           cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
+           cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
+           cache.seed if any_sr else None, q, k, v, g, beta, A_log, a, dt_bias, b,
+           state_batch_indices, out, float(scale), int(pad_slot_id))
+
+    return launch
 
 
 def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bias=None,
@@ -2603,7 +2623,7 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
     ``state_batch_indices`` int32 [batch] (unique slots) or None. ``scale`` None -> K^-0.5.
     Launches one kernel on the current torch stream, allocates nothing when ``out`` is given,
     never synchronises (CUDA-graph capturable once compiled). Returns ``out``. ``_memo``: the
-    memo of the cache's plan when the caller has just validated it (replayssm_lp.ops' fast path).
+    memo of the cache's plan when the caller has just validated it.
     """
     batch, H, K = q.shape
     HV, Vd = v.shape[1], v.shape[2]
@@ -2616,27 +2636,41 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
     # hot path: one dict lookup on the cache's plan (valid while the cache holds the same
     # tensors; it memoises the stored-copy views too), keyed by what the tensors carry
     memo = cache_plan(cache).memo if _memo is None else _memo
-    launch = memo.get("gdn_replay_launch")
-    if launch is None:
-        launch = memo["gdn_replay_launch"] = {}
+    launches = memo.get("gdn_replay_launch")
+    if launches is None:
+        launches = memo["gdn_replay_launch"] = {}
     gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
     fast_key = (q.dtype, H, HV, K, Vd, *gate_dtypes, use_qk_l2norm, state_batch_indices is None,
                 batch if block_v is None else -block_v, num_threads, min_blocks_per_mp, impl,
-                env_fingerprint(_ENV_NAMES))
-    ent = launch.get(fast_key)
-    if ent is None:
-        rf, rr, cf, cr, split = pair_key(cache.pair)
-        L, ring = cache.buffer_len, cache.ring
-        im = resolve_impl(rf, cf, K, Vd, L, impl)
-        bv = block_v
-        if bv is None:
-            bv = (choose_block_v_v2(batch, HV, Vd, rf, cf) if im == "v2"
-                  else choose_block_v(batch, HV, K, Vd, rf, cf, L))
-        kern = compile_gdn_replay(
-            cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
-            state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im)
-        ent = (kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split))
-        launch[fast_key] = ent
-    _launch(*ent, cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
-            pad_slot_id)
+                _env())
+    launch = launches.get(fast_key)
+    if launch is None:
+        launch = launches[fast_key] = make_launch(
+            cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, block_v, num_threads,
+            min_blocks_per_mp, impl)
+    launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+           pad_slot_id)
     return out
+
+
+def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, block_v=None,
+                num_threads=None, min_blocks_per_mp=None, impl=None):
+    """``launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+    pad_slot_id)`` (``scale`` a number) for one call signature: q's dtype and shape, v's head
+    count and dim, ``gate_dtypes`` (:func:`_gate_dtypes`), whether indices are given, the tiling
+    heuristics' choice for this batch. Reads :data:`_ENV_NAMES` (a caller that memoises the
+    launch keys it by their values too); binds the views of ``cache``'s current stored copies:
+    keep it in the memo of the cache's plan (see :func:`cute_kernels.mamba2_replay.make_launch`)."""
+    batch, H, K = q.shape
+    HV, Vd = v.shape[1], v.shape[2]
+    rf, rr, cf, cr, split = pair_key(cache.pair)
+    L, ring = cache.buffer_len, cache.ring
+    im = resolve_impl(rf, cf, K, Vd, L, impl)
+    bv = block_v
+    if bv is None:
+        bv = (choose_block_v_v2(batch, HV, Vd, rf, cf) if im == "v2"
+              else choose_block_v(batch, HV, K, Vd, rf, cf, L))
+    kern = compile_gdn_replay(
+        cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
+        state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im)
+    return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split))

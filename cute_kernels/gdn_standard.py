@@ -739,19 +739,58 @@ def gdn_standard_decode_cute(state, q, k, v, g=None, beta=None, A_log=None, a=No
         return out
     if scale is None:
         scale = K ** -0.5
-    gates = launch_gates(g, beta, A_log, a, dt_bias, b)
-    gate_dtypes = tuple(dtype_of(x) for x in gates)
-    fast_key = (state.dtype, q.dtype, state_layout, H, HV, K, Vd) + gate_dtypes + (
-        bool(use_qk_l2norm), state_batch_indices is None,
-        batch if block_v is None else -block_v, num_threads)
+    if g is not None:
+        A_log = a = dt_bias = None
+    if beta is not None:
+        b = None
+    fast_key = (state.dtype, q.dtype, state_layout, H, HV, K, Vd, _dt(g), _dt(beta), _dt(A_log),
+                _dt(a), _dt(dt_bias), _dt(b), bool(use_qk_l2norm), state_batch_indices is None,
+                batch if block_v is None else -block_v, num_threads)
     fn = _LAUNCH.get(fast_key)
     if fn is None:
-        bv = block_v
-        if bv is None:
-            bv = choose_block_v(batch, HV, K, Vd, dtype_name(state.dtype), state_layout)
-        fn = compile_gdn_standard(state.dtype, q.dtype, state_layout, H, HV, K, Vd, *gate_dtypes,
-                                  use_qk_l2norm, state_batch_indices is not None, bv,
-                                  num_threads).ffi
-        _LAUNCH[fast_key] = fn
-    fn(state, q, k, v, *gates, state_batch_indices, out, float(scale), int(pad_slot_id))
+        fn = _LAUNCH[fast_key] = _compile_for(state, q, v, fast_key[7:13], use_qk_l2norm,
+                                              state_batch_indices, state_layout, block_v,
+                                              num_threads)
+    fn(state, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, float(scale),
+       int(pad_slot_id))
     return out
+
+
+def _dt(t):
+    return None if t is None else t.dtype
+
+
+def _compile_for(state, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, state_layout,
+                 block_v=None, num_threads=None):
+    """The TVM-FFI function of the kernel for one call signature (compiled on first use)."""
+    batch, H, K = q.shape
+    HV, Vd = v.shape[1], v.shape[2]
+    bv = block_v
+    if bv is None:
+        bv = choose_block_v(batch, HV, K, Vd, dtype_name(state.dtype), state_layout)
+    return compile_gdn_standard(state.dtype, q.dtype, state_layout, H, HV, K, Vd, *gate_dtypes,
+                                use_qk_l2norm, state_batch_indices is not None, bv,
+                                num_threads).ffi
+
+
+_ENV_NAMES = ()   # no launch decision here reads the environment
+
+
+def make_launch(state, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, state_layout):
+    """``launch(state, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+    pad_slot_id)`` (``scale`` a number) for one call signature: the state's dtype and layout,
+    q's dtype and shape, v's head count and dim, ``gate_dtypes`` (g, beta, A_log, a, dt_bias, b
+    dtypes as the kernel sees them: the raw gates' None where g / beta are given), whether
+    indices are given, the tiling heuristic's choice for this batch."""
+    fn = _compile_for(state, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, state_layout)
+
+    def launch(state, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+               pad_slot_id):
+        if g is not None:
+            A_log = a = dt_bias = None
+        if beta is not None:
+            b = None
+        fn(state, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out,
+           float(scale), int(pad_slot_id))
+
+    return launch

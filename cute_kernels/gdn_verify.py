@@ -62,9 +62,11 @@ from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
 from .gdn_replay import (KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
-                         _kernel_meta, _kq_addr, _launch, _op_kwargs, _read_chunk_values, _ring,
+                         _kernel_meta, _kq_addr, _launcher, _op_kwargs,
+                         _read_chunk_values, _ring,
                          _sel, _seq_prefix, choose_block_v_v2, pair_key)
 from .gdn_standard import slot_of_row, softplus_bypass
+from replayssm_lp._validate import cache_plan
 
 __all__ = [
     "GDNVerifyKernel",
@@ -550,7 +552,7 @@ _pair_key = functools.lru_cache(maxsize=64)(pair_key)   # PrecisionPair is hasha
 def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bias=None, b=None,
                     scale=None, use_qk_l2norm: bool = True, state_batch_indices=None,
                     pad_slot_id: int = -1, out=None, block_v: Optional[int] = None,
-                    min_blocks_per_mp: Optional[int] = None):
+                    min_blocks_per_mp: Optional[int] = None, _memo=None):
     """Speculative verify of T GDN drafts per row on a ``GDNReplayCache`` on CUDA (drafts appended
     and left pending; ``ops.commit`` keeps the accepted ones).
 
@@ -559,7 +561,8 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
     ``A_log`` [HV], ``a`` [batch, T, HV], ``dt_bias`` [HV], ``b`` [batch, T, HV]; cache tensors
     contiguous; ``state_batch_indices`` int32 [batch] (unique slots) or None. ``scale`` None ->
     K^-0.5. One kernel on the current torch stream, no allocation when ``out`` is given, no host
-    sync (CUDA-graph capturable once compiled). Returns ``out``.
+    sync (CUDA-graph capturable once compiled). Returns ``out``. ``_memo``: the memo of the
+    cache's plan when the caller has just validated it.
     """
     batch, T, H, K = q.shape
     HV, Vd = v.shape[2], v.shape[3]
@@ -569,22 +572,48 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
         return out
     if scale is None:
         scale = K ** -0.5
+    # hot path: the memo of the cache's plan (valid while the cache holds the same tensors)
+    # keeps, per call signature, the compiled function with the stored-copy views bound
+    memo = cache_plan(cache).memo if _memo is None else _memo
+    launches = memo.get("gdn_verify_launch")
+    if launches is None:
+        launches = memo["gdn_verify_launch"] = {}
+    gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
+    fast_key = (q.dtype, T, H, HV, K, Vd, *gate_dtypes, bool(use_qk_l2norm),
+                state_batch_indices is None, batch if block_v is None else -block_v,
+                min_blocks_per_mp)
+    launch = launches.get(fast_key)
+    if launch is None:
+        launch = launches[fast_key] = make_launch(cache, q, v, gate_dtypes, use_qk_l2norm,
+                                                  state_batch_indices, block_v, min_blocks_per_mp)
+    launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+           pad_slot_id)
+    return out
+
+
+_ENV_NAMES = ()   # no launch decision here reads the environment
+
+
+def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, block_v=None,
+                min_blocks_per_mp=None):
+    """``launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+    pad_slot_id)`` for one verify call signature (q [batch, T, H, K]: T included) with the views
+    of ``cache``'s current stored copies bound: keep it in the memo of the cache's plan (see
+    :func:`cute_kernels.mamba2_replay.make_launch`)."""
+    batch, T, H, K = q.shape
+    HV, Vd = v.shape[2], v.shape[3]
     rf, rr, cf, cr, split = _pair_key(cache.pair)
     L, ring = cache.buffer_len, cache.ring
-    gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
-    fast_key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes,
-                bool(use_qk_l2norm), state_batch_indices is None,
-                batch if block_v is None else -block_v, min_blocks_per_mp)
-    ent = _LAUNCH.get(fast_key)
+    key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes,
+           bool(use_qk_l2norm), state_batch_indices is None,
+           batch if block_v is None else -block_v, min_blocks_per_mp)
+    ent = _LAUNCH.get(key)
     if ent is None:
         bv = block_v if block_v is not None else choose_block_v_v2(batch, HV, Vd, rf, cf)
         kern = compile_gdn_verify(
             cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes, use_qk_l2norm,
             state_batch_indices is not None, bv, min_blocks_per_mp)
-        ent = (kern.ffi, kern.meta["any_sr"])
-        _LAUNCH[fast_key] = ent
+        ent = _LAUNCH[key] = (kern.ffi, kern.meta["any_sr"])
     fn, any_sr = ent
     # the stored-copy views are the decode launcher's (memoised on the cache's plan)
-    _launch(fn, any_sr, split, _cache_views(cache, rf, cf, split), cache, q, k, v, g, beta,
-            A_log, a, dt_bias, b, state_batch_indices, out, scale, pad_slot_id)
-    return out
+    return _launcher(fn, any_sr, split, _cache_views(cache, rf, cf, split))

@@ -2391,7 +2391,7 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
     return _compile_keep_ptx(compile_mamba2_replay, args, keep_ptx)
 
 
-from replayssm_lp._validate import cache_plan, env_fingerprint  # noqa: E402  (launcher helpers)
+from replayssm_lp._validate import cache_plan, env_reader  # noqa: E402  (launcher helpers)
 
 
 def _copy_args(enc, fmt: str):
@@ -2422,24 +2422,45 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
     heads_per_cta variant up before capture). Returns ``out``. ``flush_impl`` / ``staged`` /
     ``nonflush_mma``: implementation switches (None = the defaults, env-overridable; see
     :func:`compile_mamba2_replay`). ``_memo``: the memo of the cache's plan when the caller has
-    just validated it (replayssm_lp.ops' fast path)."""
+    just validated it."""
     batch, H, P = x.shape
     if out is None:
         out = x.new_empty(x.shape)
     if batch == 0:
         return out
-    # hot path: the cache's plan (valid while the cache holds the same tensors) memoises the
-    # kernel-ready views of the stored copies and, per call signature, the compiled function
+    # hot path: the cache's plan (valid while the cache holds the same tensors) memoises, per call
+    # signature, the launch (compiled function + kernel-ready views of the stored copies)
     memo = cache_plan(cache).memo if _memo is None else _memo
+    launches = memo.get("m2_replay_launch")
+    if launches is None:
+        launches = memo["m2_replay_launch"] = {}
     key = (x.dtype, dt.dtype, H, P, B.shape, D is None, z is None, dt_bias is None,
            dt_softplus, state_batch_indices is None,
            batch if heads_per_cta is None else -heads_per_cta, prefetch, min_blocks_per_mp,
-           flush_impl, staged, nonflush_mma, common.HAS_TVM_FFI, env_fingerprint(_ENV_NAMES))
-    ent = _memo_entry(memo, "m2_replay_launch", key, lambda: _launch_entry(
-        cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta, prefetch,
-        min_blocks_per_mp, flush_impl, staged, nonflush_mma))
-    _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
+           flush_impl, staged, nonflush_mma, common.HAS_TVM_FFI, _env())
+    launch = launches.get(key)
+    if launch is None:
+        launch = launches[key] = make_launch(
+            cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta,
+            prefetch, min_blocks_per_mp, flush_impl, staged, nonflush_mma)
+    launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
     return out
+
+
+def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
+                heads_per_cta=None, prefetch=None, min_blocks_per_mp=None, flush_impl=None,
+                staged=None, nonflush_mma=None):
+    """``launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)``:
+    the kernel call for one call signature (x / dt dtypes, shapes, which optional inputs are
+    given, the launch heuristics' choice for this batch) on ``cache``'s current stored copies
+    (compiled on first use; views of the stored copies made here). The environment variables
+    :data:`_ENV_NAMES` are read here: a caller that memoises the launch keys it by their values
+    too. Only valid while the cache holds the same stored-copy tensors: keep it in the memo of
+    the cache's plan (:func:`replayssm_lp._validate.cache_plan`), as this launcher and the ops'
+    fast path do. The launch reads the ring buffers, cursors and seed from the cache per call."""
+    return _launcher(_launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
+                                   state_batch_indices, heads_per_cta, prefetch, min_blocks_per_mp,
+                                   flush_impl, staged, nonflush_mma))
 
 
 def _memo_entry(memo: dict, name: str, key, make):
@@ -2456,24 +2477,50 @@ def _memo_entry(memo: dict, name: str, key, make):
 def _launch_args(k, cache):
     """A launch entry: ``(ffi function, hi words, hi scale, hi global scale, lo ..., any_sr)`` of
     the compiled kernel ``k`` on ``cache``'s stored copies."""
-    pair = cache.pair
-    hi = _copy_args(cache.hi, pair.rec_fmt)
-    lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
-    return (k.ffi, *hi, *lo, bool(k.meta["op"].any_sr))
+    return (k.ffi, *_copy_views(cache), bool(k.meta["op"].any_sr))
+
+
+def _copy_views(cache):
+    """(hi words, hi scale, hi global scale, lo ...) views of the stored copies, memoised on the
+    cache's plan (rebuilt when a cache tensor is replaced or a stored copy's storage moved)."""
+    memo = cache_plan(cache).memo
+    views = memo.get("m2_copy_views")
+    if views is None:
+        pair = cache.pair
+        hi = _copy_args(cache.hi, pair.rec_fmt)
+        lo = (None, None, None) if cache.lo is None else _copy_args(cache.lo, pair.read_fmt)
+        views = memo["m2_copy_views"] = hi + lo
+    return views
 
 
 def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
     """One launch of a :func:`_launch_args` entry with the cache's buffers and cursors."""
+    _launcher(ent)(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
+
+
+def _launcher(ent):
+    """The launch function of a :func:`_launch_args` entry (the entry unpacked once, into the
+    closure): the per-token inputs and the cache's buffers, cursors and seed, read per call."""
     fn, hw, hs, hg, lw, ls, lg, any_sr = ent
-    fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
-       cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
-       cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-       cache.seed if any_sr else None, pad_slot_id)
+    if any_sr:
+        def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
+            fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
+               cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
+               cache.ring_origin, cache.flush_count, cache.pending, cache.arrive, cache.seed,
+               pad_slot_id)
+    else:
+        def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
+            fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
+               cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
+               cache.ring_origin, cache.flush_count, cache.pending, cache.arrive, None,
+               pad_slot_id)
+    return launch
 
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE")
+_env = env_reader(_ENV_NAMES)
 
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,

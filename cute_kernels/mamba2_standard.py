@@ -730,6 +730,16 @@ def mamba2_standard_decode_cute(
 
 
 _LAUNCH: dict = {}
+_ENV_NAMES = ()   # no launch decision here reads the environment
+
+
+def make_launch(state, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices):
+    """``launch(state, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)``
+    for one call signature: the state's dtype and shape, x / dt dtypes and shapes, B's group
+    count, which optional inputs are given, the tiling heuristic's choice for this batch
+    (compiled on first use)."""
+    return _make_launcher(state, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
+                          None, None, None)
 
 
 def _make_launcher(state, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, block_p,

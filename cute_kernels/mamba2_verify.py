@@ -76,6 +76,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Uint32, const_expr
 
+from replayssm_lp._validate import cache_plan, env_reader
 from replayssm_lp.pairs import parse_pair
 
 from . import common
@@ -88,9 +89,8 @@ from .mamba2_replay import (
     _compile_op,
     _e2m1x8_to_f16x2,
     _fp16_range_exponent,
-    _launch,
     _launch_args,
-    _memo_entry,
+    _launcher,
     _mma_nvfp4_tile,
     _opaque_i32,
     _pow2_f32,
@@ -819,33 +819,47 @@ def mamba2_verify_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=None,
     row i -> slot i). Writes ``out`` for valid rows, appends the T drafts (pending = T, write_pos
     unchanged unless the row flushed: then hi/lo, scales, flush_count, ring_origin, write_pos = 0).
     No device allocation (given ``out``), no host sync; launches on the current torch stream
-    (CUDA-graph capturable once compiled). Returns ``out``. ``_memo``: a dict tied to the cache's
-    current tensors (the ops layer's cache plan), where the compiled function and the stored-copy
-    views are kept per call signature (skips the per-call view and key building)."""
+    (CUDA-graph capturable once compiled). Returns ``out``. The compiled function and the
+    stored-copy views are kept per call signature in the memo of the cache's plan
+    (:func:`replayssm_lp._validate.cache_plan`; ``_memo``: that memo when the caller has just
+    validated the plan)."""
     batch, T, H, P = x.shape
     if out is None:
         out = x.new_empty(x.shape)
     if batch == 0:
         return out
-    def make():
-        return _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
-                             heads_per_cta, min_blocks_per_mp, flush_impl, use_mma)
-
-    if _memo is not None:
-        key = (x.dtype, dt.dtype, T, H, P, B.shape[2], B.shape[3], D is None, z is None,
-               dt_bias is None, bool(dt_softplus), state_batch_indices is None,
-               batch if heads_per_cta is None else -heads_per_cta, min_blocks_per_mp, flush_impl,
-               use_mma, tuple(os.environ.get(n) for n in _ENV_NAMES))
-        ent = _memo_entry(_memo, "m2_verify_launch", key, make)
-    else:
-        ent = make()
-    _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
+    memo = cache_plan(cache).memo if _memo is None else _memo
+    launches = memo.get("m2_verify_launch")
+    if launches is None:
+        launches = memo["m2_verify_launch"] = {}
+    key = (x.dtype, dt.dtype, T, H, P, B.shape[2], B.shape[3], D is None, z is None,
+           dt_bias is None, bool(dt_softplus), state_batch_indices is None,
+           batch if heads_per_cta is None else -heads_per_cta, min_blocks_per_mp, flush_impl,
+           use_mma, _env())
+    launch = launches.get(key)
+    if launch is None:
+        launch = launches[key] = make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus,
+                                             state_batch_indices, heads_per_cta,
+                                             min_blocks_per_mp, flush_impl, use_mma)
+    launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
     return out
+
+
+def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
+                heads_per_cta=None, min_blocks_per_mp=None, flush_impl=None, use_mma=None):
+    """``launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)``
+    for one verify call signature (T included) on ``cache``'s current stored copies; reads
+    :data:`_ENV_NAMES`; keep it in the memo of the cache's plan (see
+    :func:`cute_kernels.mamba2_replay.make_launch`)."""
+    return _launcher(_launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
+                                   state_batch_indices, heads_per_cta, min_blocks_per_mp,
+                                   flush_impl, use_mma))
 
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
               "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE")
+_env = env_reader(_ENV_NAMES)
 
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,

@@ -74,5 +74,19 @@ def replay_commit_cute(write_pos, pending, num_accepted_tokens, state_batch_indi
     """Launch on the current torch stream; inputs validated by the torch layer."""
     if num_accepted_tokens.shape[0] == 0:
         return
-    k = compile_replay_commit(state_batch_indices is not None)
-    k.ffi(num_accepted_tokens, state_batch_indices, write_pos, pending, pad_slot_id)
+    fn = _FFI.get(state_batch_indices is not None)
+    if fn is None:
+        fn = make_launch(state_batch_indices is not None)
+    fn(num_accepted_tokens, state_batch_indices, write_pos, pending, pad_slot_id)
+
+
+#: has_idx -> the compiled function (the compile key's other part, the arch, is fixed in a process:
+#: ``common.get_arch`` is memoised)
+_FFI: dict = {}
+
+
+def make_launch(has_idx: bool):
+    """``fn(num_accepted_tokens, state_batch_indices, write_pos, pending, pad_slot_id)``: the
+    compiled commit kernel's TVM-FFI function (compiled on first use); batch must be >= 1."""
+    fn = _FFI[bool(has_idx)] = compile_replay_commit(has_idx).ffi
+    return fn

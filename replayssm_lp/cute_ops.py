@@ -43,14 +43,18 @@ def _contig_cache(cache) -> bool:
     return ok
 
 
-def _direct(module, fn, takes_memo=False):
-    """Mark an implementation whose arguments, when already contiguous, go unchanged to the
-    launcher ``cute_kernels.<module>.<fn>``: the ops' fast path (which has checked every input
-    contiguous) calls that launcher directly (``impl.direct()`` returns it). ``takes_memo``: the
-    launcher accepts ``_memo=`` (the memo of the cache's plan the op has just validated)."""
+def _fast(module):
+    """Mark an implementation whose launcher module ``cute_kernels.<module>`` offers
+    ``make_launch`` (the kernel call for one validated call signature, see e.g.
+    :func:`cute_kernels.mamba2_replay.make_launch`) and ``_ENV_NAMES`` (the environment variables
+    its launch decisions read): the ops' fast path, which has checked every input (contiguous,
+    exact shapes and dtypes), memoises that launch per signature and calls it directly
+    (``impl.fast()`` returns ``(make_launch, env_names)``)."""
     def deco(impl):
-        impl.direct = lambda: getattr(_module(module), fn)
-        impl.direct_takes_memo = takes_memo
+        def fast():
+            m = _module(module)
+            return m.make_launch, tuple(getattr(m, "_ENV_NAMES", ()))
+        impl.fast = fast
         return impl
     return deco
 
@@ -77,6 +81,7 @@ def _has(name) -> bool:
 # commit: a pointer move
 # ---------------------------------------------------------------------------------------------
 @register_cute("commit")
+@_fast("replay_commit")
 def _commit(cache, num_accepted_tokens, state_batch_indices, pad_slot_id):
     _module("replay_commit").replay_commit_cute(cache.write_pos, cache.pending, _c(num_accepted_tokens),
                                                 _c(state_batch_indices), pad_slot_id)
@@ -90,7 +95,7 @@ def _std_ok(state):
 
 
 @register_cute("mamba2_standard_decode", supports=_std_ok)
-@_direct("mamba2_standard", "mamba2_standard_decode_cute")
+@_fast("mamba2_standard")
 def _mamba2_standard(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out):
     return _module("mamba2_standard").mamba2_standard_decode_cute(
         state, _c(x), _c(dt), _c(A), _c(B), _c(C), _c(D), _c(z), _c(dt_bias), dt_softplus, _c(sbi),
@@ -102,7 +107,7 @@ def _m2_replay_ok(cache):
 
 
 @register_cute("mamba2_decode", supports=_m2_replay_ok)
-@_direct("mamba2_replay", "mamba2_replay_decode_cute", takes_memo=True)
+@_fast("mamba2_replay")
 def _mamba2_decode(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out):
     return _module("mamba2_replay").mamba2_replay_decode_cute(
         cache, _c(x), _c(dt), _c(A), _c(B), _c(C), _c(D), _c(z), _c(dt_bias), dt_softplus, _c(sbi),
@@ -122,7 +127,7 @@ def _gdn_std_ok(state):
 
 
 @register_cute("gdn_standard_decode", supports=_gdn_std_ok)
-@_direct("gdn_standard", "gdn_standard_decode_cute")
+@_fast("gdn_standard")
 def _gdn_standard(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
                   out, layout):
     return _module("gdn_standard").gdn_standard_decode_cute(
@@ -135,7 +140,7 @@ def _gdn_replay_ok(cache):
 
 
 @register_cute("gdn_decode", supports=_gdn_replay_ok)
-@_direct("gdn_replay", "gdn_replay_decode_cute", takes_memo=True)
+@_fast("gdn_replay")
 def _gdn_decode(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out):
     return _module("gdn_replay").gdn_replay_decode_cute(
         cache, _c(q), _c(k), _c(v), _c(g), _c(beta), _c(A_log), _c(a), _c(dt_bias), _c(b), scale,
@@ -151,6 +156,7 @@ def _m2_verify_ok(cache):
 
 
 @register_cute("mamba2_verify", supports=_m2_verify_ok)
+@_fast("mamba2_verify")
 def _mamba2_verify(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out):
     return _module("mamba2_verify").mamba2_verify_cute(
         cache, _c(x), _c(dt), _c(A), _c(B), _c(C), _c(D), _c(z), _c(dt_bias), dt_softplus, _c(sbi),
@@ -164,6 +170,7 @@ def _gdn_verify_ok(cache):
 
 
 @register_cute("gdn_verify", supports=_gdn_verify_ok)
+@_fast("gdn_verify")
 def _gdn_verify(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out):
     return _module("gdn_verify").gdn_verify_cute(
         cache, _c(q), _c(k), _c(v), _c(g), _c(beta), _c(A_log), _c(a), _c(dt_bias), _c(b), scale,

@@ -16,7 +16,7 @@ import torch
 
 from . import _validate as V
 from . import reference as ref
-from ._validate import getenv, plan_entry
+from ._validate import env_is_one, env_reader, plan_entry
 from .backends import resolve
 from .cache import GDNReplayCache, Mamba2ReplayCache, ReplayCache
 
@@ -26,11 +26,6 @@ __all__ = ["mamba2_decode", "mamba2_verify", "gdn_decode", "gdn_verify", "commit
 
 _ACT = (torch.float32, torch.float16, torch.bfloat16)
 _FLOAT = _ACT
-
-
-def _compiling(eager: bool) -> bool:
-    """Inside torch.compile, go through the registered custom ops (see replayssm_lp.library)."""
-    return not eager and torch.compiler.is_compiling()
 
 
 def _rows_and_slots(sbi, batch, pad_slot_id, device):
@@ -46,42 +41,64 @@ def _rows_and_slots(sbi, batch, pad_slot_id, device):
 # Fast path (host overhead per eager call; ``python -m bench.host_overhead`` measures it). Each
 # public op first tries a cheap *accept* check: one pass over the arguments' class / dtype /
 # shape / device / contiguity against facts memoised per cache (the cache's plan,
-# :func:`replayssm_lp._validate.cache_plan`) or per state layout, with the backend decision
-# memoised alongside. Anything it does not positively
-# accept -- a mismatch, an unusual but valid form (tied vLLM views, non-contiguous inputs, no
-# ``out``), the torch backend -- goes through the general path below, which validates everything
-# as before and raises the documented errors. No tensor op, no ``.item()``, no allocation.
+# :func:`replayssm_lp._validate.cache_plan`) or per state layout. Accepted calls go straight to
+# the kernel: the launch for the call's signature (compiled function, views of the stored
+# copies, the launch heuristics' choices: ``make_launch`` of the kernel module) is memoised in
+# the plan, keyed by what the signature is made of and by the raw values of the environment
+# variables the launch decisions read (re-read on every call, ~25 ns each: switches still take
+# effect at the next call). Accepted too, as the general path takes them: vLLM's tied views (dt
+# ``[.., H, P]`` and per-head ``[H, ...]`` with stride-0 trailing dims: their ``[.., H]`` /
+# ``[H]`` views are launched) and ``out=None`` (zeros allocated, as the general path does).
+# Anything the check does not positively accept -- a mismatch, an unusual but valid form
+# (non-contiguous inputs, other dtypes), the torch backend, ``REPLAYSSM_FORCE_TORCH=1`` with
+# ``backend="auto"`` -- goes through the general path below, which validates everything as
+# before and raises the documented errors. No tensor op, no ``.item()``, no allocation (given
+# ``out``): CUDA-graph capturable once every call signature has been warmed up.
 # ----------------------------------------------------------------------------------------------
 _T = torch.Tensor
 _F32, _I32 = torch.float32, torch.int32
 _MISS = object()
-_STD_MEMO = V.STD_MEMO   # (op, backend, state dtype/shape/strides/device) -> launcher or None
+#: (op, backend, state dtype/shape/contiguity/device) -> [make_launch, env reader, launches] or
+#: None (no CuTe kernel: the general path)
+_STD_MEMO = V.STD_MEMO
+_FORCE = "REPLAYSSM_FORCE_TORCH"
+_force_env = env_reader((_FORCE,))
+_is_compiling = torch.compiler.is_compiling   # the same function object: torch.compile folds it
 
 
-def _direct(backend, op, target):
-    """(launcher, takes_memo) the fast path calls for (op, backend) on ``target``: the CuTe
-    implementation's direct launcher (inputs already checked contiguous) or the implementation
-    itself; None when the general path must run (torch reference, a declined configuration, an
-    error to raise)."""
+def _compiling(eager: bool) -> bool:
+    """Inside torch.compile, go through the registered custom ops (see replayssm_lp.library)."""
+    return not eager and _is_compiling()
+
+
+def _fast_impl(op, target):
+    """``(make_launch, env_names)`` of the CuTe implementation of ``op`` for ``target`` (see
+    :func:`replayssm_lp.cute_ops._fast`), or None: no CuTe kernel (unavailable device, declined
+    configuration, no launcher) -- the general path then decides (torch, or the error of
+    ``backend="cute"``). ``REPLAYSSM_FORCE_TORCH`` is not consulted here: the fast path reads it
+    per call (so the memoised decision does not depend on it)."""
     try:
-        impl = resolve(backend, op, target)
+        impl = resolve("cute", op, target)
     except Exception:  # noqa: BLE001  (the general path raises it with its message)
         return None
-    if impl is None:
-        return None
-    direct = getattr(impl, "direct", None)
-    if direct is None:
-        return impl, False
-    return direct(), bool(getattr(impl, "direct_takes_memo", False))
+    fast = getattr(impl, "fast", None)
+    return None if fast is None else fast()
+
+
+def _envs(names):
+    """A reader of ``REPLAYSSM_FORCE_TORCH`` (first) and a launcher's environment variables."""
+    return env_reader((_FORCE,) + tuple(names))
 
 
 def _fast_call(pad_slot_id, backend) -> bool:
     """A negative int ``pad_slot_id`` and a backend that may be CuTe (the fast path's premise)."""
-    if pad_slot_id.__class__ is not int or pad_slot_id >= 0:
-        return False
-    if backend == "auto":
-        return getenv("REPLAYSSM_FORCE_TORCH") != "1"
-    return backend == "cute"
+    return (pad_slot_id.__class__ is int and pad_slot_id < 0
+            and (backend == "cute" or backend == "auto"))
+
+
+def _forced_torch(fp, backend) -> bool:
+    """``backend="auto"`` and ``REPLAYSSM_FORCE_TORCH=1`` (``fp[0]``: its raw value)."""
+    return fp[0] is not None and backend == "auto" and env_is_one(fp[0])
 
 
 def _ok(t, shape, dtype, dev):
@@ -94,6 +111,15 @@ def _ok_gate(t, shape, dev):
     """A float tensor (fp32/fp16/bf16) of exactly ``shape`` on ``dev``, contiguous."""
     return (isinstance(t, _T) and t.shape == shape and t.dtype in _FLOAT and t.device == dev
             and t.is_contiguous())
+
+
+def _gate_dt(t, shape, dev):
+    """``t.dtype`` when ``t`` is as :func:`_ok_gate` accepts, else None."""
+    if isinstance(t, _T) and t.shape == shape and t.device == dev and t.is_contiguous():
+        d = t.dtype
+        if d in _FLOAT:
+            return d
+    return None
 
 
 def _ok_rows(sbi, b, nslots, dev, out=None, shape=None, dtype=None) -> bool:
@@ -109,57 +135,90 @@ def _ok_rows(sbi, b, nslots, dev, out=None, shape=None, dtype=None) -> bool:
                            and out.device == dev and out.is_contiguous())
 
 
-def _lead(t, act, dev, n1, n2, verify, tmax):
-    """(shape, leading dims) of the first activation (x / q): ``(b,)`` for ``[b, n1, n2]``
-    (decode) or ``(b, T)`` for ``[b, T, n1, n2]`` with 1 <= T <= tmax (verify); ``act`` on
-    ``dev``, contiguous. None otherwise."""
-    if not (isinstance(t, _T) and t.dtype is act and t.device == dev and t.is_contiguous()):
-        return None
-    s = t.shape
-    if verify:
-        if len(s) != 4 or s[2] != n1 or s[3] != n2 or not 1 <= s[1] <= tmax:
-            return None
-        return s, (s[0], s[1])
-    if len(s) != 3 or s[1] != n1 or s[2] != n2:
-        return None
-    return s, (s[0],)
-
-
 def _m2_entry(cache, op, backend):
-    d = _direct(backend, op, cache)
-    if d is None:
+    f = _fast_impl(op, cache)
+    if f is None:
         return None
     H, P, N, G = cache.nheads, cache.headdim, cache.dstate, cache.ngroups
-    return (d[0], d[1], H, P, (H,), G, N, cache.act_dtype, cache.device, cache.num_slots,
-            max(cache.max_draft, 1))
+    return (f[0], _envs(f[1]), H, P, (H,), G, N, cache.act_dtype, cache.device, cache.num_slots,
+            max(cache.max_draft, 1), {})
 
 
 def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                  backend, verify, params_checked=False):
-    """Fast accept for mamba2_decode / mamba2_verify: launches and returns what the CuTe
-    implementation returns, or returns ``_MISS`` (nothing done) for the general path."""
-    if (out is None or not isinstance(cache, Mamba2ReplayCache)
-            or not _fast_call(pad_slot_id, backend)):
+    """Fast accept for mamba2_decode / mamba2_verify: launches and returns ``out``, or returns
+    ``_MISS`` (nothing done) for the general path. ``params_checked``: A, D, dt_bias were
+    accepted already (a prepared step's bound tensors). The checks are those of
+    :func:`_gate_dt`, :func:`_ok` and :func:`_ok_rows`, inlined (the
+    per-call cost is ~0.3 µs per tensor of attribute reads plus ~60 ns per Python call)."""
+    if (not isinstance(cache, Mamba2ReplayCache)
+            or pad_slot_id.__class__ is not int or pad_slot_id >= 0
+            or not (backend == "cute" or backend == "auto")):
         return _MISS
-    memo, ent = plan_entry(cache, (op, backend), _m2_entry)
+    ent = plan_entry(cache, (op, backend), _m2_entry)[1]
     if ent is None:
         return _MISS
-    fn, takes_memo, H, P, hs, G, N, act, dev, nslots, tmax = ent
-    r = _lead(x, act, dev, H, P, verify, tmax)
-    if r is None:
+    make, env, H, P, hs, G, N, act, dev, nslots, tmax, launches = ent
+    fp = env()
+    if fp[0] is not None and _forced_torch(fp, backend):
         return _MISS
-    xs, lead = r
+    # x: [b, H, P] (decode) or [b, T, H, P] with 1 <= T <= max(max_draft, 1) (verify)
+    if not (isinstance(x, _T) and x.dtype is act and x.device == dev and x.is_contiguous()):
+        return _MISS
+    xs = x.shape
+    if verify:
+        if len(xs) != 4 or xs[2] != H or xs[3] != P or not 1 <= xs[1] <= tmax:
+            return _MISS
+        lead = (xs[0], xs[1])
+    elif len(xs) != 3 or xs[1] != H or xs[2] != P:
+        return _MISS
+    else:
+        lead = (xs[0],)
+    b = lead[0]
+    # dt: a float tensor [*lead, H] (or vLLM's tied [*lead, H, P] view: its [*lead, H] view)
+    dts = lead + (H,)
+    if not (isinstance(dt, _T) and dt.shape == dts and dt.device == dev and dt.is_contiguous()):
+        dt = _tied_dt(dt, dts, P)
+        if dt is None or not (dt.device == dev and dt.is_contiguous()):
+            return _MISS
+    dtd = dt.dtype
+    if dtd not in _FLOAT:
+        return _MISS
+    if not (params_checked or _m2_params_fast(A, D, dt_bias, hs, dev)):
+        r = _tied_params(A, D, dt_bias, hs, dev)     # vLLM's expanded per-head views
+        if r is None:
+            return _MISS
+        A, D, dt_bias = r
+    # B, C: act [*lead, G, N]; z (optional), out (optional: zeros): act like x; indices: None
+    # or int32 [b]
     gn = lead + (G, N)
-    if not (_ok_gate(dt, lead + (H,), dev)
-            and (params_checked or _m2_params_fast(A, D, dt_bias, hs, dev))
-            and _ok(B, gn, act, dev) and _ok(C, gn, act, dev)
-            and (z is None or _ok(z, xs, act, dev))
-            and _ok_rows(sbi, lead[0], nslots, dev, out, xs, act)):
+    if not (isinstance(B, _T) and B.shape == gn and B.dtype is act and B.device == dev
+            and B.is_contiguous()
+            and isinstance(C, _T) and C.shape == gn and C.dtype is act and C.device == dev
+            and C.is_contiguous()):
         return _MISS
-    if takes_memo:
-        return fn(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
-                  _memo=memo)
-    return fn(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
+    if out is not None and not (isinstance(out, _T) and out.shape == xs and out.dtype is act
+                                and out.device == dev and out.is_contiguous()):
+        return _MISS
+    if z is not None and not (isinstance(z, _T) and z.shape == xs and z.dtype is act
+                              and z.device == dev and z.is_contiguous()):
+        return _MISS
+    if sbi is None:
+        if b > nslots:
+            return _MISS
+    elif not (isinstance(sbi, _T) and sbi.shape == (b,) and sbi.dtype is _I32
+              and sbi.device == dev and sbi.is_contiguous()):
+        return _MISS
+    if out is None:                                   # as the general path: zeros (pad rows)
+        out = torch.zeros(xs, dtype=act, device=dev)
+    if not b:
+        return out
+    key = (lead, dtd, D is None, z is None, dt_bias is None, dt_softplus, sbi is None, fp)
+    launch = launches.get(key)
+    if launch is None:
+        launch = launches[key] = make(cache, x, dt, B, D, z, dt_bias, dt_softplus, sbi)
+    launch(cache, x, dt, A, B, C, D, z, dt_bias, sbi, out, pad_slot_id)
+    return out
 
 
 def _m2_params_fast(A, D, dt_bias, hs, dev) -> bool:
@@ -173,75 +232,190 @@ def _m2_params_fast(A, D, dt_bias, hs, dev) -> bool:
                                      and dt_bias.is_contiguous())))
 
 
+def _untie(t, shape, k):
+    """``t[..., 0, ..., 0]`` (the last ``k`` dims, of stride 0, indexed at 0): the expanded
+    tensor's contiguous base itself when it is exactly that (same dtype, shape, start and
+    strides: ~0.2 µs), else a new view (~1.5 µs); either is the general path's view, element for
+    element and address for address."""
+    b = t._base
+    if (b is not None and b.dtype is t.dtype and b.shape == shape and b.is_contiguous()
+            and t.stride()[:-k] == b.stride() and b.data_ptr() == t.data_ptr()):
+        return b
+    return t[(Ellipsis,) + (0,) * k]
+
+
+def _tied_dt(dt, dts, P):
+    """vLLM's tied dt ``[*lead, H, P]`` (stride 0 on the last dim): its ``[*lead, H]`` view (as
+    the general path takes it); None otherwise (the general path decides, or raises)."""
+    if (isinstance(dt, _T) and dt.dim() == len(dts) + 1 and dt.shape[-1] == P
+            and dt.stride(-1) == 0 and dt.shape[:-1] == dts):
+        return _untie(dt, dts, 1)
+    return None
+
+
+def _per_head_view(t, hs, dev):
+    """A per-head parameter as :func:`replayssm_lp._validate.per_head` takes it -- ``[H]``, or
+    ``[H, ...]`` with stride-0 trailing dims (vLLM) -- when it is fp32 on ``dev`` with a
+    contiguous ``[H]`` view: that view; else None (the general path decides)."""
+    if not (isinstance(t, _T) and t.dtype is _F32 and t.device == dev):
+        return None
+    n = t.dim()
+    if n < 1 or t.shape[0] != hs[0] or any(t.stride()[1:]):
+        return None
+    v = _untie(t, hs, n - 1) if n > 1 else t
+    return v if v.is_contiguous() else None
+
+
+def _tied_params(A, D, dt_bias, hs, dev):
+    """(A, D, dt_bias) as ``[H]`` tensors through :func:`_per_head_view` (the slow form of
+    :func:`_m2_params_fast`: vLLM's expanded views); None when one is not accepted."""
+    A = _per_head_view(A, hs, dev)
+    if A is None:
+        return None
+    if D is not None:
+        D = _per_head_view(D, hs, dev)
+        if D is None:
+            return None
+    if dt_bias is not None:
+        dt_bias = _per_head_view(dt_bias, hs, dev)
+        if dt_bias is None:
+            return None
+    return A, D, dt_bias
+
+
 def _gdn_entry(cache, op, backend):
-    d = _direct(backend, op, cache)
-    if d is None:
+    f = _fast_impl(op, cache)
+    if f is None:
         return None
     H, HV = cache.H, cache.HV
-    return (d[0], d[1], H, cache.K, HV, cache.V, (HV,), cache.act_dtype, cache.device,
-            cache.num_slots, max(cache.max_draft, 1))
+    return (f[0], _envs(f[1]), H, cache.K, HV, cache.V, (HV,), cache.act_dtype, cache.device,
+            cache.num_slots, max(cache.max_draft, 1), cache.K ** -0.5, {})
 
 
-def _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev) -> bool:
-    """The gate arguments in one of the accepted forms (exactly the general path's rules)."""
+def _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev, raw_checked=False):
+    """The gate arguments in one of the accepted forms (exactly the general path's rules): their
+    dtypes as the kernel sees them (g, beta, A_log, a, dt_bias, b; the raw gates' None where g /
+    beta are given), else None. ``raw_checked``: A_log, dt_bias were accepted already (a
+    prepared step's bound tensors)."""
     if g is not None:
-        if A_log is not None or a is not None or not _ok_gate(g, bhv, dev):
-            return False
-    elif (A_log is None or a is None or not _ok_gate(A_log, hv, dev) or not _ok_gate(a, bhv, dev)
-          or (dt_bias is not None and not _ok_gate(dt_bias, hv, dev))):
-        return False
+        if A_log is not None or a is not None:
+            return None
+        gd = _gate_dt(g, bhv, dev)
+        if gd is None:
+            return None
+        ld = ad = dd = None
+    else:
+        if A_log is None or a is None:
+            return None
+        gd = None
+        if raw_checked:
+            ld, dd = A_log.dtype, None if dt_bias is None else dt_bias.dtype
+        else:
+            ld = _gate_dt(A_log, hv, dev)
+            dd = None if dt_bias is None else _gate_dt(dt_bias, hv, dev)
+            if ld is None or (dd is None and dt_bias is not None):
+                return None
+        ad = _gate_dt(a, bhv, dev)
+        if ad is None:
+            return None
     if beta is not None:
-        return b is None and _ok_gate(beta, bhv, dev)
-    return b is not None and _ok_gate(b, bhv, dev)
+        if b is not None:
+            return None
+        bd, xd = _gate_dt(beta, bhv, dev), None
+        if bd is None:
+            return None
+    else:
+        bd, xd = None, _gate_dt(b, bhv, dev)
+        if xd is None:
+            return None
+    return gd, bd, ld, ad, dd, xd
 
 
 def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
-              out, backend, verify):
-    """Fast accept for gdn_decode / gdn_verify (see :func:`_mamba2_fast`)."""
-    if (out is None or not isinstance(cache, GDNReplayCache)
-            or not (scale is None or isinstance(scale, (int, float)))
-            or not _fast_call(pad_slot_id, backend)):
+              out, backend, verify, raw_checked=False):
+    """Fast accept for gdn_decode / gdn_verify (see :func:`_mamba2_fast`; the tensor checks
+    inlined but the gates'). ``raw_checked``: see :func:`_gdn_gates_fast`."""
+    if (not isinstance(cache, GDNReplayCache)
+            or pad_slot_id.__class__ is not int or pad_slot_id >= 0
+            or not (backend == "cute" or backend == "auto")
+            or not (scale is None or isinstance(scale, (int, float)))):
         return _MISS
-    memo, ent = plan_entry(cache, (op, backend), _gdn_entry)
+    ent = plan_entry(cache, (op, backend), _gdn_entry)[1]
     if ent is None:
         return _MISS
-    fn, takes_memo, H, K, HV, Vd, hv, act, dev, nslots, tmax = ent
-    r = _lead(q, act, dev, H, K, verify, tmax)
-    if r is None:
+    make, env, H, K, HV, Vd, hv, act, dev, nslots, tmax, dscale, launches = ent
+    fp = env()
+    if fp[0] is not None and _forced_torch(fp, backend):
         return _MISS
-    qs, lead = r
+    # q, k: act [*lead, H, K] (lead: (b,) decode, (b, T) verify); v, out: act [*lead, HV, V]
+    if not (isinstance(q, _T) and q.dtype is act and q.device == dev and q.is_contiguous()):
+        return _MISS
+    qs = q.shape
+    if verify:
+        if len(qs) != 4 or qs[2] != H or qs[3] != K or not 1 <= qs[1] <= tmax:
+            return _MISS
+        lead = (qs[0], qs[1])
+    elif len(qs) != 3 or qs[1] != H or qs[2] != K:
+        return _MISS
+    else:
+        lead = (qs[0],)
+    b0 = lead[0]
     vs = lead + (HV, Vd)
-    if not (_ok(k, qs, act, dev) and _ok(v, vs, act, dev)
-            and _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, lead + (HV,), hv, dev)
-            and _ok_rows(sbi, lead[0], nslots, dev, out, vs, act)):
+    if not (isinstance(k, _T) and k.shape == qs and k.dtype is act and k.device == dev
+            and k.is_contiguous()
+            and isinstance(v, _T) and v.shape == vs and v.dtype is act and v.device == dev
+            and v.is_contiguous()):
         return _MISS
-    if takes_memo:
-        return fn(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
-                  out, _memo=memo)
-    return fn(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out)
+    if out is not None and not (isinstance(out, _T) and out.shape == vs and out.dtype is act
+                                and out.device == dev and out.is_contiguous()):
+        return _MISS
+    if sbi is None:
+        if b0 > nslots:
+            return _MISS
+    elif not (isinstance(sbi, _T) and sbi.shape == (b0,) and sbi.dtype is _I32
+              and sbi.device == dev and sbi.is_contiguous()):
+        return _MISS
+    gd = _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, lead + (HV,), hv, dev, raw_checked)
+    if gd is None:
+        return _MISS
+    if out is None:                                   # as the general path: zeros (pad rows)
+        out = torch.zeros(vs, dtype=act, device=dev)
+    if not b0:
+        return out
+    key = (lead, gd, use_l2, sbi is None, fp)
+    launch = launches.get(key)
+    if launch is None:
+        launch = launches[key] = make(cache, q, v, gd, use_l2, sbi)
+    launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, sbi, out,
+           dscale if scale is None else scale, pad_slot_id)
+    return out
 
 
 def _std_entry(op, backend, state):
-    key = (op, backend, state.dtype, state.shape, state.stride(), state.device)
-    fn = _STD_MEMO.get(key, _MISS)
-    if fn is _MISS:
-        fn = None
-        if state.dtype in _ACT:
-            d = _direct(backend, op, state)
-            fn = None if d is None else d[0]
+    """[make_launch, env reader, launches] for (op, backend) on ``state``'s dtype / shape /
+    contiguity / device, or None (no CuTe kernel); memoised in :data:`_STD_MEMO`."""
+    key = (op, backend, state.dtype, state.shape, state.is_contiguous(), state.device)
+    ent = _STD_MEMO.get(key, _MISS)
+    if ent is _MISS:
+        f = _fast_impl(op, state) if state.dtype in _ACT else None
+        ent = None if f is None else (f[0], _envs(f[1]), {})
         if len(_STD_MEMO) > 4096:
             _STD_MEMO.clear()
-        _STD_MEMO[key] = fn
-    return fn
+        _STD_MEMO[key] = ent
+    return ent
 
 
 def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                       backend):
     """Fast accept for mamba2_standard_decode (see :func:`_mamba2_fast`)."""
-    if out is None or not isinstance(state, _T) or not _fast_call(pad_slot_id, backend):
+    if not isinstance(state, _T) or not _fast_call(pad_slot_id, backend):
         return _MISS
-    fn = _std_entry("mamba2_standard_decode", backend, state)
-    if fn is None:
+    ent = _std_entry("mamba2_standard_decode", backend, state)
+    if ent is None:
+        return _MISS
+    make, env, launches = ent
+    fp = env()
+    if fp[0] is not None and _forced_torch(fp, backend):
         return _MISS
     ss = state.shape
     if len(ss) != 4:
@@ -259,23 +433,46 @@ def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pa
     bs = B.shape
     if len(bs) != 3 or bs[0] != b or bs[2] != N or bs[1] < 1 or H % bs[1]:
         return _MISS
-    if not (_ok_gate(dt, (b, H), dev) and _m2_params_fast(A, D, dt_bias, (H,), dev)
-            and _ok(C, bs, act, dev) and (z is None or _ok(z, xs, act, dev))
+    dtd = _gate_dt(dt, (b, H), dev)
+    if dtd is None:
+        dt = _tied_dt(dt, (b, H), P)                  # vLLM's tied [b, H, P] view
+        dtd = None if dt is None else _gate_dt(dt, (b, H), dev)
+        if dtd is None:
+            return _MISS
+    if not _m2_params_fast(A, D, dt_bias, (H,), dev):
+        r = _tied_params(A, D, dt_bias, (H,), dev)   # vLLM's expanded per-head views
+        if r is None:
+            return _MISS
+        A, D, dt_bias = r
+    if not (_ok(C, bs, act, dev) and (z is None or _ok(z, xs, act, dev))
             and _ok_rows(sbi, b, nslots, dev, out, xs, act)):
         return _MISS
-    return fn(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
+    if out is None:                                   # as the general path: zeros
+        out = torch.zeros(xs, dtype=act, device=dev)
+    if not b:
+        return out
+    key = (b, act, dtd, bs[1], D is None, z is None, dt_bias is None, dt_softplus, sbi is None, fp)
+    launch = launches.get(key)
+    if launch is None:
+        launch = launches[key] = make(state, x, dt, B, D, z, dt_bias, dt_softplus, sbi)
+    launch(state, x, dt, A, B, C, D, z, dt_bias, sbi, out, pad_slot_id)
+    return out
 
 
 def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi,
                        pad_slot_id, out, state_layout, backend):
     """Fast accept for gdn_standard_decode (see :func:`_mamba2_fast`)."""
-    if (out is None or not isinstance(state, _T)
+    if (not isinstance(state, _T)
             or not (state_layout == "vk" or state_layout == "kv")
             or not (scale is None or isinstance(scale, (int, float)))
             or not _fast_call(pad_slot_id, backend)):
         return _MISS
-    fn = _std_entry("gdn_standard_decode", backend, state)
-    if fn is None:
+    ent = _std_entry("gdn_standard_decode", backend, state)
+    if ent is None:
+        return _MISS
+    make, env, launches = ent
+    fp = env()
+    if fp[0] is not None and _forced_torch(fp, backend):
         return _MISS
     ss = state.shape
     if len(ss) != 4:
@@ -292,18 +489,27 @@ def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use
     if H < 1 or HV % H:
         return _MISS
     vs = (bsz, HV, Vd)
-    if not (_ok(k, qs, act, dev) and _ok(v, vs, act, dev)
-            and _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, (bsz, HV), (HV,), dev)
-            and _ok_rows(sbi, bsz, nslots, dev, out, vs, act)):
+    if not (_ok(k, qs, act, dev) and _ok(v, vs, act, dev)):
         return _MISS
-    return fn(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id, out,
-              state_layout)
+    gd = _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, (bsz, HV), (HV,), dev)
+    if gd is None or not _ok_rows(sbi, bsz, nslots, dev, out, vs, act):
+        return _MISS
+    if out is None:                                   # as the general path: zeros
+        out = torch.zeros(vs, dtype=act, device=dev)
+    if not bsz:
+        return out
+    key = (qs, act, gd, use_l2, sbi is None, state_layout, fp)
+    launch = launches.get(key)
+    if launch is None:
+        launch = launches[key] = make(state, q, v, gd, use_l2, sbi, state_layout)
+    launch(state, q, k, v, g, beta, A_log, a, dt_bias, b, sbi, out,
+           K ** -0.5 if scale is None else scale, pad_slot_id)
+    return out
 
 
 def _commit_entry(cache, op, backend):
-    d = _direct(backend, op, cache)
-    return None if d is None or cache.device.type == "cpu" else (d[0], cache.device,
-                                                                 cache.num_slots)
+    f = None if cache.device.type == "cpu" else _fast_impl(op, cache)
+    return None if f is None else (f[0], _envs(f[1]), cache.device, cache.num_slots, {})
 
 
 def _commit_fast(cache, nacc, sbi, pad_slot_id, backend):
@@ -313,14 +519,23 @@ def _commit_fast(cache, nacc, sbi, pad_slot_id, backend):
     ent = plan_entry(cache, ("commit", backend), _commit_entry)[1]
     if ent is None:
         return _MISS
-    fn, dev, nslots = ent
+    make, env, dev, nslots, launches = ent
+    fp = env()
+    if fp[0] is not None and _forced_torch(fp, backend):
+        return _MISS
     if not (isinstance(nacc, _T) and nacc.dtype is _I32 and nacc.device == dev
             and nacc.is_contiguous()):
         return _MISS
     ns = nacc.shape
     if len(ns) != 1 or not _ok_rows(sbi, ns[0], nslots, dev):
         return _MISS
-    return fn(cache, nacc, sbi, pad_slot_id)
+    if ns[0]:
+        key = (sbi is None, fp)
+        launch = launches.get(key)
+        if launch is None:
+            launch = launches[key] = make(sbi is not None)
+        launch(nacc, sbi, cache.write_pos, cache.pending, pad_slot_id)
+    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -351,7 +566,7 @@ class PreparedMamba2Decode:
         self._fast = _m2_params_fast(self.A, self.D, self.dt_bias, (H,), dev)
 
     def __call__(self, x, dt, B, C, z=None, state_batch_indices=None, out=None):
-        if self._fast:
+        if self._fast and not _is_compiling():
             r = _mamba2_fast("mamba2_decode", self.cache, x, dt, self.A, B, C, self.D, z,
                              self.dt_bias, self.dt_softplus, state_batch_indices,
                              self.pad_slot_id, out, self.backend, False, True)
@@ -377,7 +592,8 @@ class PreparedGDNDecode:
     out=None) -> out``: one :func:`gdn_decode` on the bound cache and per-layer arguments (see
     :func:`prepare_gdn_decode`)."""
 
-    __slots__ = ("cache", "A_log", "dt_bias", "scale", "use_l2", "pad_slot_id", "backend")
+    __slots__ = ("cache", "A_log", "dt_bias", "scale", "use_l2", "pad_slot_id", "backend",
+                 "_raw_ok")
 
     def __init__(self, cache, A_log=None, dt_bias=None, scale=None, use_qk_l2norm_in_kernel=True,
                  pad_slot_id=-1, backend="auto"):
@@ -392,16 +608,21 @@ class PreparedGDNDecode:
         V.backend(backend)
         self.cache, self.A_log, self.dt_bias, self.scale = cache, A_log, dt_bias, scale
         self.use_l2, self.pad_slot_id, self.backend = use_qk_l2norm_in_kernel, pad_slot_id, backend
+        # the bound raw-gate tensors in the form the fast path accepts (contiguous): not
+        # re-checked per call
+        self._raw_ok = (A_log is not None and _ok_gate(A_log, (HV,), dev)
+                        and (dt_bias is None or _ok_gate(dt_bias, (HV,), dev)))
 
     def __call__(self, q, k, v, g=None, beta=None, *, a=None, b=None, state_batch_indices=None,
                  out=None):
         # raw gates use the bound A_log / dt_bias; a given g uses neither
         A_log, dt_bias = (None, None) if g is not None else (self.A_log, self.dt_bias)
-        r = _gdn_fast("gdn_decode", self.cache, q, k, v, g, beta, A_log, a, dt_bias, b,
-                      self.scale, self.use_l2, state_batch_indices, self.pad_slot_id, out,
-                      self.backend, False)
-        if r is not _MISS:
-            return r
+        if not _is_compiling():
+            r = _gdn_fast("gdn_decode", self.cache, q, k, v, g, beta, A_log, a, dt_bias, b,
+                          self.scale, self.use_l2, state_batch_indices, self.pad_slot_id, out,
+                          self.backend, False, self._raw_ok)
+            if r is not _MISS:
+                return r
         return gdn_decode(self.cache, q, k, v, g, beta, A_log=A_log, a=a, dt_bias=dt_bias, b=b,
                           scale=self.scale, use_qk_l2norm_in_kernel=self.use_l2,
                           state_batch_indices=state_batch_indices, pad_slot_id=self.pad_slot_id,
@@ -484,7 +705,7 @@ def mamba2_decode(cache: Mamba2ReplayCache, x, dt, A, B, C, D=None, z=None, dt_b
     """One decode token per row. x, z, out [batch, nheads, headdim]; dt [batch, nheads];
     A, D, dt_bias [nheads] fp32; B, C [batch, ngroups, dstate]. Non-flush rows read the read copy
     and write only ``out`` and their buffer entry; rows whose buffer is full flush first."""
-    if _compiling(_eager):
+    if not _eager and _is_compiling():
         return _lib_mamba2(cache, False, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                            state_batch_indices, pad_slot_id, out, backend)
     done = _mamba2_fast("mamba2_decode", cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -501,7 +722,7 @@ def mamba2_verify(cache: Mamba2ReplayCache, x, dt, A, B, C, D=None, z=None, dt_b
     """Speculative verify of T inputs per row: x [batch, T, nheads, headdim], dt [batch, T, nheads],
     B, C [batch, T, ngroups, dstate]. Outputs of all T by output-only evaluation; the inputs stay
     pending in the ring until :func:`commit` keeps the accepted prefix."""
-    if _compiling(_eager):
+    if not _eager and _is_compiling():
         return _lib_mamba2(cache, True, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                            state_batch_indices, pad_slot_id, out, backend)
     done = _mamba2_fast("mamba2_verify", cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -577,7 +798,7 @@ def gdn_decode(cache: GDNReplayCache, q, k, v, g=None, beta=None, *, A_log=None,
                state_batch_indices=None, pad_slot_id=-1, out=None, backend="auto", _eager=False):
     """One GDN decode token per row: q, k [batch, H, K]; v [batch, HV, V]; either g, beta
     [batch, HV] or raw A_log [HV], a [batch, HV], dt_bias [HV], b [batch, HV]. Returns o [batch, HV, V]."""
-    if _compiling(_eager):
+    if not _eager and _is_compiling():
         return _lib_gdn(cache, False, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
                         use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend)
     done = _gdn_fast("gdn_decode", cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
@@ -592,7 +813,7 @@ def gdn_verify(cache: GDNReplayCache, q, k, v, g=None, beta=None, *, A_log=None,
                dt_bias=None, b=None, scale=None, use_qk_l2norm_in_kernel=True,
                state_batch_indices=None, pad_slot_id=-1, out=None, backend="auto", _eager=False):
     """Speculative verify of T GDN inputs per row ([batch, T, ...] inputs); see :func:`commit`."""
-    if _compiling(_eager):
+    if not _eager and _is_compiling():
         return _lib_gdn(cache, True, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
                         use_qk_l2norm_in_kernel, state_batch_indices, pad_slot_id, out, backend)
     done = _gdn_fast("gdn_verify", cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
@@ -615,7 +836,7 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
     """Keep the first ``num_accepted_tokens[i]`` (int32 [batch], 0..T) of the inputs the last verify
     appended for row i: ``write_pos += n``. Rejected entries are simply overwritten later. Values
     outside [0, pending] are clamped on the device (checked and refused for CPU tensors)."""
-    if _compiling(_eager):
+    if not _eager and _is_compiling():
         from .library import cache_tensors
         torch.ops.replayssm.commit(cache.handle, num_accepted_tokens, state_batch_indices,
                                    pad_slot_id, cache_tensors(cache), backend)
@@ -657,7 +878,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
                            _eager=False):
     """Standard Mamba-2 decode (``selective_state_update``): reads and writes ``state
     [num_slots, nheads, headdim, dstate]`` (fp32/fp16/bf16) in place every step."""
-    if _compiling(_eager):
+    if not _eager and _is_compiling():
         if out is None:
             out = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
         torch.ops.replayssm.mamba2_standard_decode(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -705,7 +926,7 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
                         pad_slot_id=-1, out=None, state_layout="vk", backend="auto", _eager=False):
     """Standard GDN decode, in place on ``state [num_slots, HV, V, K]`` (``state_layout="vk"``) or
     ``[num_slots, HV, K, V]`` (``"kv"``, FLA / vLLM Triton layout); fp32/fp16/bf16 state."""
-    if _compiling(_eager):
+    if not _eager and _is_compiling():
         if out is None:
             out = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
         torch.ops.replayssm.gdn_standard_decode(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale,

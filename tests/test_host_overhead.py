@@ -308,3 +308,217 @@ def test_python_part_is_cheap():
     res = json.loads(r.stdout.strip().splitlines()[-1])
     for name, us in res.items():
         assert us < 60, (name, us, res)
+
+
+# ---- the fast path memoises the launch per call signature (and re-reads the env per call) ----
+def test_public_op_memoises_the_launch_and_rereads_env(cute_on_meta, monkeypatch):
+    rec = cute_on_meta
+    c = _m2_cache()
+    a = _m2_args()
+    for _ in range(3):
+        R.mamba2_decode(c, **a, backend="cute")
+    assert len(rec.compiles) == 1 and len(rec.calls) == 3
+    assert rec.calls[0][10] is rec.calls[2][10]               # memoised stored-copy view
+    # a launch-decision switch takes effect at the next call (new signature -> new compile)
+    monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "2")
+    R.mamba2_decode(c, **a, backend="cute")
+    assert len(rec.compiles) == 2 and rec.compiles[-1][0][13] == 2 and len(rec.calls) == 4
+    monkeypatch.delenv("REPLAYSSM_M2_HEADS_PER_CTA")
+    R.mamba2_decode(c, **a, backend="cute")
+    assert rec.compiles[-1][0][13] != 2 or len(rec.compiles) == 2
+    # REPLAYSSM_FORCE_TORCH=1 is honoured per call by backend="auto" (the fast path declines)
+    n = len(rec.calls)
+    R.mamba2_decode(c, **a)                                   # auto: fast path
+    assert len(rec.calls) == n + 1
+    monkeypatch.setenv("REPLAYSSM_FORCE_TORCH", "1")
+    assert ops._mamba2_fast("mamba2_decode", c, a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"],
+                            None, a["dt_bias"], True, a["state_batch_indices"], -1, a["out"],
+                            "auto", False) is ops._MISS
+    assert backends.resolve("auto", "mamba2_decode", c) is None
+    R.mamba2_decode(c, **a, backend="cute")                   # cute ignores the switch
+    assert len(rec.calls) == n + 2
+    monkeypatch.delenv("REPLAYSSM_FORCE_TORCH")
+    R.mamba2_decode(c, **a)
+    assert len(rec.calls) == n + 3
+    # batch 0: nothing launched, out returned
+    e = _m2_args(b=0)
+    assert R.mamba2_decode(c, **e, backend="cute") is e["out"] and len(rec.calls) == n + 3
+
+
+def test_fast_path_rebuilds_after_a_cache_tensor_is_replaced(cute_on_meta):
+    rec = cute_on_meta
+    c = _m2_cache()
+    a = _m2_args()
+    step = ops.prepare_mamba2_decode(c, a["A"], a["D"], a["dt_bias"])
+    step(a["x"], a["dt"], a["B"], a["C"], None, a["state_batch_indices"], a["out"])
+    view = rec.calls[-1][10]
+    c.hi.data = c.hi.data.clone()                             # reallocated stored copy
+    c.write_pos = torch.zeros_like(c.write_pos)
+    step(a["x"], a["dt"], a["B"], a["C"], None, a["state_batch_indices"], a["out"])
+    assert rec.calls[-1][10] is not view and rec.calls[-1][20] is c.write_pos
+    R.mamba2_decode(c, **a, backend="cute")
+    assert rec.calls[-1][10] is rec.calls[-2][10]
+
+
+def _recorder_compile(calls, compiles, meta):
+    def compile(*a, **k):
+        compiles.append((a, k))
+        return types.SimpleNamespace(ffi=lambda *args: calls.append(args), meta=meta)
+    return compile
+
+
+def test_verify_and_commit_fast_paths(cute_on_meta, monkeypatch):
+    import cute_kernels.mamba2_verify as MV
+    import cute_kernels.replay_commit as RC
+    calls, compiles = [], []
+    monkeypatch.setattr(MV, "compile_mamba2_verify",
+                        _recorder_compile(calls, compiles, {"op": types.SimpleNamespace(any_sr=True)}))
+    monkeypatch.setattr(RC, "compile_replay_commit",
+                        _recorder_compile(calls, compiles, {}))
+    monkeypatch.setattr(RC, "_FFI", {})
+    c = _m2_cache()
+    b, T = 3, 2
+    e = lambda *s, dtype=torch.float32: torch.empty(*s, dtype=dtype, device=META)  # noqa: E731
+    bf = torch.bfloat16
+    mk = lambda T: dict(x=e(b, T, H, P, dtype=bf), dt=e(b, T, H), A=e(H),  # noqa: E731
+                        B=e(b, T, G, N, dtype=bf), C=e(b, T, G, N, dtype=bf), D=e(H),
+                        dt_bias=e(H), out=e(b, T, H, P, dtype=bf),
+                        state_batch_indices=torch.zeros(b, dtype=torch.int32, device=META))
+    kw = mk(T)
+    for _ in range(2):
+        R.mamba2_verify(c, **kw, backend="cute")
+    assert len(compiles) == 1 and len(calls) == 2 and calls[-1][0] is kw["x"]
+    assert calls[-1][20] is c.write_pos and compiles[0][0][9] == T       # T baked in
+    with pytest.raises(ValueError, match="max_draft"):                    # T > max_draft
+        R.mamba2_verify(c, **mk(3), backend="cute")
+    assert len(calls) == 2
+    nacc = torch.zeros(b, dtype=torch.int32, device=META)
+    ops.commit(c, nacc, kw["state_batch_indices"], backend="cute")
+    assert calls[-1] == (nacc, kw["state_batch_indices"], c.write_pos, c.pending, -1)
+    ops.commit(c, nacc[:0], kw["state_batch_indices"][:0], backend="cute")   # batch 0: no launch
+    assert len(calls) == 3
+    with pytest.raises(TypeError, match="num_accepted_tokens must have dtype"):
+        ops.commit(c, nacc.to(torch.int64), backend="cute")
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("field,bad,match", [
+    ("q", torch.empty(2, 2, 127, dtype=torch.bfloat16, device=META), "q must have shape"),
+    ("k", torch.empty(2, 2, 128, dtype=torch.float16, device=META), "k must have dtype"),
+    ("v", torch.empty(2, 4, 128, dtype=torch.bfloat16), "v must be on meta"),
+    ("a", torch.empty(2, 5, dtype=torch.bfloat16, device=META), "a must have shape"),
+    ("b", torch.empty(2, 4, dtype=torch.int32, device=META), "b must have dtype"),
+    ("g", torch.empty(2, 4, device=META), "give either g"),
+    ("state_batch_indices", torch.zeros(2, dtype=torch.int64, device=META), "must have dtype"),
+    ("out", torch.empty(2, 4, 127, dtype=torch.bfloat16, device=META), "out must have shape"),
+    ("scale", "x", "scale must be a float"),
+])
+def test_gdn_fast_path_rejects_what_the_general_path_rejects(monkeypatch, field, bad, match):
+    import cute_kernels.gdn_replay as GR
+    calls, compiles = [], []
+    real = backends.cute_unavailable_reason
+    monkeypatch.setattr(backends, "cute_unavailable_reason",
+                        lambda d: backends._load_kernel_modules() if d.type == "meta" else real(d))
+    monkeypatch.setattr(GR, "compile_gdn_replay", _recorder_compile(calls, compiles,
+                                                                    {"any_sr": True}))
+    backends.clear_memo()
+    try:
+        c = R.GDNReplayCache(4, 2, 4, 128, 128, precision="nvfp4/fp16sr", buffer_len=4,
+                             act_dtype=torch.bfloat16, device="meta")
+        e = lambda *s, dtype=torch.bfloat16: torch.empty(*s, dtype=dtype, device=META)  # noqa: E731
+        kw = dict(q=e(2, 2, 128), k=e(2, 2, 128), v=e(2, 4, 128), A_log=e(4, dtype=torch.float32),
+                  a=e(2, 4), dt_bias=e(4, dtype=torch.float32), b=e(2, 4),
+                  state_batch_indices=torch.zeros(2, dtype=torch.int32, device=META),
+                  out=e(2, 4, 128), backend="cute")
+        R.gdn_decode(c, **kw)
+        step = ops.prepare_gdn_decode(c, kw["A_log"], kw["dt_bias"], backend="cute")
+        step(kw["q"], kw["k"], kw["v"], a=kw["a"], b=kw["b"],
+             state_batch_indices=kw["state_batch_indices"], out=kw["out"])
+        assert len(compiles) == 1 and len(calls) == 2 and calls[-1][18] is kw["q"]
+        n = len(calls)
+        kw[field] = bad
+        with pytest.raises((ValueError, TypeError), match=match):
+            R.gdn_decode(c, **kw)
+        if field not in ("scale",):
+            per = {k: kw[k] for k in ("a", "b", "state_batch_indices", "out")}
+            if field == "g":
+                per["g"] = bad
+            with pytest.raises((ValueError, TypeError), match=match):
+                step(kw["q"], kw["k"], kw["v"], **per)
+        assert len(calls) == n
+    finally:
+        monkeypatch.undo()
+        backends.clear_memo()
+
+
+def test_standard_ops_fast_path(cute_on_meta, monkeypatch):
+    import cute_kernels.gdn_standard as GS
+    import cute_kernels.mamba2_standard as MS
+    calls, compiles = [], []
+    monkeypatch.setattr(MS, "compile_mamba2_standard", lambda **kw: (
+        compiles.append(kw), types.SimpleNamespace(ffi=lambda *a: calls.append(a)))[1])
+    monkeypatch.setattr(GS, "compile_gdn_standard", lambda *a, **kw: (
+        compiles.append(a), types.SimpleNamespace(ffi=lambda *x: calls.append(x)))[1])
+    monkeypatch.setattr(MS, "_LAUNCH", {})
+    monkeypatch.setattr(GS, "_LAUNCH", {})
+    a = _m2_args()
+    state = torch.empty(6, H, P, N, device=META)
+    for _ in range(2):
+        R.mamba2_standard_decode(state, **a, backend="cute")
+    assert len(compiles) == 1 and len(calls) == 2 and calls[-1][0] is state
+    assert ops._m2_standard_fast(state, a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], None,
+                                 a["dt_bias"], True, a["state_batch_indices"], -1, a["out"],
+                                 "cute") is a["out"] and len(calls) == 3 and not MS._LAUNCH
+    with pytest.raises(ValueError, match="C must have shape"):
+        R.mamba2_standard_decode(state, **dict(a, C=a["B"][:, :1]), backend="cute")
+    gs = torch.empty(4, 4, 128, 128, device=META)
+    e = lambda *s, dtype=torch.bfloat16: torch.empty(*s, dtype=dtype, device=META)  # noqa: E731
+    g, beta = e(2, 4, dtype=torch.float32), e(2, 4, dtype=torch.float32)
+    q, k, v, o = e(2, 2, 128), e(2, 2, 128), e(2, 4, 128), e(2, 4, 128)
+    for layout in ("vk", "kv", "vk"):
+        R.gdn_standard_decode(gs, q, k, v, g, beta, out=o, state_layout=layout, backend="cute")
+    assert len(compiles) == 3 and len(calls) == 6 and not GS._LAUNCH
+    assert calls[-1][:6] == (gs, q, k, v, g, beta) and calls[-1][-2:] == (128 ** -0.5, -1)
+    with pytest.raises(ValueError, match="state_layout"):
+        R.gdn_standard_decode(gs, q, k, v, g, beta, out=o, state_layout="xx", backend="cute")
+    assert len(calls) == 6
+
+
+def test_fast_path_takes_tied_views_and_no_out(cute_on_meta):
+    """vLLM's tied dt / per-head views and out=None go through the fast path, launched exactly
+    as the general path would launch them ([H] / [b, H] views; zeros for out)."""
+    rec = cute_on_meta
+    c = _m2_cache()
+    a = _m2_args()
+    tied = dict(a, A=a["A"][:, None, None].expand(H, P, N), D=a["D"][:, None].expand(H, P),
+                dt_bias=a["dt_bias"][:, None].expand(H, P), dt=a["dt"][..., None].expand(3, H, P))
+    assert ops._mamba2_fast("mamba2_decode", c, tied["x"], tied["dt"], tied["A"], tied["B"],
+                            tied["C"], tied["D"], None, tied["dt_bias"], True,
+                            tied["state_batch_indices"], -1, tied["out"], "cute",
+                            False) is tied["out"]
+    fast = rec.calls[-1]
+    for i, name in ((1, "dt"), (2, "A"), (5, "D"), (7, "dt_bias")):
+        assert fast[i].shape == a[name].shape and fast[i].is_contiguous(), name
+        assert fast[i] is a[name], name                  # the expanded views' own base
+    # a tied view whose base is not the [H] tensor itself: a fresh [H] view of it
+    big = torch.empty(H + 4, device=META)
+    A2 = big[4:][:, None, None].expand(H, P, N)
+    ops._mamba2_fast("mamba2_decode", c, tied["x"], tied["dt"], A2, tied["B"], tied["C"], None,
+                     None, None, True, None, -1, tied["out"], "cute", False)
+    assert rec.calls[-1][2]._base is big and rec.calls[-1][2].shape == (H,)
+    assert rec.calls[-1][2].storage_offset() == 4
+    A3 = torch.empty(2 * H, device=META)[::2][:, None, None].expand(H, P, N)   # strided: general
+    assert ops._mamba2_fast("mamba2_decode", c, tied["x"], tied["dt"], A3, tied["B"], tied["C"],
+                            None, None, None, True, None, -1, tied["out"], "cute",
+                            False) is ops._MISS
+    # the general path (a tied dt with stride != 0 on the last dim is its error)
+    with pytest.raises(ValueError, match="stride 0 on headdim"):
+        R.mamba2_decode(c, **dict(tied, dt=torch.empty(3, H, P, device=META)), backend="cute")
+    n = len(rec.calls)
+    out = R.mamba2_decode(c, **dict(tied, out=None), backend="cute")
+    assert len(rec.calls) == n + 1 and rec.calls[-1][9] is out
+    assert out.shape == (3, H, P) and out.dtype == torch.bfloat16
+    # prepared steps: out=None too
+    step = ops.prepare_mamba2_decode(c, tied["A"], tied["D"], tied["dt_bias"])
+    o2 = step(a["x"], a["dt"], a["B"], a["C"], None, a["state_batch_indices"])
+    assert len(rec.calls) == n + 2 and rec.calls[-1][9] is o2 and rec.calls[-1][2]._base is a["A"]
