@@ -183,8 +183,14 @@ print(json.dumps([replay_commit._CACHE.disk_hits, replay_commit._CACHE.disk_stor
 """
 
 
+def _pythonpath() -> str:
+    """The repository first, then the caller's PYTHONPATH (on the GPU machine the CuTe DSL bundle
+    is only importable through it)."""
+    return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+
+
 def test_concurrent_processes_compile_a_missing_entry_once(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUTE_DSL_ARCH="sm_90a")
+    env = dict(os.environ, PYTHONPATH=_pythonpath(), CUTE_DSL_ARCH="sm_90a")
     env[common.KERNEL_CACHE_DIR_ENV] = str(tmp_path)
     procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT], env=env, cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -255,7 +261,7 @@ print(json.dumps({"hits": m2r._CACHE.disk_hits + gr._CACHE.disk_hits,
 @requires_sm90
 def test_loaded_kernels_compute_what_fresh_ones_do(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "CUTE_DSL_ARCH"}  # the real device's arch
-    env.update(PYTHONPATH=str(REPO), **{common.KERNEL_CACHE_DIR_ENV: str(tmp_path / "kernels")})
+    env.update(PYTHONPATH=_pythonpath(), **{common.KERNEL_CACHE_DIR_ENV: str(tmp_path / "kernels")})
     runs = []
     for name, mode in (("fresh", "compile"), ("loaded", "forbid-compiles")):
         out = tmp_path / f"{name}.pt"
