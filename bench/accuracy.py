@@ -86,6 +86,7 @@ from replayssm_lp import reference as ref
 from replayssm_lp.backends import cute_unavailable_reason, resolve
 from replayssm_lp.pairs import precision_pairs
 
+from .plotting import save_figure
 from .traffic import SHAPES
 
 __all__ = ["register", "run_accuracy", "StudyConfig", "SMALL_DIMS", "REAL_DEFAULT_SHAPE",
@@ -900,7 +901,7 @@ def plots(res: Dict, out_dir: str) -> List[str]:
         axes[0][-1].legend(fontsize=7, ncol=1, loc="center left", bbox_to_anchor=(1.01, 0.5))
         fig.tight_layout()
         p = os.path.join(out_dir, fname)
-        fig.savefig(p, dpi=110, bbox_inches="tight")
+        save_figure(fig, p, bbox_inches="tight")
         plt.close(fig)
         files.append(p)
     return files

@@ -36,6 +36,7 @@ from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, ops, parse_pair
 from replayssm_lp.backends import resolve
 from replayssm_lp.snapshot import gdn_snapshot_verify, mamba2_snapshot_verify
 
+from .plotting import save_figure
 from . import timing, traffic, warmup
 from .timing import DeadlineProgress, DeadlineReached, L2_BYTES, pool_rotation, progress
 
@@ -406,7 +407,7 @@ def plot(cells: List[Dict], out_dir: str) -> List[str]:
         fig.suptitle(f"{layer}: speculative verify (+ commit), natural flush mix")
         fig.tight_layout()
         p = os.path.join(out_dir, f"spec_{layer}.png")
-        fig.savefig(p, dpi=110)
+        save_figure(fig, p)
         plt.close(fig)
         paths.append(p)
     return paths

@@ -20,6 +20,7 @@ import torch
 from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, parse_pair
 from replayssm_lp import ops
 
+from .plotting import save_figure
 from . import traffic, warmup
 from .timing import (DeadlineProgress, DeadlineReached, copy_bandwidth_gbs, graph_time_us,
                      pool_rotation, progress)
@@ -278,7 +279,7 @@ def plot(cells: List[Dict], out_dir: str) -> List[str]:
             fig.suptitle(f"{shape}, L={L}, bf16 activations, H200")
             p = os.path.join(out_dir, f"sweep_{shape}_L{L}.png")
             fig.tight_layout()
-            fig.savefig(p, dpi=110)
+            save_figure(fig, p)
             plt.close(fig)
             paths.append(p)
     return paths
