@@ -2596,14 +2596,10 @@ def _launcher(fn, any_sr, split, views):
 
     def launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
                pad_slot_id):
-        if g is not None:
-            A_log = a = dt_bias = None
-        if beta is not None:
-            b = None
         fn(hw, hs, hg, lw, ls, lg, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
            cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
            cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-           cache.seed if any_sr else None, q, k, v, g, beta, A_log, a, dt_bias, b,
+           cache.seed if any_sr else None, q, k, v, *launch_gates(g, beta, A_log, a, dt_bias, b),
            state_batch_indices, out, float(scale), int(pad_slot_id))
 
     return launch

@@ -739,10 +739,7 @@ def gdn_standard_decode_cute(state, q, k, v, g=None, beta=None, A_log=None, a=No
         return out
     if scale is None:
         scale = K ** -0.5
-    if g is not None:
-        A_log = a = dt_bias = None
-    if beta is not None:
-        b = None
+    g, beta, A_log, a, dt_bias, b = launch_gates(g, beta, A_log, a, dt_bias, b)
     fast_key = (state.dtype, q.dtype, state_layout, H, HV, K, Vd, _dt(g), _dt(beta), _dt(A_log),
                 _dt(a), _dt(dt_bias), _dt(b), bool(use_qk_l2norm), state_batch_indices is None,
                 batch if block_v is None else -block_v, num_threads)
@@ -786,11 +783,7 @@ def make_launch(state, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, st
 
     def launch(state, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
                pad_slot_id):
-        if g is not None:
-            A_log = a = dt_bias = None
-        if beta is not None:
-            b = None
-        fn(state, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out,
+        fn(state, q, k, v, *launch_gates(g, beta, A_log, a, dt_bias, b), state_batch_indices, out,
            float(scale), int(pad_slot_id))
 
     return launch

@@ -300,7 +300,14 @@ def plan_entry(cache, key, make):
     memo = p.memo
     ent = memo.get(key, memo)
     if ent is memo:
+        gen = _GEN[0]
         ent = memo[key] = make(cache, *key)
+        if _GEN[0] != gen:
+            # the kernels registered while ``make`` decided (a process's first CuTe call): that
+            # outdated this plan, so decide again on a fresh one instead of rebuilding next call
+            p = CachePlan(cache)
+            memo = p.memo
+            ent = memo[key] = make(cache, *key)
     return memo, ent
 
 
