@@ -684,12 +684,20 @@ def _lib_mamba2(cache, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, 
     return out
 
 
+def _fp32_params(*ts):
+    """Per-head parameters (A, D, dt_bias) as the CuTe kernels take them: fp32 (a bf16 / fp16
+    ``dt_bias``, as vLLM's Mamba-2 mixers hold it, is converted exactly; the reference computes in
+    fp32 anyway)."""
+    return tuple(t if t is None or t.dtype is _F32 else t.float() for t in ts)
+
+
 def _mamba2_step(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                  backend, T):
     dt, A, D, dt_bias, out = _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id,
                                            out, backend, T)
     impl = resolve(backend, op, cache)
     if impl is not None:
+        A, D, dt_bias = _fp32_params(A, D, dt_bias)
         return impl(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
     unsq = (lambda t: t if t is None else t.unsqueeze(1)) if T is None else (lambda t: t)
     xs, dts, Bs, Cs, zs = map(unsq, (x, dt, B, C, z))
@@ -915,6 +923,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     V.backend(backend)
     impl = resolve(backend, "mamba2_standard_decode", state)
     if impl is not None:
+        A, D, dt_bias = _fp32_params(A, D, dt_bias)
         return impl(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_batch_indices,
                     pad_slot_id, out)
     rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev)
