@@ -713,8 +713,9 @@ def mamba2_decode(cache: Mamba2ReplayCache, x, dt, A, B, C, D=None, z=None, dt_b
                   dt_softplus=True, state_batch_indices=None, pad_slot_id=-1, out=None,
                   backend="auto", _eager=False):
     """One decode token per row. x, z, out [batch, nheads, headdim]; dt [batch, nheads];
-    A, D, dt_bias [nheads] fp32; B, C [batch, ngroups, dstate]. Non-flush rows read the read copy
-    and write only ``out`` and their buffer entry; rows whose buffer is full flush first."""
+    A, D, dt_bias [nheads] (fp32; other float dtypes are converted for the kernels); B, C
+    [batch, ngroups, dstate]. Non-flush rows read the read copy and write only ``out`` and their
+    buffer entry; rows whose buffer is full flush first."""
     if not _eager and _is_compiling():
         return _lib_mamba2(cache, False, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                            state_batch_indices, pad_slot_id, out, backend)
