@@ -163,17 +163,10 @@ def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
     if fp[0] is not None and _forced_torch(fp, backend):
         return _MISS
     # x: [b, H, P] (decode) or [b, T, H, P] with 1 <= T <= max(max_draft, 1) (verify)
-    if not (isinstance(x, _T) and x.dtype is act and x.device == dev and x.is_contiguous()):
+    lead = _lead_of(x, act, dev, H, P, verify, tmax)
+    if lead is None:
         return _MISS
     xs = x.shape
-    if verify:
-        if len(xs) != 4 or xs[2] != H or xs[3] != P or not 1 <= xs[1] <= tmax:
-            return _MISS
-        lead = (xs[0], xs[1])
-    elif len(xs) != 3 or xs[1] != H or xs[2] != P:
-        return _MISS
-    else:
-        lead = (xs[0],)
     b = lead[0]
     # dt: a float tensor [*lead, H] (or vLLM's tied [*lead, H, P] view: its [*lead, H] view)
     dts = lead + (H,)
@@ -331,6 +324,22 @@ def _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev, raw_checked=Fal
     return gd, bd, ld, ad, dd, xd
 
 
+def _lead_of(t, act, dev, d1: int, d2: int, verify: bool, tmax: int):
+    """The leading dims of a fast-path activation: ``(b,)`` for a decode ``[b, d1, d2]``, ``(b, T)``
+    for a verify ``[b, T, d1, d2]`` with 1 <= T <= tmax; None when ``t`` is anything else (wrong
+    dtype / device / layout: the general path then validates and explains)."""
+    if not (isinstance(t, _T) and t.dtype is act and t.device == dev and t.is_contiguous()):
+        return None
+    s = t.shape
+    if verify:
+        if len(s) != 4 or s[2] != d1 or s[3] != d2 or not 1 <= s[1] <= tmax:
+            return None
+        return (s[0], s[1])
+    if len(s) != 3 or s[1] != d1 or s[2] != d2:
+        return None
+    return (s[0],)
+
+
 def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
               out, backend, verify, raw_checked=False):
     """Fast accept for gdn_decode / gdn_verify (see :func:`_mamba2_fast`; the tensor checks
@@ -348,17 +357,10 @@ def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, 
     if fp[0] is not None and _forced_torch(fp, backend):
         return _MISS
     # q, k: act [*lead, H, K] (lead: (b,) decode, (b, T) verify); v, out: act [*lead, HV, V]
-    if not (isinstance(q, _T) and q.dtype is act and q.device == dev and q.is_contiguous()):
+    lead = _lead_of(q, act, dev, H, K, verify, tmax)
+    if lead is None:
         return _MISS
     qs = q.shape
-    if verify:
-        if len(qs) != 4 or qs[2] != H or qs[3] != K or not 1 <= qs[1] <= tmax:
-            return _MISS
-        lead = (qs[0], qs[1])
-    elif len(qs) != 3 or qs[1] != H or qs[2] != K:
-        return _MISS
-    else:
-        lead = (qs[0],)
     b0 = lead[0]
     vs = lead + (HV, Vd)
     if not (isinstance(k, _T) and k.shape == qs and k.dtype is act and k.device == dev
@@ -682,12 +684,20 @@ def _lib_mamba2(cache, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, 
     return out
 
 
+def _fp32_params(*ts):
+    """Per-head parameters (A, D, dt_bias) as the CuTe kernels take them: fp32 (a bf16 / fp16
+    ``dt_bias``, as vLLM's Mamba-2 mixers hold it, is converted exactly; the reference computes in
+    fp32 anyway)."""
+    return tuple(t if t is None or t.dtype is _F32 else t.float() for t in ts)
+
+
 def _mamba2_step(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                  backend, T):
     dt, A, D, dt_bias, out = _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id,
                                            out, backend, T)
     impl = resolve(backend, op, cache)
     if impl is not None:
+        A, D, dt_bias = _fp32_params(A, D, dt_bias)
         return impl(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
     unsq = (lambda t: t if t is None else t.unsqueeze(1)) if T is None else (lambda t: t)
     xs, dts, Bs, Cs, zs = map(unsq, (x, dt, B, C, z))
@@ -703,8 +713,9 @@ def mamba2_decode(cache: Mamba2ReplayCache, x, dt, A, B, C, D=None, z=None, dt_b
                   dt_softplus=True, state_batch_indices=None, pad_slot_id=-1, out=None,
                   backend="auto", _eager=False):
     """One decode token per row. x, z, out [batch, nheads, headdim]; dt [batch, nheads];
-    A, D, dt_bias [nheads] fp32; B, C [batch, ngroups, dstate]. Non-flush rows read the read copy
-    and write only ``out`` and their buffer entry; rows whose buffer is full flush first."""
+    A, D, dt_bias [nheads] (fp32; other float dtypes are converted for the kernels); B, C
+    [batch, ngroups, dstate]. Non-flush rows read the read copy and write only ``out`` and their
+    buffer entry; rows whose buffer is full flush first."""
     if not _eager and _is_compiling():
         return _lib_mamba2(cache, False, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
                            state_batch_indices, pad_slot_id, out, backend)
@@ -913,6 +924,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     V.backend(backend)
     impl = resolve(backend, "mamba2_standard_decode", state)
     if impl is not None:
+        A, D, dt_bias = _fp32_params(A, D, dt_bias)
         return impl(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_batch_indices,
                     pad_slot_id, out)
     rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev)

@@ -522,3 +522,16 @@ def test_fast_path_takes_tied_views_and_no_out(cute_on_meta):
     step = ops.prepare_mamba2_decode(c, tied["A"], tied["D"], tied["dt_bias"])
     o2 = step(a["x"], a["dt"], a["B"], a["C"], None, a["state_batch_indices"])
     assert len(rec.calls) == n + 2 and rec.calls[-1][9] is o2 and rec.calls[-1][2]._base is a["A"]
+
+
+def test_half_precision_per_head_params_reach_the_kernel_as_fp32(cute_on_meta):
+    """vLLM's Mamba-2 mixers hold dt_bias (and may hold D) in the model dtype: the op takes them,
+    and the CuTe kernel (compiled for fp32 per-head parameters) receives exact fp32 copies."""
+    kw = _m2_args()
+    kw["dt_bias"] = kw["dt_bias"].to(torch.bfloat16)
+    kw["D"] = kw["D"].to(torch.float16)
+    R.mamba2_decode(_m2_cache(), **kw, backend="cute")
+    args = cute_on_meta.calls[-1]
+    A, D, dt_bias = args[2], args[5], args[7]       # the kernel's (x, dt, A, B, C, D, z, dt_bias, ...)
+    assert A.dtype == D.dtype == dt_bias.dtype == torch.float32
+    assert A.shape == D.shape == dt_bias.shape == (H,)
