@@ -239,15 +239,6 @@ def _early_arrive_default() -> bool:
     return os.environ.get("REPLAYSSM_M2_EARLY_ARRIVE", "1") != "0"
 
 
-def _chain_default() -> bool:
-    """``REPLAYSSM_M2_CHAIN`` (0 / 1; default 0, experimental -- A/B pending on the GPU): shorten
-    the CTA's dependent chain: the per-head A / dt_bias loads go out at the kernel start with dt
-    instead of after the preamble's third barrier (one dependent global round trip less in
-    the SASS). (A release atomic for the row arrival was tried too: ptxas emits the same
-    MEMBAR.ALL.GPU + ATOM as fence + relaxed atomic.)"""
-    return os.environ.get("REPLAYSSM_M2_CHAIN", "0") == "1"
-
-
 def choose_heads_per_cta(batch: int, H: int, G: int, min_ctas: Optional[int] = None) -> int:
     """Launch heuristic for ``heads_per_cta`` (a divisor of ``H/G``, at most 4).
 
@@ -667,7 +658,7 @@ class Mamba2ReplayDecode:
                  has_state_batch_indices: bool = True, prefetch: Optional[bool] = None,
                  min_blocks_per_mp: Optional[int] = None, flush_impl: Optional[int] = None,
                  nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
-                 early_arrive: Optional[bool] = None, chain: Optional[bool] = None):
+                 early_arrive: Optional[bool] = None):
         p: PrecisionPair = parse_pair(pair)
         self.pair = p
         self.split = not p.shared
@@ -700,7 +691,6 @@ class Mamba2ReplayDecode:
         # software-pipelined hi / x_buf loads, fast nvfp4 RN encoder); 1 = the original two-pass
         # version (kept as a fallback; also used when the fold needs several staging rounds)
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
-        self.chain = _chain_default() if chain is None else bool(chain)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
             raise ValueError(f"flush_impl must be 1 or 2, got {fi}")
@@ -880,13 +870,11 @@ class Mamba2ReplayDecode:
         return valid
 
     @cute.jit
-    def _dt_prime(self, dtv: Float32, mDtBias: Optional[cute.Tensor], head: Int32, bias=None):
-        """dt' of one head from its raw dt (fp32): ``+ dt_bias`` (``bias``: already loaded),
-        then softplus (identity above ``SOFTPLUS_THRESHOLD``), as configured."""
+    def _dt_prime(self, dtv: Float32, mDtBias: Optional[cute.Tensor], head: Int32):
+        """dt' of one head from its raw dt (fp32): ``+ dt_bias``, then softplus (identity above
+        ``SOFTPLUS_THRESHOLD``), as configured."""
         if const_expr(self.has_dt_bias):
-            if const_expr(bias is None):
-                bias = mDtBias[head].to(Float32)
-            dtv = dtv + bias
+            dtv = dtv + mDtBias[head].to(Float32)
         if const_expr(self.dt_softplus):
             if dtv <= Float32(SOFTPLUS_THRESHOLD):
                 dtv = cute.math.log1p(cute.math.exp(dtv))
@@ -1318,16 +1306,10 @@ class Mamba2ReplayDecode:
                 b_pre[m] = mB[row, grp0, cutlass.min(n, N - 1)].to(Float32)
         NDT = -(-HPC // 4)
         dt_pre = cute.make_rmem_tensor((NDT,), Float32)
-        a_pre = cute.make_rmem_tensor((NDT,), Float32)      # chain: A, dt_bias of the heads
-        db_pre = cute.make_rmem_tensor((NDT,), Float32)
         for i in cutlass.range_constexpr(NDT):
             k = warp + 4 * i
             if k < HPC:
                 dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
-                if const_expr(self.chain):
-                    a_pre[i] = mA[hc * HPC + k].to(Float32)
-                    if const_expr(self.has_dt_bias):
-                        db_pre[i] = mDtBias[hc * HPC + k].to(Float32)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
 
         if valid:
@@ -1442,13 +1424,8 @@ class Mamba2ReplayDecode:
                 k = warp + 4 * i
                 if k < HPC:
                     head = head0 + k
-                    if const_expr(self.chain):
-                        dtv = self._dt_prime(dt_pre[i], mDtBias, head,
-                                             db_pre[i] if self.has_dt_bias else None)
-                        dA_cur = a_pre[i] * dtv
-                    else:
-                        dtv = self._dt_prime(dt_pre[i], mDtBias, head)
-                        dA_cur = mA[head].to(Float32) * dtv
+                    dtv = self._dt_prime(dt_pre[i], mDtBias, head)
+                    dA_cur = mA[head].to(Float32) * dtv
                     lam = cute.make_rmem_tensor((cfg.nseg,), Float32)
                     dts = cute.make_rmem_tensor((cfg.nseg,), Float32)
                     carry = Float32(0.0)
@@ -2264,7 +2241,7 @@ _CACHE = KernelCache("mamba2_replay")
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
-             flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None, chain=None):
+             flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None):
     pair = parse_pair(pair_name)
     kw = dict(
         pair=pair.name, act_dtype=dtype_name(act_dtype), dt_dtype=dtype_name(dt_dtype),
@@ -2278,7 +2255,6 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         nonflush_mma=_nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma),
         staged=_staged_default() if staged is None else bool(staged),
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
-        chain=_chain_default() if chain is None else bool(chain),
     )
     key = ("mamba2_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
@@ -2376,8 +2352,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           flush_impl: Optional[int] = None,
                           nonflush_mma: Optional[bool] = None,
                           staged: Optional[bool] = None,
-                          early_arrive: Optional[bool] = None,
-                          chain: Optional[bool] = None) -> CompiledKernel:
+                          early_arrive: Optional[bool] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -2396,7 +2371,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
-                       min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive, chain)
+                       min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -2544,7 +2519,7 @@ def _launcher(ent):
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
-              "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_CHAIN")
+              "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE")
 _env = env_reader(_ENV_NAMES)
 
 

@@ -740,7 +740,7 @@ _CACHE = KernelCache("mamba2_verify")
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None,
              use_mma=None):
-    from .mamba2_replay import _chain_default, _early_arrive_default, _flush_impl_default
+    from .mamba2_replay import _early_arrive_default, _flush_impl_default
     kw = dict(
         pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
         dt_dtype=dtype_name(dt_dtype), nheads=int(H), headdim=int(P), dstate=int(N),
@@ -752,7 +752,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
-           _early_arrive_default(), _chain_default()) + tuple(kw.values())
+           _early_arrive_default()) + tuple(kw.values())
     return kw, key
 
 
@@ -858,7 +858,7 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
-              "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_CHAIN")
+              "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE")
 _env = env_reader(_ENV_NAMES)
 
 
