@@ -624,7 +624,9 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
     ``state_regs``: state registers per thread for one head's read copy (RPT·CN·4).
     Flush v2 (``flush_v2``; :meth:`Mamba2ReplayDecode._flush2`, every head count): nvfp4 read
     copies 5 CTAs (96 registers; shared memory -- the S_new tile and the staging -- allows 5 at
-    P = 64, N = 128, L = 16), fp8 read copies 6 (80), 16-bit and fp32 read copies 7 (72: the
+    P = 64, N = 128, L = 16), fp8 read copies 6 (80), 4 (128) with 4 heads per CTA (H200, session 4:
+    fp8/fp32 at batch 256 / 512 254 / 464 µs instead of 277 / 498 with 6; 1-2 heads, batch < 64:
+    within noise either way), 16-bit and fp32 read copies 7 (72: the
     occupancy of the v1 builds, which the memory-bound non-flush path of these pairs needs),
     both copies SR 5; fewer when shared memory (``smem_ctas``: the CTAs per SM it allows, when it
     binds) allows fewer. The v2 flush's prefetches go through cp.async into smem (no registers
@@ -638,7 +640,7 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
         if both_sr or read_fmt == "nvfp4":
             k = 5
         elif read_fmt == "fp8":
-            k = 6
+            k = 4 if heads_per_cta >= 4 else 6
         else:
             k = 7
         return min(k, smem_ctas) if smem_ctas else k
@@ -1844,19 +1846,8 @@ class Mamba2ReplayDecode:
                 self._fold_chunk(mHi, mHiS, hig, mBBuf, mXBuf, sB, sWX, sCoef, acc, slot_i,
                                  head_i, group, k, origin, h, r, cbi, gf, tidx)
                 # ---- output from the fp32 fold
-                cj = cute.make_rmem_tensor((CHUNK,), Float32)
-                cute.autovec_copy(cute.local_tile(sC, (CHUNK,), (cbi,)), cj)
-                y = Float32(0.0)
-                for e in cutlass.range_constexpr(CHUNK):
-                    y = y + acc[e] * cj[e]
-                y = _row_reduce(y, operator.add, CB, RW)
-                if vq:
-                    if cbi == 0:
-                        xv = mX[row, head_i, r].to(Float32)
-                        yo = gout * y + (ccur + dsk) * xv
-                        if const_expr(self.has_z):
-                            yo = _silu_gate(yo, mZ[row, head_i, r].to(Float32))
-                        mOut[row, head_i, r] = yo.to(self.act_dtype)
+                self._fold_output(acc, sC, mX, mZ, mOut, row, head_i, r, cbi, vq, gout,
+                                  ccur + dsk)
                 # ---- encode hi (stream 0) and lo (stream 1), one after the other
                 tok = None
                 for fmt, sr, stream in self.flush_targets:
@@ -2054,6 +2045,26 @@ class Mamba2ReplayDecode:
                           cute.local_tile(sXR[jj, None], (EPC,), (q,)))
 
     @cute.jit
+    def _fold_output(self, acc: cute.Tensor, sC: cute.Tensor, mX: cute.Tensor,
+                     mZ: Optional[cute.Tensor], mOut: cute.Tensor, row: Int32, head: Int32,
+                     r: Int32, cbi: Int32, vq: Boolean, gout: Float32, cx: Float32):
+        """Decode output of a flush row from one fp32 S_new chunk: ``y = gout·(S_new·C)[r] +
+        cx·x[r]`` (cx = dt'·(B·C) + D), gated, stored by the row's first lane."""
+        cfg = self.cfg
+        cj = cute.make_rmem_tensor((CHUNK,), Float32)
+        cute.autovec_copy(cute.local_tile(sC, (CHUNK,), (cbi,)), cj)
+        y = Float32(0.0)
+        for e in cutlass.range_constexpr(CHUNK):
+            y = y + acc[e] * cj[e]
+        y = _row_reduce(y, operator.add, cfg.cb, cfg.rw)
+        if vq:
+            if cbi == 0:
+                yo = gout * y + cx * mX[row, head, r].to(Float32)
+                if const_expr(self.has_z):
+                    yo = _silu_gate(yo, mZ[row, head, r].to(Float32))
+                mOut[row, head, r] = yo.to(self.act_dtype)
+
+    @cute.jit
     def _flush2(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],
                 mOut: cute.Tensor, mHi: cute.Tensor, mHiS: Optional[cute.Tensor],
                 mHiG: Optional[cute.Tensor], mLo: Optional[cute.Tensor],
@@ -2063,14 +2074,16 @@ class Mamba2ReplayDecode:
                 sHW: cute.Tensor, sHS: cute.Tensor, sXR: cute.Tensor,
                 sCoef: cute.Tensor, sScal: cute.Tensor, sRed: cute.Tensor, sKey: cute.Tensor,
                 row: Int32, slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32,
-                gen: Int32, tidx: Int32):
+                gen: Int32, tidx: Int32, sCT: Optional[cute.Tensor] = None,
+                sDotF: Optional[cute.Tensor] = None):
         """Flush rows, single fold pass (one staging round, NJB == 1). Per head: sWX from the
         x_j rows that cp.async brought in during the previous head; per chunk: fold, + the
         decayed hi chunk (cp.async'ed into this thread's landing slot during the previous chunk:
         software pipeline over chunks and heads, no registers held), output, then the targets
         that need no matrix amax are encoded and stored at once; with nvfp4 targets the fp32
         chunk also goes to smem (sS) and, after the CTA amax, a second loop encodes it from
-        there -- the fold runs once."""
+        there -- the fold runs once. With ``sDotF`` (the verify kernel) the T query dots of every
+        S_new row go to ``sDotF[k, t, p]`` instead of the decode output (C_t from ``sCT``)."""
         cfg = self.cfg
         NT, CB, NIT, RW, RPF, P, N = cfg.nt, cfg.cb, cfg.nit, cfg.rw, cfg.rpf, self.P, self.N
         HPC, JB = self.hpc, cfg.jb
@@ -2160,20 +2173,12 @@ class Mamba2ReplayDecode:
                     sbyte = (Uint32(hsw) >> (Uint32(8) * Uint32(cbi % 4))) & Uint32(0xFF)
                     d_blk = lp.mul_rn(lp.e4m3_byte_to_f32(sbyte), hig)
                 self._decode_add_chunk(fmt_hi, hw, acc, gf, lp.bits_f32(Uint32(hsw)), d_blk)
-                # ---- output from the fp32 fold
-                cj = cute.make_rmem_tensor((CHUNK,), Float32)
-                cute.autovec_copy(cute.local_tile(sC, (CHUNK,), (cbi,)), cj)
-                y = Float32(0.0)
-                for e in cutlass.range_constexpr(CHUNK):
-                    y = y + acc[e] * cj[e]
-                y = _row_reduce(y, operator.add, CB, RW)
-                if vq:
-                    if cbi == 0:
-                        xv = mX[row, head_i, r].to(Float32)
-                        yo = gout * y + (ccur + dsk) * xv
-                        if const_expr(self.has_z):
-                            yo = _silu_gate(yo, mZ[row, head_i, r].to(Float32))
-                        mOut[row, head_i, r] = yo.to(self.act_dtype)
+                # ---- output from the fp32 fold (the verify kernel: its T query dots)
+                if const_expr(sDotF is not None):
+                    self._flush_dots(acc, sCT, sDotF, k, r, vq, cbi)
+                else:
+                    self._fold_output(acc, sC, mX, mZ, mOut, row, head_i, r, cbi, vq, gout,
+                                      ccur + dsk)
                 if const_expr(self.needs_gamax):
                     # rows past P (clamped duplicates) hold a valid row's values: amax unchanged
                     amax = lp.fmax_nq(amax, _absmax16(acc))

@@ -9,17 +9,19 @@ entry j at physical ring index ``(origin + j) % R``):
 * **outputs** (every valid row): with the E = h + T entries ``e`` -- the h committed ring entries,
   then the T drafts -- and their cumulative log decay Λ (one scan over all E), query t sits at
   ``q = h + t`` and ``y_t = Σ_{e<=q} exp(Λ_q − Λ_e)·dt'_e·(B_e·C_t)·x_e + exp(Λ_q)·(S·C_t) + D·x_t``
-  (``*= silu(z_t)``). Non-flush rows: S = the read copy (``lo``; ``hi`` for shared pairs). Flush
-  rows: S = the hi checkpoint *before* this call's flush rewrites it. The spec folds first and takes the
-  fp32 fold S_new = exp(Λ_{h−1})·S_hi + Σ_{j<h} exp(Λ_{h−1} − Λ_j)·dt'_j·x_j ⊗ B_j as S0 with the
-  drafts only; expanding S_new·C_t gives exactly the sum above (Λ over the drafts after a flush is
-  Λ_q − Λ_{h−1}), so both kinds of row share one output path, and the result differs from the spec
-  by fp32 rounding (summation order) only. The state is read once for all T queries.
-* **flush rows** (h + T > L): after the outputs, fold the h committed entries into hi and write hi +
-  lo exactly as the decode kernel does (its ``_flush2`` / ``_flush`` are reused unchanged: fp32
-  fold, bit-exact RN/SR encoders incl. nvfp4, Philox counters with generation = ``flush_count[s]``
-  as read at kernel start), then ``ring_origin += h``, ``write_pos = 0``, ``flush_count += 1``.
-  (The decode flush also forms its T = 1 output; here it goes to a shared-memory sink.)
+  (``*= silu(z_t)``). Non-flush rows: S = the read copy (``lo``; ``hi`` for shared pairs), read
+  once for all T queries. Flush rows, as the spec does it: fold first, then
+  ``y_t = exp(Λ_q − Λ_{h−1})·(S_new·C_t) + Σ_{h<=e<=q} (draft terms) + D·x_t`` with the fp32 fold
+  S_new = exp(Λ_{h−1})·S_hi + Σ_{j<h} exp(Λ_{h−1} − Λ_j)·dt'_j·x_j ⊗ B_j (expanding S_new·C_t gives
+  the sum above); the dots S_new·C_t are formed inside the flush's chunk loop from the fp32 fold
+  (v2 flush), so hi is read once. Results differ from the spec by fp32 rounding (summation order).
+* **flush rows** (h + T > L): fold the h committed entries into hi and write hi + lo exactly as the
+  decode kernel does (its ``_flush2`` / ``_flush``: fp32 fold, bit-exact RN/SR encoders incl.
+  nvfp4, Philox counters with generation = ``flush_count[s]`` as read at kernel start), then
+  ``ring_origin += h``, ``write_pos = 0``, ``flush_count += 1``. ``_flush2`` takes the T query dots
+  of S_new in place of the decode output (``_flush_dots``); with the v1 flush (``flush_impl=1``)
+  the outputs come first, from hi before the flush rewrites it, and the decode flush's own T = 1
+  output goes to a shared-memory sink.
 * **append** (every valid row): x_t, B_t, dt'_t, A·dt'_t at logical h'..h'+T−1 (h' = 0 after a
   flush) of the (possibly moved) ring; these positions never hold an entry this call reads.
 * **cursors** (last CTA of the row, ``arrive`` counter as in the decode kernel): ``write_pos = h'``,
@@ -55,6 +57,8 @@ consecutive heads of one group (:func:`cute_kernels.mamba2_replay.choose_heads_p
    the sums land in smem (``sDot[t, p]``, scaled); the x_e rows of the E entries are staged in smem
    meanwhile; then ``Y = coef·X + exp(Λ)·sDot + D·x`` (a T×E by E×P product, one (t, p) output per
    thread step), gated and stored;
+   (flush rows, v2 flush: steps 4's dots come from ``_flush2``, which runs first; the outputs
+   then take the drafts only);
 5. flush rows: the decode kernel's flush; then the append and the cursor update.
 
 Numerics: fp32 everywhere (the tensor-core path: exact products, fp32 accumulation -- what the
@@ -74,7 +78,7 @@ from typing import Optional, Tuple
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Uint32, const_expr
+from cutlass import Boolean, Float32, Int32, Uint32, const_expr
 
 from replayssm_lp._validate import cache_plan, env_reader
 from replayssm_lp.pairs import parse_pair
@@ -83,6 +87,7 @@ from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name
 from .mamba2_replay import (
+    CHUNK,
     Mamba2ReplayDecode,
     ReplayTile,
     _compile_keep_ptx,
@@ -126,9 +131,9 @@ def _pow2_ge(n: int) -> int:
     return t
 
 
-def _lanes_reduce(vals, tn: int, lir):
+def _lanes_reduce(vals, tn: int, lir, stride: int = 1):
     """Sums each value of ``vals`` (a list of Float32, the same length in every lane) over the
-    ``tn`` consecutive lanes of a group (``lir`` = lane in group), transposed: at every butterfly
+    ``tn`` lanes of a group, ``stride`` lanes apart (``lir`` = lane in group), transposed: at every butterfly
     level a lane keeps one half of its list and trades the other half with its partner, so n values
     cost ~n shuffles in all instead of n·log2(tn). Returns ``(sums, base, count)``: ``sums[m]`` is
     the total of ``vals[base + m]`` for ``m < count`` (Int32 ``base`` and ``count``, functions of
@@ -151,14 +156,14 @@ def _lanes_reduce(vals, tn: int, lir):
             for a, b in zip(keep_lo, keep_hi):
                 send = lp.sel_f32(hi, a, b)
                 keep = lp.sel_f32(hi, b, a)
-                nxt.append(keep + cute.arch.shuffle_sync_bfly(send, offset=o))
+                nxt.append(keep + cute.arch.shuffle_sync_bfly(send, offset=o * stride))
             cur = nxt
             base = base + _sel_i32(hi, Int32(h), Int32(0))
             count = _sel_i32(hi, cutlass.max(count - Int32(h), Int32(0)),
                              cutlass.min(count, Int32(h)))
         else:
             v = cur[0]
-            cur = [v + cute.arch.shuffle_sync_bfly(v, offset=o)]
+            cur = [v + cute.arch.shuffle_sync_bfly(v, offset=o * stride)]
         o //= 2
     return cur, base, count
 
@@ -199,7 +204,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          ring, has_D, has_z, has_dt_bias, dt_softplus, heads_per_cta,
                          has_state_batch_indices, prefetch=False, min_blocks_per_mp=0,
                          flush_impl=flush_impl, nonflush_mma=False, staged=False)
-        # the dot path of flush rows reads hi (the recurrence format) before the flush rewrites it
+        # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
+        # once); v1: the dot path of flush rows reads hi before the flush rewrites it
+        self.flush_dots = self.flush_impl == 2
         self.tile_hi = (self.cfg if not self.split else
                         ReplayTile(self.rec_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
                                    self.hpc))
@@ -251,6 +258,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         b = al(4 * N) + al(4 * N * TP) + al(4 * EM * TP) + al(4 * HPC * self.cfg.hm)
         b += al(4 * HPC * T * EM) + al(16 * HPC) + al(4 * HPC * TP) + al(4 * (NT // 32))
         b += al(8 * lp.PHILOX_ROUNDS) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
+        if self.flush_dots:
+            b += al(4 * HPC * T * P)
         return b + self._ulayout()[1]
 
     # ------------------------------------------------------------------ host side
@@ -300,6 +309,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sSink = smem.allocate_tensor(self.act_dtype, cute.make_layout(P), byte_alignment=16)
         sPw = smem.allocate_tensor(Int32, cute.make_layout(TP), byte_alignment=16)
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
+        sDotF = None                 # flush rows' dots from S_new (outlive the flush buffers)
+        if const_expr(self.flush_dots):
+            sDotF = smem.allocate_tensor(Float32, cute.make_layout((HPC, T, P),
+                                                                   stride=(T * P, P, 1)),
+                                         byte_alignment=16)
         uview = self._union_buffer(smem)
         sB, sWX, sS, sHW, sHS, sXR = self._flush_views(uview)
         sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
@@ -347,7 +361,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 k = warp + 4 * i
                 if k < HPC:
                     self._head_scan(mDt, mA, mDtBias, mDtBuf, mDABuf, sCB, sCoef, sCoefT, sScal,
-                                    sG, row, slot, head0 + k, k, origin, origin2, h, hb, E, lane)
+                                    sG, row, slot, head0 + k, k, origin, origin2, h, hb, E, flush,
+                                    lane)
             cute.arch.barrier()
 
             # ------------------------------------------------------------ outputs, per head
@@ -355,38 +370,59 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             cpw = cute.make_rmem_tensor((2,), Float32)
             if const_expr(self.mma_any):
                 self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
-            for k in cutlass.range(HPC, unroll=1):
-                head = _opaque_i32(head0 + k)
-                if const_expr(self.split):
-                    if flush:
+            if const_expr(self.flush_dots):
+                # flush rows (v2 flush): the flush first -- its fold S_new gives the T dots
+                # (sDotF) -- then the outputs from S_new and the drafts only
+                if flush:
+                    self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
+                                    mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
+                                    sKey, sSink, sCT, sDotF, row, slot, head0, group, origin, h,
+                                    gen, tidx)
+                    cute.arch.barrier()  # sDotF complete; the union buffer free for sXE
+                    for k in cutlass.range(HPC, unroll=1):
+                        head = _opaque_i32(head0 + k)
+                        self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, h, E, tidx)
+                        cute.arch.barrier()
+                        self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDotF[k, None, None], sXE,
+                                       row, head, k, h, h, tidx)
+                        cute.arch.barrier()
+                else:
+                    for k in cutlass.range(HPC, unroll=1):
+                        head = _opaque_i32(head0 + k)
+                        self._head_dot(not self.split, mLo if const_expr(self.split) else mHi,
+                                       mLoS if const_expr(self.split) else mHiS,
+                                       mLoG if const_expr(self.split) else mHiG,
+                                       sCT, sDot, bfr, cpw, slot, head, tidx)
+                        self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
+                        cute.arch.barrier()
+                        self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h,
+                                       0, tidx)
+                        cute.arch.barrier()  # sDot / sXE are rewritten by the next head
+            else:
+                # v1 flush: every row's outputs from its read state (flush rows: hi before the
+                # flush rewrites it), then the flush
+                for k in cutlass.range(HPC, unroll=1):
+                    head = _opaque_i32(head0 + k)
+                    if const_expr(self.split):
+                        if flush:
+                            self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot,
+                                           head, tidx)
+                        else:
+                            self._head_dot(False, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot,
+                                           head, tidx)
+                    else:
                         self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot, head,
                                        tidx)
-                    else:
-                        self._head_dot(False, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot, head,
-                                       tidx)
-                else:
-                    self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot, head, tidx)
-                self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, E, tidx)
-                cute.arch.barrier()
-                self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, tidx)
-                cute.arch.barrier()      # sDot / sXE are rewritten by the next head (or the flush)
-
-            # ------------------------------------------------------------ flush rows
-            if flush:
-                mX0 = mX[None, 0, None, None]
-                mZ0 = None
-                if const_expr(self.has_z):
-                    mZ0 = mZ[None, 0, None, None]
-                sink = cute.make_tensor(sSink.iterator,
-                                        cute.make_layout((1 << 24, H, P), stride=(0, 0, 1)))
-                if const_expr(self.flush_impl == 2):
-                    self._flush2(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
-                                 mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
-                                 sKey, row, slot, head0, group, origin, h, gen, tidx)
-                else:
-                    self._flush(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
-                                mBBuf, mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot,
-                                head0, group, origin, h, gen, tidx)
+                    self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
+                    cute.arch.barrier()
+                    self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0,
+                                   tidx)
+                    cute.arch.barrier()      # sDot / sXE are rewritten by the next head (or flush)
+                if flush:
+                    self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
+                                    mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
+                                    sKey, sSink, None, None, row, slot, head0, group, origin, h,
+                                    gen, tidx)
 
             # ------------------------------------------------------------ append the drafts
             # (dt' / dA went out in the scan); positions h'..h'+T-1 of the new ring hold no entry
@@ -411,6 +447,62 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             # nothing committed (write_pos = h'), the T drafts pending
             self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, hb, 0, T,
                                   origin2, flush, gen, tidx, old)
+
+    # ------------------------------------------------------------------ flush rows
+    @cute.jit
+    def _flush_row(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],
+                   mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+                   mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+                   mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, mBBuf: cute.Tensor,
+                   mSeed: Optional[cute.Tensor], sC: cute.Tensor, sB: cute.Tensor,
+                   sWX: cute.Tensor, sS: Optional[cute.Tensor], sHW: Optional[cute.Tensor],
+                   sHS: Optional[cute.Tensor], sXR: Optional[cute.Tensor], sCoef: cute.Tensor,
+                   sScal: cute.Tensor, sRed: cute.Tensor, sKey: cute.Tensor, sSink: cute.Tensor,
+                   sCT: Optional[cute.Tensor], sDotF: Optional[cute.Tensor], row: Int32,
+                   slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32, gen: Int32,
+                   tidx: Int32):
+        """The decode kernel's flush of this row's heads (fold of the h committed entries, hi + lo
+        written). Its own T = 1 output goes to a shared-memory sink (never read) -- or, with
+        ``sDotF`` (v2 flush), the T query dots of S_new replace it."""
+        H, P = self.H, self.P
+        mX0 = mX[None, 0, None, None]
+        mZ0 = None
+        if const_expr(self.has_z):
+            mZ0 = mZ[None, 0, None, None]
+        sink = cute.make_tensor(sSink.iterator, cute.make_layout((1 << 24, H, P), stride=(0, 0, 1)))
+        if const_expr(self.flush_impl == 2):
+            self._flush2(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
+                         mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed, sKey, row,
+                         slot, head0, group, origin, h, gen, tidx, sCT, sDotF)
+        else:
+            self._flush(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
+                        mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot, head0, group,
+                        origin, h, gen, tidx)
+
+    @cute.jit
+    def _flush_dots(self, acc: cute.Tensor, sCT: cute.Tensor, sDotF: cute.Tensor, k: Int32,
+                    r: Int32, vq: Boolean, cbi: Int32):
+        """Inside the v2 flush's chunk loop: ``sDotF[k, t, r]`` = the T dots ``S_new[r]·C_t`` of
+        the fp32 fold (the chunk holds 16 columns from ``16·cbi``; lane partials reduced over
+        the CB lanes of the row, RW apart, with one transposed butterfly)."""
+        cfg = self.cfg
+        sums, base, cnt = _lanes_reduce(self._chunk_dots(acc, sCT, cbi), cfg.cb, cbi,
+                                        stride=cfg.rw)
+        for m in cutlass.range_constexpr(len(sums)):
+            if Int32(m) < cnt:
+                if vq:
+                    sDotF[k, base + m, r] = sums[m]
+
+    def _chunk_dots(self, acc, sCT, cbi):
+        """Lane partials ``Σ_e acc[e]·C_t[16·cbi + e]`` for every query t (a list of T)."""
+        T, TP = self.T, self.TP
+        part = [Float32(0.0)] * T
+        ct = cute.make_rmem_tensor((TP,), Float32)
+        for e in range(CHUNK):
+            cute.autovec_copy(cute.local_tile(sCT, (TP,), (cbi * CHUNK + e,)), ct)
+            for t in range(T):
+                part[t] = part[t] + acc[e] * ct[t]
+        return part
 
     # ------------------------------------------------------------------ preamble pieces
     @cute.jit
@@ -454,10 +546,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                    mDtBuf: cute.Tensor, mDABuf: cute.Tensor, sCB: cute.Tensor, sCoef: cute.Tensor,
                    sCoefT: cute.Tensor, sScal: cute.Tensor, sG: cute.Tensor, row: Int32,
                    slot: Int32, head: Int32, k: Int32, origin: Int32, origin2: Int32, h: Int32,
-                   hb: Int32, E: Int32, lane: Int32):
+                   hb: Int32, E: Int32, flush: Boolean, lane: Int32):
         """One warp, head ``head`` (k-th of the CTA): dt'_t / dA_t of the drafts (lane t), appended
         to dt_buf / dA_buf; the inclusive scan Λ over the E entries; the output coefficients
-        ``sCoefT[k, t, e]``, ``sG[k, t] = exp(Λ_{h+t})``; the fold weights of the decode flush
+        ``sCoefT[k, t, e]``, ``sG[k, t] = exp(Λ_{h+t})`` (flush rows with the v2 flush, whose dots
+        come from S_new: ``exp(Λ_{h+t} − Λ_{h−1})``); the fold weights of the decode flush
         ``sCoef[k, j] = exp(Λ_{h−1} − Λ_j)·dt'_j`` (j < h), ``sScal[k, 0] = exp(Λ_{h−1})``."""
         T, EM, NSEG = self.T, self.EM, self.NSEGV
         tl = cutlass.min(lane, Int32(T - 1))
@@ -503,8 +596,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         for t in cutlass.range_constexpr(T):
             q = h + t
             lq = _bcast_seg(lam, NSEG, q)
+            lg = lq
+            if const_expr(self.flush_dots):
+                if flush:
+                    lg = lq - lam_h
             if lane == 0:
-                sG[k, t] = cute.math.exp(lq)
+                sG[k, t] = cute.math.exp(lg)
             for s in cutlass.range_constexpr(NSEG):
                 e = lane + 32 * s
                 if const_expr(32 * s < EM):
@@ -690,14 +787,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
 
     @cute.jit
     def _stage_x(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXE: cute.Tensor, row: Int32,
-                 slot: Int32, head: Int32, origin: Int32, h: Int32, E: Int32, tidx: Int32):
-        """``sXE[e, p]`` = x of entry e (fp32): ring entries e < h, drafts e = h + t."""
+                 slot: Int32, head: Int32, origin: Int32, h: Int32, e0: Int32, E: Int32,
+                 tidx: Int32):
+        """``sXE[e, p]`` = x of entry e (fp32) for e0 <= e < E: ring entries e < h, drafts
+        e = h + t."""
         P, EM, NT = self.P, self.EM, self.cfg.nt
         for i in cutlass.range_constexpr(-(-(EM * P) // NT)):
             idx = tidx + i * NT
             e = idx // P
             p = idx % P
-            if e < E:
+            if (e < E) & (e >= e0):
                 if e < h:
                     sXE[e, p] = mXBuf[slot, head, self._phys(origin, e), p].to(Float32)
                 else:
@@ -706,9 +805,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     @cute.jit
     def _head_out(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],
                   mOut: cute.Tensor, sCoefT: cute.Tensor, sG: cute.Tensor, sDot: cute.Tensor,
-                  sXE: cute.Tensor, row: Int32, head: Int32, k: Int32, h: Int32, tidx: Int32):
-        """``y[t, p] = Σ_{e<=h+t} coef[t, e]·x_e[p] + exp(Λ_{h+t})·sDot[t, p] + D·x_t[p]``
-        (the reference's order), ``*= silu(z)``, stored to ``out[row, t, head, p]``."""
+                  sXE: cute.Tensor, row: Int32, head: Int32, k: Int32, h: Int32, e0: Int32,
+                  tidx: Int32):
+        """``y[t, p] = Σ_{e0<=e<=h+t} coef[t, e]·x_e[p] + sG[t]·sDot[t, p] + D·x_t[p]``
+        (the reference's order; e0 = h when sDot holds S_new's dots, whose fold took the entries
+        before h), ``*= silu(z)``, stored to ``out[row, t, head, p]``."""
         T, P, NT = self.T, self.P, self.cfg.nt
         dsk = Float32(0.0)
         if const_expr(self.has_D):
@@ -720,7 +821,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             if idx < T * P:
                 q = h + t
                 acc = Float32(0.0)
-                for e in cutlass.range(q + 1, unroll=1):
+                for e in cutlass.range(e0, q + 1, unroll=1):
                     acc = acc + sCoefT[k, t, e] * sXE[e, p]
                 y = acc + sG[k, t] * sDot[t, p]
                 if const_expr(self.has_D):
