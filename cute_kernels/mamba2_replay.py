@@ -142,8 +142,7 @@ class ReplayTile:
     """Static tiling of one launch variant.
 
     Non-flush (read copy, format ``read_fmt``): ``vec`` elements per 16-byte chunk, ``NC = N/vec``
-    chunks per state row, ``TN`` lanes per row (power of two <= ``max_tn`` (32) dividing NC),
-    ``CN = NC/TN``
+    chunks per state row, ``TN`` lanes per row (power of two <= 32 dividing NC), ``CN = NC/TN``
     chunks per lane and row, ``RPP = 128/TN`` rows per pass, ``RPT = ceil(P/RPP)`` rows per thread
     (rows past P are clamped to P-1 and never stored), ``MJ = ceil((L-1)/TN)`` buffer entries per lane
     and row for ``Σ_j coef_j x_j[p]``.
@@ -155,7 +154,7 @@ class ReplayTile:
     """
 
     def __init__(self, read_fmt: str, H: int, P: int, N: int, G: int, L: int, R: int,
-                 heads_per_cta: int, num_threads: int = NUM_THREADS, max_tn: int = 32):
+                 heads_per_cta: int, num_threads: int = NUM_THREADS):
         if H % G:
             raise ValueError(f"nheads={H} must be a multiple of ngroups={G}")
         hpg = H // G
@@ -179,7 +178,7 @@ class ReplayTile:
                              f"(16-byte chunks)")
         self.words_read = N * bits // 32
         nc = N // self.vec
-        self.tn = _pow2_le(nc, max_tn)
+        self.tn = _pow2_le(nc, 32)
         self.cn = nc // self.tn
         self.rpp = num_threads // self.tn
         self.rpt = -(-P // self.rpp)

@@ -124,12 +124,6 @@ def _mma_default() -> bool:
     return os.environ.get("REPLAYSSM_M2V_MMA", "1") != "0"
 
 
-def _dot_tn_default() -> int:
-    """``REPLAYSSM_M2V_DOT_TN`` (power of two, 4..32; default 8): the most lanes per state row of
-    the verify's CUDA-core state dot (32 = the decode kernel's read mapping; A-B runs)."""
-    return int(os.environ.get("REPLAYSSM_M2V_DOT_TN", "8"))
-
-
 def _pow2_ge(n: int) -> int:
     t = 1
     while t < n:
@@ -194,8 +188,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                  ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,
                  has_z: bool, has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True, min_blocks_per_mp: Optional[int] = None,
-                 flush_impl: Optional[int] = None, use_mma: Optional[bool] = None,
-                 dot_tn: Optional[int] = None):
+                 flush_impl: Optional[int] = None, use_mma: Optional[bool] = None):
         T = int(num_drafts)
         if not (1 <= T <= MAX_DRAFT):
             raise ValueError(f"num_drafts T={T} must be in [1, {MAX_DRAFT}]")
@@ -214,18 +207,13 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
         # once); v1: the dot path of flush rows reads hi before the flush rewrites it
         self.flush_dots = self.flush_impl == 2
-        # the state-dot read mappings (read copy / hi): at most dot_tn lanes per state row, so a
-        # lane holds several chunks of its rows and the rows·T sums reduce over fewer lanes
-        # (fp32 copies: 8 lanes x 16 columns instead of the decode's 32 x 4)
-        self.dot_tn = _dot_tn_default() if dot_tn is None else int(dot_tn)
-        tile = lambda fmt: ReplayTile(fmt, self.H, self.P, self.N, self.G, self.L,  # noqa: E731
-                                      self.R, self.hpc, max_tn=self.dot_tn)
-        self.tile_lo = tile(self.read_fmt)
-        self.tile_hi = tile(self.rec_fmt) if self.split else self.tile_lo
+        self.tile_hi = (self.cfg if not self.split else
+                        ReplayTile(self.rec_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
+                                   self.hpc))
         # tensor-core state dot (nvfp4 copies, 16-bit acts, N = 128, T <= 8): see _mma_dot
         mm = _mma_default() if use_mma is None else bool(use_mma)
         self.use_mma = bool(mm and dtype_name(self.act_dtype) != "float32" and T <= 8)
-        self.mma_lo = self.use_mma and self._mma_tile_ok(self.read_fmt, self.tile_lo)
+        self.mma_lo = self.use_mma and self._mma_tile_ok(self.read_fmt, self.cfg)
         self.mma_hi = self.use_mma and self._mma_tile_ok(self.rec_fmt, self.tile_hi)
         self.mma_any = self.mma_lo or self.mma_hi
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
@@ -687,7 +675,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         """``sDot[t, p] = Σ_n S[p, n]·C_t[n]`` (decoded, every scale applied) of one head, S the
         copy ``mRd`` (hi when ``use_hi``, else lo)."""
         fmt = self.rec_fmt if const_expr(use_hi) else self.read_fmt
-        tile = self.tile_hi if const_expr(use_hi) else self.tile_lo
+        tile = self.tile_hi if const_expr(use_hi) else self.cfg
         T, P = self.T, self.P
         TN, RPT, RPP = tile.tn, tile.rpt, tile.rpp
         lir = tidx % TN
@@ -863,7 +851,6 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         min_blocks_per_mp=None if min_blocks_per_mp is None else int(min_blocks_per_mp),
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
-        dot_tn=_dot_tn_default(),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default()) + tuple(kw.values())
