@@ -569,6 +569,18 @@ def compile_keep_ptx(op: Any, args: Sequence[Any], key: Hashable, meta: Dict[str
     return k, k.ptx
 
 
+def memo_launch(memo: dict, name: str, key, make, *args):
+    """``memo[name][key]``: the launch of one call signature in a cache plan's memo, built by
+    ``make(*args)`` on the signature's first call (the launchers' hot path: two dict lookups)."""
+    launches = memo.get(name)
+    if launches is None:
+        launches = memo[name] = {}
+    launch = launches.get(key)
+    if launch is None:
+        launch = launches[key] = make(*args)
+    return launch
+
+
 @cute.jit
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,

@@ -2632,18 +2632,13 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
     # hot path: one dict lookup on the cache's plan (valid while the cache holds the same
     # tensors; it memoises the stored-copy views too), keyed by what the tensors carry
     memo = cache_plan(cache).memo if _memo is None else _memo
-    launches = memo.get("gdn_replay_launch")
-    if launches is None:
-        launches = memo["gdn_replay_launch"] = {}
     gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
     fast_key = (q.dtype, H, HV, K, Vd, *gate_dtypes, use_qk_l2norm, state_batch_indices is None,
                 batch if block_v is None else -block_v, num_threads, min_blocks_per_mp, impl,
                 _env())
-    launch = launches.get(fast_key)
-    if launch is None:
-        launch = launches[fast_key] = make_launch(
-            cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, block_v, num_threads,
-            min_blocks_per_mp, impl)
+    launch = common.memo_launch(memo, "gdn_replay_launch", fast_key, make_launch, cache, q, v,
+                                gate_dtypes, use_qk_l2norm, state_batch_indices, block_v,
+                                num_threads, min_blocks_per_mp, impl)
     launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
            pad_slot_id)
     return out

@@ -575,17 +575,13 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
     # hot path: the memo of the cache's plan (valid while the cache holds the same tensors)
     # keeps, per call signature, the compiled function with the stored-copy views bound
     memo = cache_plan(cache).memo if _memo is None else _memo
-    launches = memo.get("gdn_verify_launch")
-    if launches is None:
-        launches = memo["gdn_verify_launch"] = {}
     gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
     fast_key = (q.dtype, T, H, HV, K, Vd, *gate_dtypes, bool(use_qk_l2norm),
                 state_batch_indices is None, batch if block_v is None else -block_v,
                 min_blocks_per_mp)
-    launch = launches.get(fast_key)
-    if launch is None:
-        launch = launches[fast_key] = make_launch(cache, q, v, gate_dtypes, use_qk_l2norm,
-                                                  state_batch_indices, block_v, min_blocks_per_mp)
+    launch = common.memo_launch(memo, "gdn_verify_launch", fast_key, make_launch, cache, q, v,
+                                gate_dtypes, use_qk_l2norm, state_batch_indices, block_v,
+                                min_blocks_per_mp)
     launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
            pad_slot_id)
     return out

@@ -2436,18 +2436,14 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
     # hot path: the cache's plan (valid while the cache holds the same tensors) memoises, per call
     # signature, the launch (compiled function + kernel-ready views of the stored copies)
     memo = cache_plan(cache).memo if _memo is None else _memo
-    launches = memo.get("m2_replay_launch")
-    if launches is None:
-        launches = memo["m2_replay_launch"] = {}
     key = (x.dtype, dt.dtype, H, P, B.shape, D is None, z is None, dt_bias is None,
            dt_softplus, state_batch_indices is None,
            batch if heads_per_cta is None else -heads_per_cta, prefetch, min_blocks_per_mp,
            flush_impl, staged, nonflush_mma, common.HAS_TVM_FFI, _env())
-    launch = launches.get(key)
-    if launch is None:
-        launch = launches[key] = make_launch(
-            cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta,
-            prefetch, min_blocks_per_mp, flush_impl, staged, nonflush_mma)
+    launch = common.memo_launch(
+        memo, "m2_replay_launch", key, make_launch, cache, x, dt, B, D, z, dt_bias, dt_softplus,
+        state_batch_indices, heads_per_cta, prefetch, min_blocks_per_mp, flush_impl, staged,
+        nonflush_mma)
     launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
     return out
 
@@ -2466,17 +2462,6 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     return _launcher(_launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
                                    state_batch_indices, heads_per_cta, prefetch, min_blocks_per_mp,
                                    flush_impl, staged, nonflush_mma))
-
-
-def _memo_entry(memo: dict, name: str, key, make):
-    """``memo[name][key]``, made by ``make()`` on the first call of a signature."""
-    launch = memo.get(name)
-    if launch is None:
-        launch = memo[name] = {}
-    ent = launch.get(key)
-    if ent is None:
-        ent = launch[key] = make()
-    return ent
 
 
 def _launch_args(k, cache):

@@ -930,18 +930,13 @@ def mamba2_verify_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=None,
     if batch == 0:
         return out
     memo = cache_plan(cache).memo if _memo is None else _memo
-    launches = memo.get("m2_verify_launch")
-    if launches is None:
-        launches = memo["m2_verify_launch"] = {}
     key = (x.dtype, dt.dtype, T, H, P, B.shape[2], B.shape[3], D is None, z is None,
            dt_bias is None, bool(dt_softplus), state_batch_indices is None,
            batch if heads_per_cta is None else -heads_per_cta, min_blocks_per_mp, flush_impl,
            use_mma, _env())
-    launch = launches.get(key)
-    if launch is None:
-        launch = launches[key] = make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus,
-                                             state_batch_indices, heads_per_cta,
-                                             min_blocks_per_mp, flush_impl, use_mma)
+    launch = common.memo_launch(memo, "m2_verify_launch", key, make_launch, cache, x, dt, B, D,
+                                z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta,
+                                min_blocks_per_mp, flush_impl, use_mma)
     launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
     return out
 

@@ -7,15 +7,16 @@
 #      pairs, both layers), `bench sweep --layer gdn` (Qwen3.5-4B, L 8/16/32), then the host
 #      overhead -- each under its own deadline so a slow cell costs cells, not the whole run.
 # Usage (repo root, .device staged): bash tests/gpu_scripts/run_final_check.sh
-# Knobs: CHECK_S (phase-1 limit), TOTAL_S (whole run), SPEC_ARGS, SPEC_S (per layer), GDN_ARGS,
-# GDN_S, HOST_S, SKIP_TESTS=1.
+# Knobs: CHECK_S (phase-1 limit), TOTAL_S (whole run), SPEC_ARGS, SPEC_WARM (the spec's pairs, one
+# warm-up process each), SPEC_S (per layer), GDN_ARGS (empty: no GDN sweep), GDN_S, HOST_S,
+# SKIP_TESTS=1.
 source .device/gpu_env.sh >/dev/null 2>&1
 export PYTHONPATH=$PWD:$PYTHONPATH
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export REPLAYSSM_KERNEL_CACHE_DIR=${REPLAYSSM_KERNEL_CACHE_DIR:-/tmp/replayssm_kernels}
 CHECK_S=${CHECK_S:-240}
 SPEC_ARGS=${SPEC_ARGS:---batches 1,32,256,512 --T 1,2,4,8 --pairs fp32,nvfp4/fp16sr,fp8/fp32 --replays 5}
-GDN_ARGS=${GDN_ARGS:---layer gdn --shapes qwen3.5-4b --batches 1,8,32,128,256,512 --L 8,16,32 --pairs fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp16sr,fp8/fp32,bf16/fp32,nvfp4sr --replays 7}
+GDN_ARGS=${GDN_ARGS-"--layer gdn --shapes qwen3.5-4b --batches 1,8,32,128,256,512 --L 8,16,32 --pairs fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp16sr,fp8/fp32,bf16/fp32,nvfp4sr --replays 7"}
 t0=$(date +%s)
 if [ -f .device/hf/transformers.tar.xz ]; then mkdir -p /tmp/hf && tar xJf .device/hf/transformers.tar.xz -C /tmp/hf; fi
 bg() {  # name, command...: background job with the phase-1 limit, log under $OUT
@@ -34,10 +35,12 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   bg integration env PYTHONPATH="/tmp/hf:$PYTHONPATH" REPLAYSSM_TEST_BUDGET_S=$((CHECK_S - 40)) \
     python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_integration.py
 fi
-for p in fp32 nvfp4/fp16sr fp8/fp32; do warm "spec_${p//\//_}" "$p" spec $SPEC_ARGS --layer both; done
-for p in fp32,nvfp4sr nvfp4/fp16sr,bf16/fp32 nvfp4/fp8sr,fp8/fp32 fp8/fp16sr; do
-  warm "gdn_${p//[\/,]/_}" "$p" sweep $GDN_ARGS
-done
+for p in ${SPEC_WARM:-fp32 nvfp4/fp16sr fp8/fp32}; do warm "spec_${p//\//_}" "$p" spec $SPEC_ARGS --layer both; done
+if [ -n "$GDN_ARGS" ]; then
+  for p in fp32,nvfp4sr nvfp4/fp16sr,bf16/fp32 nvfp4/fp8sr,fp8/fp32 fp8/fp16sr; do
+    warm "gdn_${p//[\/,]/_}" "$p" sweep $GDN_ARGS
+  done
+fi
 wait
 echo "phase 1 done after $(( $(date +%s) - t0 )) s"
 # ---- phase 2: timing alone; every command gets min(its budget, what is left of TOTAL_S)
@@ -48,9 +51,11 @@ for L in mamba2 gdn; do
   timeout $((s + 20)) python -m bench spec $SPEC_ARGS --layer $L --deadline "$s" --no-plots \
     --out "$OUT/spec_$L" >"$OUT/spec_$L.log" 2>&1; echo "rc=$?" >>"$OUT/spec_$L.log"
 done
-s=$(left "${GDN_S:-90}")
-timeout $((s + 20)) python -m bench sweep $GDN_ARGS --deadline "$s" --no-plots \
-  --out "$OUT/sweep_gdn_4b" >"$OUT/sweep_gdn.log" 2>&1; echo "rc=$?" >>"$OUT/sweep_gdn.log"
+if [ -n "$GDN_ARGS" ]; then
+  s=$(left "${GDN_S:-90}")
+  timeout $((s + 20)) python -m bench sweep $GDN_ARGS --deadline "$s" --no-plots \
+    --out "$OUT/sweep_gdn_4b" >"$OUT/sweep_gdn.log" 2>&1; echo "rc=$?" >>"$OUT/sweep_gdn.log"
+fi
 s=$(left "${HOST_S:-30}")
 timeout "$s" python -m bench.host_overhead >"$OUT/host_overhead.log" 2>&1; echo "rc=$?" >>"$OUT/host_overhead.log"
 echo "all done after $(( $(date +%s) - t0 )) s"
