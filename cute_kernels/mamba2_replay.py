@@ -278,6 +278,25 @@ def _asm(res_type, ptx: str, constraints: str, args):
                            is_align_stack=False)
 
 
+def _prof_default() -> bool:
+    """``REPLAYSSM_M2_PROF`` (0 / 1; default 0): profiling build -- thread 0 of every CTA stamps
+    ``%clock64`` at the decode kernel's phase boundaries (and ``%globaltimer`` at its start and
+    end, ``%smid``) and writes them over the first 22 int32 words of its first head's output row
+    (``out[row, head0]``; outputs are garbage then). Off: no code emitted."""
+    return os.environ.get("REPLAYSSM_M2_PROF", "0") == "1"
+
+
+def _sreg64(name: str) -> Int64:
+    """A 64-bit special register (``%clock64`` / ``%globaltimer``), volatile."""
+    return Int64(llvm.inline_asm(T.i64(), [], f"mov.u64 $0, %{name};", "=l",
+                                 has_side_effects=True, is_align_stack=False))
+
+
+def _smid() -> Int32:
+    return Int32(llvm.inline_asm(T.i32(), [], "mov.u32 $0, %smid;", "=r",
+                                 has_side_effects=True, is_align_stack=False))
+
+
 def _fma_rn(a, b, c) -> Float32:
     """a*b + c, one rounding (``fma.rn.f32``); explicit so both fold passes are bit-identical."""
     return Float32(_asm(T.f32(), "fma.rn.f32 $0, $1, $2, $3;", "=f,f,f,f",
@@ -660,8 +679,9 @@ class Mamba2ReplayDecode:
                  has_state_batch_indices: bool = True, prefetch: Optional[bool] = None,
                  min_blocks_per_mp: Optional[int] = None, flush_impl: Optional[int] = None,
                  nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
-                 early_arrive: Optional[bool] = None):
+                 early_arrive: Optional[bool] = None, prof: Optional[bool] = None):
         p: PrecisionPair = parse_pair(pair)
+        self.prof = _prof_default() if prof is None else bool(prof)
         self.pair = p
         self.split = not p.shared
         self.rec_fmt, self.rec_sr = p.rec_fmt, (p.rec_rounding == "sr" and p.rec_fmt != "fp32")
@@ -1285,6 +1305,10 @@ class Mamba2ReplayDecode:
             sXB = uview("xb", self.act_dtype, cute.make_layout((HPC, LB, P), stride=(LB * P, P, 1)))
             sXZ = uview("xz", Float32, cute.make_layout((HPC, 2, P), stride=(2 * P, P, 1)))
 
+        pc0 = pg0 = None
+        if const_expr(self.prof):
+            pg0 = _sreg64("globaltimer")
+            pc0 = _sreg64("clock64")
         slot = self._row_slot(mIdx, row)
         # the row's slot-independent inputs (C, B_cur, dt) are loaded now, in the shadow of the
         # slot -> cursor load chain
@@ -1319,6 +1343,9 @@ class Mamba2ReplayDecode:
             h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
                                                      slot, tidx)
             h = cutlass.min(h, Int32(cfg.hm))   # <= R-1 for any valid cache state
+            pcs = [pc0]
+            if const_expr(self.prof):
+                pcs.append(_sreg64("clock64"))          # 1: cursors known (after a barrier)
             flush = h >= Int32(L)
             nb = h                       # buffered entries the output uses
             origin2 = origin             # ring origin after this step
@@ -1385,6 +1412,8 @@ class Mamba2ReplayDecode:
                 if n < N:
                     sC[n] = c_pre[i]
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(_sreg64("clock64"))          # 2: preamble loads issued, C in smem
 
             # cb_cur (every warp computes it; warp 0 stores) and the buffered cb_j (non-flush)
             cbc = Float32(0.0)
@@ -1420,6 +1449,8 @@ class Mamba2ReplayDecode:
                         if e < nb:
                             sCB[ec] = acc
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(_sreg64("clock64"))          # 3: cb dots (ring B entries landed)
 
             # per head: dt', scan of the log decays, coefficients (one warp per head)
             for i in cutlass.range_constexpr(-(-HPC // 4)):
@@ -1459,6 +1490,8 @@ class Mamba2ReplayDecode:
                 if not flush:
                     self._snf_finish(sXZ, sDD, xzr, tidx)
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(_sreg64("clock64"))          # 4: decay scan + coefficients
 
             if not flush:
                 self._nonflush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
@@ -1474,6 +1507,8 @@ class Mamba2ReplayDecode:
                                 mBBuf, mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot,
                                 head0, group, origin, h, gen, tidx)
 
+            if const_expr(self.prof):
+                pcs.append(_sreg64("clock64"))          # 5: non-flush read + dot / flush done
             # ------------------------------------------------------------ append
             for i in cutlass.range_constexpr(-(-(HPC * P) // NT)):
                 idx = tidx + i * NT
@@ -1489,8 +1524,22 @@ class Mamba2ReplayDecode:
 
             # ------------------------------------------------------------ cursors (last CTA)
             # the token is committed: write_pos = nb + 1, nothing pending
+            if const_expr(self.prof):
+                pcs.append(_sreg64("clock64"))          # 6: append stores issued
             self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, nb, 1, 0,
                                   origin2, flush, gen, tidx, old)
+            if const_expr(self.prof):
+                pcs.append(_sreg64("clock64"))          # 7: cursors published (end)
+                pg1 = _sreg64("globaltimer")
+                cute.arch.barrier()                     # every output store of the CTA is out
+                if tidx == 0:
+                    o32 = cute.recast_tensor(mOut[row, head0, None], Int32)
+                    o32[0] = _smid()
+                    o32[1] = _sel_i32(flush, Int32(1), Int32(0))
+                    words = [pg0, pg1] + pcs
+                    for i in cutlass.range_constexpr(len(words)):
+                        o32[2 + 2 * i] = Int32(words[i] & Int64(0xFFFFFFFF))
+                        o32[3 + 2 * i] = Int32(words[i] >> Int64(32))
 
     # ---------------------------------------------------------------- non-flush rows
     @cute.jit
@@ -2260,6 +2309,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         nonflush_mma=_nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma),
         staged=_staged_default() if staged is None else bool(staged),
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
+        prof=_prof_default(),
     )
     key = ("mamba2_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
@@ -2509,7 +2559,7 @@ def _launcher(ent):
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
-              "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE")
+              "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF")
 _env = env_reader(_ENV_NAMES)
 
 

@@ -258,3 +258,13 @@ def test_rows_reduce_writers_emulated(monkeypatch):
             assert not M._rows_pad_aliases(n, tn)
             n *= 2
     assert M._rows_pad_aliases(5, 8) and not M._rows_pad_aliases(3, 4)
+
+
+def test_profiling_build(monkeypatch):
+    """``REPLAYSSM_M2_PROF=1`` (tests/gpu_scripts/prof_mamba2_replay.py) stamps %clock64 at the 8
+    phase boundaries and %globaltimer at start and end; the default build has no timer at all."""
+    k, ptx = M.compile_only("nvfp4/fp16sr", heads_per_cta=4, **SMALL)
+    assert "%clock64" not in ptx and "%globaltimer" not in ptx
+    monkeypatch.setenv("REPLAYSSM_M2_PROF", "1")
+    k, ptx = M.compile_only("nvfp4/fp16sr", heads_per_cta=4, **SMALL)
+    assert ptx.count("%clock64") == 8 and ptx.count("%globaltimer") == 2 and "%smid" in ptx

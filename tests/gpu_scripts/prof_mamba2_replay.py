@@ -1,0 +1,133 @@
+"""Where a Mamba-2 ReplaySSM decode CTA spends its time, measured inside the kernel.
+
+Builds the decode kernel with ``REPLAYSSM_M2_PROF=1`` (thread 0 of every CTA stamps ``%clock64`` at
+the phase boundaries, ``%globaltimer`` at its start and end, and its ``%smid``, over the first
+words of its output row -- see ``cute_kernels.mamba2_replay._prof_default``), runs CUDA graphs of
+back-to-back steps (state pools larger than L2, one output buffer per step) with every row pinned
+non-flush, pinned flush, or staggered over 0..L (h = L flushes), and reports per configuration: the kernel span, CTA
+lifetimes, the average number of resident CTAs per SM, and the median time of each phase.
+
+    python tests/gpu_scripts/prof_mamba2_replay.py [--pairs ...] [--batches 1,256] [--out DIR]
+"""
+import argparse
+import json
+import os
+import sys
+
+os.environ["REPLAYSSM_M2_PROF"] = "1"
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import torch  # noqa: E402
+
+from bench import traffic  # noqa: E402
+from bench.timing import pool_rotation  # noqa: E402
+from replayssm_lp import Mamba2ReplayCache, ops  # noqa: E402
+
+PHASES = ["slot+cursors", "preamble issue", "cb dots", "scan", "read+dot / flush", "append",
+          "publish"]
+
+
+def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8):
+    d = traffic.SHAPES[shape]
+    H, P, N, G = d["H"], d["P"], d["N"], d["G"]
+    dev, act = torch.device("cuda"), torch.bfloat16
+    tb = traffic.mamba2_bytes(pair, H, P, N, G, L)
+    rot = max(pool_rotation(tb.amortized, batch), steps)
+    cache = Mamba2ReplayCache(rot * batch, H, P, N, G, precision=pair, buffer_len=L,
+                              act_dtype=act, device=dev, seed=1234)
+    cache.init_from_state(list(range(cache.num_slots)),
+                          torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
+    s = torch.arange(cache.num_slots, device=dev, dtype=torch.int32)
+    held = {"nonflush": torch.full_like(s, L // 2), "flush": torch.full_like(s, L),
+            "staggered": s % (L + 1)}[mode]           # h = L: flushes (1 row in L + 1)
+    cache.write_pos.copy_(held)
+    x = torch.randn(batch, H, P, device=dev).to(act)
+    dt = torch.rand(batch, H, device=dev) * 0.1
+    A = -torch.rand(H, device=dev)
+    B = torch.randn(batch, G, N, device=dev).to(act)
+    C = torch.randn(batch, G, N, device=dev).to(act)
+    D = torch.randn(H, device=dev)
+    dt_bias = torch.randn(H, device=dev) * 0.1
+    sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
+            for r in range(rot)]
+    outs = [torch.empty(batch, H, P, dtype=act, device=dev) for _ in range(steps)]
+
+    def step(i):
+        ops.mamba2_decode(cache, x, dt, A, B, C, D, None, dt_bias, True, sets[i % rot],
+                          out=outs[i], backend="cute")
+    step(0)                                          # compile + warm
+    torch.cuda.synchronize()
+    cache.write_pos.copy_(held)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(steps):
+            step(i)
+    for _ in range(2):                               # clocks up; the last replay is read
+        cache.write_pos.copy_(held)
+        g.replay()
+    torch.cuda.synchronize()
+    hpc = _hpc(batch, H, G)
+    res = []
+    for o in outs:
+        w = o.view(torch.int32).view(batch, H, P // 2)[:, ::hpc, :22].reshape(-1, 22).cpu().long()
+        w = w & 0xFFFFFFFF
+        q = (w[:, 2::2] | (w[:, 3::2] << 32))        # g0, g1, c0..c7
+        res.append(dict(sm=w[:, 0], flush=w[:, 1], g0=q[:, 0], g1=q[:, 1], c=q[:, 2:]))
+    return summarize(res, pair, batch, mode, hpc)
+
+
+def _hpc(batch, H, G):
+    from cute_kernels.mamba2_replay import choose_heads_per_cta
+    return choose_heads_per_cta(batch, H, G)
+
+
+def summarize(res, pair, batch, mode, hpc):
+    spans, life, resident, ph, flushfrac = [], [], [], [], []
+    for r in res[1:]:                                # step 0 follows the pinning copy
+        g0, g1, c = r["g0"].double(), r["g1"].double(), r["c"].double()
+        span = (g1.max() - g0.min()).item()
+        spans.append(span / 1e3)
+        lt = (g1 - g0)
+        life.append(lt)
+        nsm = int(r["sm"].max().item()) + 1
+        resident.append((lt.sum() / (span * nsm)).item())
+        rate = (c[:, -1] - c[:, 0]).sum() / lt.sum()   # cycles per ns
+        ph.append((c[:, 1:] - c[:, :-1]) / rate / 1e3)  # µs per phase per CTA
+        flushfrac.append(r["flush"].double().mean().item())
+    life = torch.cat(life) / 1e3
+    ph = torch.cat(ph)
+    med = lambda t: t.median().item()  # noqa: E731
+    return dict(pair=pair, batch=batch, mode=mode, heads_per_cta=hpc, ctas=len(res[0]["g0"]),
+                span_us=sorted(spans)[len(spans) // 2], life_med_us=med(life),
+                life_p90_us=life.quantile(0.9).item(), resident_per_sm=sorted(resident)[len(resident) // 2],
+                flush_frac=sum(flushfrac) / len(flushfrac),
+                phases_med_us={n: med(ph[:, i]) for i, n in enumerate(PHASES)},
+                phases_mean_us={n: ph[:, i].mean().item() for i, n in enumerate(PHASES)})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", default="nvfp4/fp16sr,fp32,fp8/fp32")
+    ap.add_argument("--batches", default="1,256")
+    ap.add_argument("--modes", default="nonflush,staggered,flush")
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
+    a = ap.parse_args()
+    rows = []
+    for batch in [int(b) for b in a.batches.split(",")]:
+        for pair in a.pairs.split(","):
+            for mode in a.modes.split(","):
+                rows.append(run(pair, batch, mode))
+                print(json.dumps(rows[-1]), flush=True)
+    os.makedirs(a.out, exist_ok=True)
+    json.dump(rows, open(os.path.join(a.out, "prof_mamba2_replay.json"), "w"), indent=1)
+    print("| pair | batch | mode | CTAs | span µs | CTA life med / p90 µs | resident/SM | "
+          + " | ".join(PHASES) + " |")
+    print("|---|---:|---|---:|---:|---:|---:|" + "---:|" * len(PHASES))
+    for r in rows:
+        print(f"| {r['pair']} | {r['batch']} | {r['mode']} | {r['ctas']} | {r['span_us']:.1f} | "
+              f"{r['life_med_us']:.2f} / {r['life_p90_us']:.2f} | {r['resident_per_sm']:.2f} | "
+              + " | ".join(f"{r['phases_med_us'][n]:.2f}" for n in PHASES) + " |")
+
+
+if __name__ == "__main__":
+    main()
