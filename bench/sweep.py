@@ -43,8 +43,8 @@ def _stagger(cache, L):
 
 
 def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
-                 peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None
-              ) -> List[Dict]:
+                 peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None,
+                 order: bool = False) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, P, N, G = dims["H"], dims["P"], dims["N"], dims["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -95,7 +95,7 @@ def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int]
         for L in Ls:
             for pair in pairs:
                 cells += _replay_cells(shape, pair, batch, L, traffic.mamba2_bytes(pair, H, P, N, G, L),
-                                       make, decode, replays, phases)
+                                       make, decode, replays, phases, order)
                 progress.update(1)
     return cells
 
@@ -135,8 +135,8 @@ def _gdn_inputs(batch, H, HV, K, V, act, dev):
 
 
 def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
-              peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None
-              ) -> List[Dict]:
+              peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None,
+              order: bool = False) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, HV, K, V = dims["H"], dims["HV"], dims["K"], dims["V"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -189,14 +189,15 @@ def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], r
         for L in Ls:
             for pair in pairs:
                 cells += _replay_cells(shape, pair, batch, L, traffic.gdn_bytes(pair, H, HV, K, V, L),
-                                       make, decode, replays, phases)
+                                       make, decode, replays, phases, order)
                 progress.update(1)
     return cells
 
 
-def _replay_cells(shape, pair, batch, L, tb, make, decode, replays, phases):
+def _replay_cells(shape, pair, batch, L, tb, make, decode, replays, phases, order=False):
     """Time one ReplaySSM configuration: a pool of rotated slot sets (state >> L2), rows staggered
-    over the L-cycle, a graph of whole cycles; optionally the pinned non-flush / flush phases."""
+    over the L-cycle, a graph of whole cycles; optionally the pinned non-flush / flush phases and
+    the grid-order experiment (:func:`_order_cells`)."""
     dev = torch.device("cuda")
     rot = pool_rotation(tb.amortized, batch)
     cache = make(pair, L, rot * batch)
@@ -212,6 +213,8 @@ def _replay_cells(shape, pair, batch, L, tb, make, decode, replays, phases):
     cells = [dict(shape=shape, kind="replay", name=pair, batch=batch, L=L, bytes=tb.amortized * batch, **t)]
     if phases:
         cells += _phase_cells(shape, pair, batch, L, tb, cache, sets, step, replays)
+    if order:
+        cells += _order_cells(shape, pair, batch, L, tb, cache, sets, decode, replays)
     del cache
     torch.cuda.empty_cache()
     return cells
@@ -230,6 +233,38 @@ def _phase_cells(shape, pair, batch, L, tb, cache, sets, step, replays):
         t = graph_time_us(step_phase, len(sets), replays)
         cells.append(dict(shape=shape, kind="phase", name=f"{pair} [{phase} only]",
                           batch=batch, L=L, bytes=nbytes * batch, **t))
+    return cells
+
+
+def flush_order_sets(sets: List[torch.Tensor], L: int):
+    """Slot order of every step of one L-cycle over the rotated ``sets`` (step ``v·rot + r`` uses
+    set ``r`` for the ``v``-th time) when the cycle starts from ``write_pos = (s mod L) + 1``: each
+    slot then flushes exactly once per cycle, at the visit ``v`` with ``(s mod L) + 1 + v ≡ 0
+    (mod L)``. Returns ``(grid, flush_first)``: per step the set as it is, and the same slots with
+    the ones that flush at that step first (their CTAs are then the first the GPU schedules)."""
+    grid, first = [], []
+    for v in range(L):
+        for s in sets:
+            fl = (((s % L) + 1 + v) % L) == 0
+            grid.append(s)
+            first.append(torch.cat([s[fl], s[~fl]]).contiguous())
+    return grid, first
+
+
+def _order_cells(shape, pair, batch, L, tb, cache, sets, decode, replays):
+    """The same staggered cycle (every slot flushes once per L steps) with the batch rows in grid
+    order and with the flushing rows first: a flush CTA lives ~10x a non-flush one, and one that
+    starts late holds the step open (``tests/gpu_scripts/prof_mamba2_replay.py``)."""
+    held = (torch.arange(cache.num_slots, device=cache.device, dtype=torch.int32) % L) + 1
+    cells = []
+    for name, seq in zip(("grid order", "flush rows first"), flush_order_sets(sets, L)):
+        def step_o(i, seq=seq):
+            if i == 0:
+                cache.write_pos.copy_(held)
+            decode(cache, seq[i])
+        t = graph_time_us(step_o, len(seq), replays)
+        cells.append(dict(shape=shape, kind="order", name=f"{pair} [{name}]", batch=batch, L=L,
+                          bytes=tb.amortized * batch, **t))
     return cells
 
 
@@ -315,7 +350,7 @@ def run(args) -> int:
         for shape in shapes:
             fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
             fn(shape, pairs, batches, Ls, args.replays, not args.no_peers, deadline, args.phases,
-               cells=cells)
+               cells=cells, order=args.flush_first)
     except DeadlineReached:
         print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the rest skipped")
     prog.close()
@@ -350,6 +385,9 @@ def register(sub):
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--phases", action="store_true",
                    help="also time non-flush-only and flush-only steps (cursors pinned)")
+    p.add_argument("--flush-first", action="store_true",
+                   help="also time the staggered cycle with the batch rows in grid order and with "
+                        "the rows that flush first (a scheduling experiment: same work)")
     p.add_argument("--out", default="bench/results/sweep")
     p.add_argument("--deadline", type=float, default=0.0,
                    help="stop starting new cells after this many seconds and write what was "
