@@ -2311,7 +2311,9 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
         prof=_prof_default(),
     )
-    key = ("mamba2_replay", common.arch_key()) + tuple(kw.values())
+    # the tuning override of the occupancy hint is read when the kernel is built: part of the key
+    key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS")) + tuple(
+        kw.values())
     return kw, key
 
 
@@ -2559,7 +2561,8 @@ def _launcher(ent):
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
-              "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF")
+              "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
+              "REPLAYSSM_M2_MINBLOCKS")
 _env = env_reader(_ENV_NAMES)
 
 

@@ -268,3 +268,14 @@ def test_profiling_build(monkeypatch):
     monkeypatch.setenv("REPLAYSSM_M2_PROF", "1")
     k, ptx = M.compile_only("nvfp4/fp16sr", heads_per_cta=4, **SMALL)
     assert ptx.count("%clock64") == 8 and ptx.count("%globaltimer") == 2 and "%smid" in ptx
+
+
+def test_minblocks_override_is_in_the_compile_key(monkeypatch):
+    """``REPLAYSSM_M2_MINBLOCKS`` (tuning runs) changes the build, so it changes the cache key."""
+    args = ("nvfp4/fp16sr", "bfloat16", "float32", 8, 64, 128, 2, 16, 17, True, False, True,
+            True, 4, True)
+    monkeypatch.delenv("REPLAYSSM_M2_MINBLOCKS", raising=False)
+    k0 = M._resolve(*args)[1]
+    monkeypatch.setenv("REPLAYSSM_M2_MINBLOCKS", "3")
+    k3 = M._resolve(*args)[1]
+    assert k0 != k3 and "REPLAYSSM_M2_MINBLOCKS" in M._ENV_NAMES
