@@ -387,37 +387,15 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                        row, head, k, h, h, tidx)
                         cute.arch.barrier()
                 else:
-                    for k in cutlass.range(HPC, unroll=1):
-                        head = _opaque_i32(head0 + k)
-                        self._head_dot(not self.split, mLo if const_expr(self.split) else mHi,
-                                       mLoS if const_expr(self.split) else mHiS,
-                                       mLoG if const_expr(self.split) else mHiG,
-                                       sCT, sDot, bfr, cpw, slot, head, tidx)
-                        self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
-                        cute.arch.barrier()
-                        self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h,
-                                       0, tidx)
-                        cute.arch.barrier()  # sDot / sXE are rewritten by the next head
+                    self._read_outputs(False, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo,
+                                       mLoS, mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw,
+                                       row, slot, head0, origin, h, E, tidx)
             else:
                 # v1 flush: every row's outputs from its read state (flush rows: hi before the
                 # flush rewrites it), then the flush
-                for k in cutlass.range(HPC, unroll=1):
-                    head = _opaque_i32(head0 + k)
-                    if const_expr(self.split):
-                        if flush:
-                            self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot,
-                                           head, tidx)
-                        else:
-                            self._head_dot(False, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot,
-                                           head, tidx)
-                    else:
-                        self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot, head,
-                                       tidx)
-                    self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
-                    cute.arch.barrier()
-                    self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0,
-                                   tidx)
-                    cute.arch.barrier()      # sDot / sXE are rewritten by the next head (or flush)
+                self._read_outputs(True, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
+                                   mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw, row, slot,
+                                   head0, origin, h, E, tidx)
                 if flush:
                     self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
                                     mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
@@ -447,6 +425,38 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             # nothing committed (write_pos = h'), the T drafts pending
             self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, hb, 0, T,
                                   origin2, flush, gen, tidx, old)
+
+    # ------------------------------------------------------------------ outputs
+    @cute.jit
+    def _read_outputs(self, hi_when_flush: cutlass.Constexpr, flush: Boolean, mX: cute.Tensor,
+                      mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor], mOut: cute.Tensor,
+                      mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+                      mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+                      mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, sCT: cute.Tensor,
+                      sDot: cute.Tensor, sXE: cute.Tensor, sCoefT: cute.Tensor, sG: cute.Tensor,
+                      bfr: cute.Tensor, cpw: cute.Tensor, row: Int32, slot: Int32, head0: Int32,
+                      origin: Int32, h: Int32, E: Int32, tidx: Int32):
+        """Per head: the T dots of the stored state (the read copy; hi for shared pairs, and --
+        ``hi_when_flush``, the v1 flush -- for flush rows of split pairs, before the flush
+        rewrites it), the x of every entry staged, the outputs."""
+        for k in cutlass.range(self.hpc, unroll=1):
+            head = _opaque_i32(head0 + k)
+            if const_expr(self.split):
+                if const_expr(hi_when_flush):
+                    if flush:
+                        self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot, head,
+                                       tidx)
+                    else:
+                        self._head_dot(False, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot, head,
+                                       tidx)
+                else:
+                    self._head_dot(False, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot, head, tidx)
+            else:
+                self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot, head, tidx)
+            self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
+            cute.arch.barrier()
+            self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0, tidx)
+            cute.arch.barrier()          # sDot / sXE are rewritten by the next head (or flush)
 
     # ------------------------------------------------------------------ flush rows
     @cute.jit

@@ -149,8 +149,8 @@ def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
     """Fast accept for mamba2_decode / mamba2_verify: launches and returns ``out``, or returns
     ``_MISS`` (nothing done) for the general path. ``params_checked``: A, D, dt_bias were
     accepted already (a prepared step's bound tensors). The checks are those of
-    :func:`_gate_dt`, :func:`_ok` and :func:`_ok_rows`, inlined (the
-    per-call cost is ~0.3 µs per tensor of attribute reads plus ~60 ns per Python call)."""
+    :func:`_gate_dt` (inlined for dt), :func:`_ok` and :func:`_ok_rows` (the per-call cost is
+    ~0.3 µs per tensor of attribute reads plus ~60 ns per Python call)."""
     if (not isinstance(cache, Mamba2ReplayCache)
             or pad_slot_id.__class__ is not int or pad_slot_id >= 0
             or not (backend == "cute" or backend == "auto")):
@@ -185,22 +185,8 @@ def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
     # B, C: act [*lead, G, N]; z (optional), out (optional: zeros): act like x; indices: None
     # or int32 [b]
     gn = lead + (G, N)
-    if not (isinstance(B, _T) and B.shape == gn and B.dtype is act and B.device == dev
-            and B.is_contiguous()
-            and isinstance(C, _T) and C.shape == gn and C.dtype is act and C.device == dev
-            and C.is_contiguous()):
-        return _MISS
-    if out is not None and not (isinstance(out, _T) and out.shape == xs and out.dtype is act
-                                and out.device == dev and out.is_contiguous()):
-        return _MISS
-    if z is not None and not (isinstance(z, _T) and z.shape == xs and z.dtype is act
-                              and z.device == dev and z.is_contiguous()):
-        return _MISS
-    if sbi is None:
-        if b > nslots:
-            return _MISS
-    elif not (isinstance(sbi, _T) and sbi.shape == (b,) and sbi.dtype is _I32
-              and sbi.device == dev and sbi.is_contiguous()):
+    if not (_ok(B, gn, act, dev) and _ok(C, gn, act, dev)
+            and (z is None or _ok(z, xs, act, dev)) and _ok_rows(sbi, b, nslots, dev, out, xs, act)):
         return _MISS
     if out is None:                                   # as the general path: zeros (pad rows)
         out = torch.zeros(xs, dtype=act, device=dev)
@@ -343,7 +329,7 @@ def _lead_of(t, act, dev, d1: int, d2: int, verify: bool, tmax: int):
 def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
               out, backend, verify, raw_checked=False):
     """Fast accept for gdn_decode / gdn_verify (see :func:`_mamba2_fast`; the tensor checks
-    inlined but the gates'). ``raw_checked``: see :func:`_gdn_gates_fast`."""
+    through :func:`_ok` / :func:`_ok_rows`). ``raw_checked``: see :func:`_gdn_gates_fast`."""
     if (not isinstance(cache, GDNReplayCache)
             or pad_slot_id.__class__ is not int or pad_slot_id >= 0
             or not (backend == "cute" or backend == "auto")
@@ -363,19 +349,8 @@ def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, 
     qs = q.shape
     b0 = lead[0]
     vs = lead + (HV, Vd)
-    if not (isinstance(k, _T) and k.shape == qs and k.dtype is act and k.device == dev
-            and k.is_contiguous()
-            and isinstance(v, _T) and v.shape == vs and v.dtype is act and v.device == dev
-            and v.is_contiguous()):
-        return _MISS
-    if out is not None and not (isinstance(out, _T) and out.shape == vs and out.dtype is act
-                                and out.device == dev and out.is_contiguous()):
-        return _MISS
-    if sbi is None:
-        if b0 > nslots:
-            return _MISS
-    elif not (isinstance(sbi, _T) and sbi.shape == (b0,) and sbi.dtype is _I32
-              and sbi.device == dev and sbi.is_contiguous()):
+    if not (_ok(k, qs, act, dev) and _ok(v, vs, act, dev)
+            and _ok_rows(sbi, b0, nslots, dev, out, vs, act)):
         return _MISS
     gd = _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, lead + (HV,), hv, dev, raw_checked)
     if gd is None:

@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import torch  # noqa: E402
 
 from bench import traffic  # noqa: E402
+from bench.sweep import _mamba2_inputs  # noqa: E402
 from bench.timing import pool_rotation  # noqa: E402
 from replayssm_lp import Mamba2ReplayCache, ops  # noqa: E402
 
@@ -41,20 +42,14 @@ def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8):
     held = {"nonflush": torch.full_like(s, L // 2), "flush": torch.full_like(s, L),
             "staggered": s % (L + 1)}[mode]           # h = L: flushes (1 row in L + 1)
     cache.write_pos.copy_(held)
-    x = torch.randn(batch, H, P, device=dev).to(act)
-    dt = torch.rand(batch, H, device=dev) * 0.1
-    A = -torch.rand(H, device=dev)
-    B = torch.randn(batch, G, N, device=dev).to(act)
-    C = torch.randn(batch, G, N, device=dev).to(act)
-    D = torch.randn(H, device=dev)
-    dt_bias = torch.randn(H, device=dev) * 0.1
+    inp = _mamba2_inputs(batch, H, P, N, G, act, dev)        # the sweep's inputs
     sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
             for r in range(rot)]
     outs = [torch.empty(batch, H, P, dtype=act, device=dev) for _ in range(steps)]
 
     def step(i):
-        ops.mamba2_decode(cache, x, dt, A, B, C, D, None, dt_bias, True, sets[i % rot],
-                          out=outs[i], backend="cute")
+        ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"],
+                          None, inp["dt_bias"], True, sets[i % rot], out=outs[i], backend="cute")
     step(0)                                          # compile + warm
     torch.cuda.synchronize()
     cache.write_pos.copy_(held)

@@ -7,7 +7,8 @@
 #   bash tests/gpu_scripts/run_knob_grid.sh
 # A setting is NAME:VAR=V[,VAR=V...] (NAME:- = no override). Compiles go first, WARM_JOBS settings
 # at a time, into one disk kernel cache (the env switches are part of its key); then each setting
-# is timed alone. Output: $OUT/<NAME>/ (the bench JSON), $OUT/<NAME>.log, $OUT/knobs.md.
+# is timed alone. Output: $OUT/<NAME>/ (the bench JSON), $OUT/<NAME>.log, $OUT/knobs.md (with two
+# settings also their ratio).
 source .device/gpu_env.sh >/dev/null 2>&1
 export PYTHONPATH=$PWD:$PYTHONPATH
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -42,9 +43,13 @@ for n in names:
                     order.append(k)
                 res[k][n] = c["median_us"]
 print("settings: " + "; ".join(settings))
-print("| layer/shape | batch | T/L | kernel | " + " | ".join(names) + " |")
-print("|---|---:|---:|---|" + "---:|" * len(names))
+ab = len(names) == 2                       # two settings: their ratio too
+print("| layer/shape | batch | T/L | kernel | " + " | ".join(names)
+      + (f" | {names[0]}/{names[1]}" if ab else "") + " |")
+print("|---|---:|---:|---|" + "---:|" * (len(names) + ab))
 for k in order:
-    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | " +
-          " | ".join(f"{res[k][n]:.1f}" if n in res[k] else "-" for n in names) + " |")
+    v = [res[k].get(n) for n in names]
+    r = (" | " + (f"{v[0] / v[1]:.3f}x" if None not in v else "-")) if ab else ""
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | "
+          + " | ".join(f"{x:.1f}" if x is not None else "-" for x in v) + r + " |")
 PY
