@@ -382,18 +382,28 @@ def _std_entry(op, backend, state):
     return ent
 
 
+def _std_launch_entry(op, backend, state):
+    """``(make, launches, env fingerprint)`` of a standard-decode fast path, or None (no CuTe entry
+    for this state, or ``REPLAYSSM_FORCE_TORCH`` with ``backend="auto"``)."""
+    ent = _std_entry(op, backend, state)
+    if ent is None:
+        return None
+    make, env, launches = ent
+    fp = env()
+    if fp[0] is not None and _forced_torch(fp, backend):
+        return None
+    return make, launches, fp
+
+
 def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                       backend):
     """Fast accept for mamba2_standard_decode (see :func:`_mamba2_fast`)."""
     if not isinstance(state, _T) or not _fast_call(pad_slot_id, backend):
         return _MISS
-    ent = _std_entry("mamba2_standard_decode", backend, state)
+    ent = _std_launch_entry("mamba2_standard_decode", backend, state)
     if ent is None:
         return _MISS
-    make, env, launches = ent
-    fp = env()
-    if fp[0] is not None and _forced_torch(fp, backend):
-        return _MISS
+    make, launches, fp = ent
     ss = state.shape
     if len(ss) != 4:
         return _MISS
@@ -444,13 +454,10 @@ def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use
             or not (scale is None or isinstance(scale, (int, float)))
             or not _fast_call(pad_slot_id, backend)):
         return _MISS
-    ent = _std_entry("gdn_standard_decode", backend, state)
+    ent = _std_launch_entry("gdn_standard_decode", backend, state)
     if ent is None:
         return _MISS
-    make, env, launches = ent
-    fp = env()
-    if fp[0] is not None and _forced_torch(fp, backend):
-        return _MISS
+    make, launches, fp = ent
     ss = state.shape
     if len(ss) != 4:
         return _MISS
