@@ -679,8 +679,11 @@ class Mamba2ReplayDecode:
                  has_state_batch_indices: bool = True, prefetch: Optional[bool] = None,
                  min_blocks_per_mp: Optional[int] = None, flush_impl: Optional[int] = None,
                  nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
-                 early_arrive: Optional[bool] = None, prof: Optional[bool] = None):
+                 early_arrive: Optional[bool] = None, prof: Optional[bool] = None,
+                 row_order: bool = False):
         p: PrecisionPair = parse_pair(pair)
+        # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
+        self.row_order = bool(row_order)
         self.prof = _prof_default() if prof is None else bool(prof)
         self.pair = p
         self.split = not p.shared
@@ -817,13 +820,13 @@ class Mamba2ReplayDecode:
         mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
         mXBuf: cute.Tensor, mBBuf: cute.Tensor, mDtBuf: cute.Tensor, mDABuf: cute.Tensor,
         mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mPend: cute.Tensor,
-        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], pad_slot_id: Int32,
-        stream: cuda.CUstream,
+        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+        pad_slot_id: Int32, stream: cuda.CUstream,
     ):
         batch = mX.shape[0]
         self.kernel(
             mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
-            mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend, mArrive, mSeed,
+            mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend, mArrive, mSeed, mOrder,
             pad_slot_id,
         ).launch(
             grid=[self.cfg.ctas_per_row, batch, 1],
@@ -880,6 +883,19 @@ class Mamba2ReplayDecode:
         if const_expr(self.has_idx):
             slot = mIdx[row]
         return slot
+
+    @cute.jit
+    def _grid_row_slot(self, mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+                       gpos: Int32):
+        """(batch row, cache slot) of grid position ``gpos``: the flush-first order's entry
+        (``row_order``: both read at once, one load level like the slot alone) or the identity."""
+        if const_expr(self.row_order):
+            row = mOrder[0, gpos]
+            slot = mOrder[1, gpos]
+        else:
+            row = gpos
+            slot = self._row_slot(mIdx, gpos)
+        return row, slot
 
     @cute.jit
     def _slot_valid(self, slot: Int32, num_slots: Int32, pad_slot_id: Int32):
@@ -1267,14 +1283,15 @@ class Mamba2ReplayDecode:
         mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
         mXBuf: cute.Tensor, mBBuf: cute.Tensor, mDtBuf: cute.Tensor, mDABuf: cute.Tensor,
         mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mPend: cute.Tensor,
-        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], pad_slot_id: Int32,
+        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+        pad_slot_id: Int32,
     ):
         cfg = self.cfg
         H, P, N, L, R = self.H, self.P, self.N, self.L, self.R
         HPC, NT = self.hpc, cfg.nt
         LC = max(L, 1)
         tidx, _, _ = cute.arch.thread_idx()
-        hc, row, _ = cute.arch.block_idx()
+        hc, gpos, _ = cute.arch.block_idx()
         warp = tidx // 32
         lane = tidx % 32
 
@@ -1309,7 +1326,7 @@ class Mamba2ReplayDecode:
         if const_expr(self.prof):
             pg0 = _sreg64("globaltimer")
             pc0 = _sreg64("clock64")
-        slot = self._row_slot(mIdx, row)
+        row, slot = self._grid_row_slot(mIdx, mOrder, gpos)
         # the row's slot-independent inputs (C, B_cur, dt) are loaded now, in the shadow of the
         # slot -> cursor load chain
         grp0 = (hc * HPC) // self.hpg
@@ -2295,7 +2312,8 @@ _CACHE = KernelCache("mamba2_replay")
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
-             flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None):
+             flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
+             row_order=False):
     pair = parse_pair(pair_name)
     kw = dict(
         pair=pair.name, act_dtype=dtype_name(act_dtype), dt_dtype=dtype_name(dt_dtype),
@@ -2309,7 +2327,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         nonflush_mma=_nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma),
         staged=_staged_default() if staged is None else bool(staged),
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
-        prof=_prof_default(),
+        prof=_prof_default(), row_order=bool(row_order),
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS")) + tuple(
@@ -2370,8 +2388,9 @@ def _fake_args(op: Mamba2ReplayDecode, draft_modes: Tuple[int, ...] = ()):
     dA_buf = f(Float32, (slots, H, R), ("dyn", R, 1))
     cur = [f(Int32, (slots,), (1,)) for _ in range(5)]   # write_pos, origin, flush_count, pending, arrive
     seed = f(Int64, (1,), (1,), align_bytes=8) if op.any_sr else None
+    order = f(Int32, (2, common.sym()), ("dyn", 1)) if op.row_order else None
     return (x, dt, A, B, C, D, z, dt_bias, idx, out, hi, hi_s, hi_g, lo, lo_s, lo_g,
-            x_buf, B_buf, dt_buf, dA_buf, *cur, seed, Int32(-1), common.fake_stream())
+            x_buf, B_buf, dt_buf, dA_buf, *cur, seed, order, Int32(-1), common.fake_stream())
 
 
 def _compile_op(kernel_cache: KernelCache, key, cls, kw: dict, dump, draft_modes=()):
@@ -2409,7 +2428,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           flush_impl: Optional[int] = None,
                           nonflush_mma: Optional[bool] = None,
                           staged: Optional[bool] = None,
-                          early_arrive: Optional[bool] = None) -> CompiledKernel:
+                          early_arrive: Optional[bool] = None,
+                          row_order: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -2424,11 +2444,14 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     (nvfp4 non-flush read sets staged in smem by cp.async; ``REPLAYSSM_M2_STAGED``),
     ``nonflush_mma`` (nvfp4 non-flush dots on the tensor cores with 16-bit acts;
     ``REPLAYSSM_M2_MMA``), ``early_arrive`` (cursors read by thread 0 and the row's arrival at
-    the CTA start; ``REPLAYSSM_M2_EARLY_ARRIVE``). With ``dump`` the compile bypasses the cache."""
+    the CTA start; ``REPLAYSSM_M2_EARLY_ARRIVE``), ``row_order`` (grid position -> (row, slot)
+    from the flush-first order, an extra ``order [2, >= batch]`` int32 argument before
+    ``pad_slot_id``; None there otherwise). With ``dump`` the compile bypasses the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
-                       min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive)
+                       min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
+                       row_order)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -2490,7 +2513,7 @@ def mamba2_replay_decode_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=Non
     memo = cache_plan(cache).memo if _memo is None else _memo
     key = (x.dtype, dt.dtype, H, P, B.shape, D is None, z is None, dt_bias is None,
            dt_softplus, state_batch_indices is None,
-           batch if heads_per_cta is None else -heads_per_cta, prefetch, min_blocks_per_mp,
+           batch, heads_per_cta, prefetch, min_blocks_per_mp,
            flush_impl, staged, nonflush_mma, common.HAS_TVM_FFI, _env())
     launch = common.memo_launch(
         memo, "m2_replay_launch", key, make_launch, cache, x, dt, B, D, z, dt_bias, dt_softplus,
@@ -2516,10 +2539,37 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
                                    flush_impl, staged, nonflush_mma))
 
 
-def _launch_args(k, cache):
-    """A launch entry: ``(ffi function, hi words, hi scale, hi global scale, lo ..., any_sr)`` of
-    the compiled kernel ``k`` on ``cache``'s stored copies."""
-    return (k.ffi, *_copy_views(cache), bool(k.meta["op"].any_sr))
+def _launch_args(k, cache, order_fn=None):
+    """A launch entry: ``(ffi function, hi words, hi scale, hi global scale, lo ..., any_sr,
+    order_fn)`` of the compiled kernel ``k`` on ``cache``'s stored copies; ``order_fn``: the
+    flush-first order kernel that runs ahead of it (``k`` compiled with ``row_order``), or None."""
+    return (k.ffi, *_copy_views(cache), bool(k.meta["op"].any_sr), order_fn)
+
+
+#: default: the flush-first order from this many rows (the grid is several waves of CTAs there;
+#: below, the extra launch costs more than a flush CTA's tail)
+ROW_ORDER_MIN_BATCH = 64
+
+
+def use_row_order(cache, batch: int) -> bool:
+    """Whether a launch of ``batch`` rows on ``cache`` runs the flush-first order kernel first
+    (:mod:`cute_kernels.row_order`): ``REPLAYSSM_M2_ORDER`` = 0 / 1 forces it off / on, else from
+    :data:`ROW_ORDER_MIN_BATCH` rows; never when ``batch`` exceeds the order buffer
+    (``cache.row_order``, one entry per slot: only pad rows can make a batch that large)."""
+    if batch > cache.row_order.shape[1]:
+        return False
+    env = os.environ.get("REPLAYSSM_M2_ORDER", "")
+    if env in ("0", "1"):
+        return env == "1"
+    return batch >= ROW_ORDER_MIN_BATCH
+
+
+def order_fn(cache, T: int, has_idx: bool):
+    """TVM-FFI function of the flush-first order kernel for ``cache`` and ``T`` appended
+    entries per row."""
+    from .row_order import compile_flush_first_order
+
+    return compile_flush_first_order(cache.buffer_len, cache.ring, T, has_idx).ffi
 
 
 def _copy_views(cache):
@@ -2543,18 +2593,26 @@ def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
 def _launcher(ent):
     """The launch function of a :func:`_launch_args` entry (the entry unpacked once, into the
     closure): the per-token inputs and the cache's buffers, cursors and seed, read per call."""
-    fn, hw, hs, hg, lw, ls, lg, any_sr = ent
-    if any_sr:
+    fn, hw, hs, hg, lw, ls, lg, any_sr, ofn = ent
+    if ofn is not None:
+        def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
+            order = cache.row_order
+            ofn(state_batch_indices, cache.write_pos, order, x.shape[0], pad_slot_id)
+            fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
+               cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
+               cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
+               cache.seed if any_sr else None, order, pad_slot_id)
+    elif any_sr:
         def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
             fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
                cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
                cache.ring_origin, cache.flush_count, cache.pending, cache.arrive, cache.seed,
-               pad_slot_id)
+               None, pad_slot_id)
     else:
         def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
             fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
                cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
-               cache.ring_origin, cache.flush_count, cache.pending, cache.arrive, None,
+               cache.ring_origin, cache.flush_count, cache.pending, cache.arrive, None, None,
                pad_slot_id)
     return launch
 
@@ -2562,7 +2620,7 @@ def _launcher(ent):
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
-              "REPLAYSSM_M2_MINBLOCKS")
+              "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER")
 _env = env_reader(_ENV_NAMES)
 
 
@@ -2574,9 +2632,11 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     if heads_per_cta is None:
         heads_per_cta = choose_heads_per_cta(batch, H, G)
     pair = cache.pair
+    ordered = use_row_order(cache, batch)
+    has_idx = state_batch_indices is not None
     k = compile_mamba2_replay(pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
                               D is not None, z is not None, dt_bias is not None, dt_softplus,
-                              heads_per_cta, state_batch_indices is not None, prefetch,
+                              heads_per_cta, has_idx, prefetch,
                               min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
-                              staged=staged)
-    return _launch_args(k, cache)
+                              staged=staged, row_order=ordered)
+    return _launch_args(k, cache, order_fn(cache, 1, has_idx) if ordered else None)

@@ -103,6 +103,8 @@ from .mamba2_replay import (
     _silu_gate,
     _warp_inclusive_scan,
     choose_heads_per_cta,
+    order_fn,
+    use_row_order,
 )
 
 __all__ = [
@@ -188,7 +190,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                  ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,
                  has_z: bool, has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True, min_blocks_per_mp: Optional[int] = None,
-                 flush_impl: Optional[int] = None, use_mma: Optional[bool] = None):
+                 flush_impl: Optional[int] = None, use_mma: Optional[bool] = None,
+                 row_order: bool = False):
         T = int(num_drafts)
         if not (1 <= T <= MAX_DRAFT):
             raise ValueError(f"num_drafts T={T} must be in [1, {MAX_DRAFT}]")
@@ -203,7 +206,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         super().__init__(pair, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, buffer_len,
                          ring, has_D, has_z, has_dt_bias, dt_softplus, heads_per_cta,
                          has_state_batch_indices, prefetch=False, min_blocks_per_mp=0,
-                         flush_impl=flush_impl, nonflush_mma=False, staged=False)
+                         flush_impl=flush_impl, nonflush_mma=False, staged=False,
+                         row_order=row_order)
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
         # once); v1: the dot path of flush rows reads hi before the flush rewrites it
         self.flush_dots = self.flush_impl == 2
@@ -277,13 +281,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
         mXBuf: cute.Tensor, mBBuf: cute.Tensor, mDtBuf: cute.Tensor, mDABuf: cute.Tensor,
         mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mPend: cute.Tensor,
-        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], pad_slot_id: Int32,
+        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+        pad_slot_id: Int32,
     ):
         cfg = self.cfg
         H, P, N, L, R = self.H, self.P, self.N, self.L, self.R
         T, TP, EM, HPC, NT = self.T, self.TP, self.EM, self.hpc, cfg.nt
         tidx, _, _ = cute.arch.thread_idx()
-        hc, row, _ = cute.arch.block_idx()
+        hc, gpos, _ = cute.arch.block_idx()
         warp = tidx // 32
         lane = tidx % 32
 
@@ -319,7 +324,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
         sXE = uview("xe", Float32, cute.make_layout((EM, P), stride=(P, 1)))
 
-        slot = self._row_slot(mIdx, row)
+        row, slot = self._grid_row_slot(mIdx, mOrder, gpos)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
 
         if valid:
@@ -850,7 +855,7 @@ _CACHE = KernelCache("mamba2_verify")
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None,
-             use_mma=None):
+             use_mma=None, row_order=False):
     from .mamba2_replay import _early_arrive_default, _flush_impl_default
     kw = dict(
         pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
@@ -861,6 +866,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         min_blocks_per_mp=None if min_blocks_per_mp is None else int(min_blocks_per_mp),
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
+        row_order=bool(row_order),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default()) + tuple(kw.values())
@@ -874,18 +880,20 @@ def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           min_blocks_per_mp: Optional[int] = None,
                           flush_impl: Optional[int] = None,
                           dump: Optional["common.dump_ptx"] = None,
-                          use_mma: Optional[bool] = None) -> CompiledKernel:
+                          use_mma: Optional[bool] = None,
+                          row_order: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the verify kernel for T drafts. Every argument
     is baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
     hi_global_scale, lo_words, lo_scale, lo_global_scale, x_buf, B_buf, dt_buf, dA_buf, write_pos,
-    ring_origin, flush_count, pending, arrive, seed, pad_slot_id)`` (``None`` for absent tensors).
+    ring_origin, flush_count, pending, arrive, seed, order, pad_slot_id)`` (``None`` for absent
+    tensors; ``order``: see :func:`cute_kernels.mamba2_replay.compile_mamba2_replay`).
     With ``dump`` the compile bypasses the cache."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("the Mamba-2 verify kernel needs apache-tvm-ffi (TVM-FFI call path)")
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices,
-                       min_blocks_per_mp, flush_impl, use_mma)
+                       min_blocks_per_mp, flush_impl, use_mma, row_order)
     # per-token inputs carry the T mode: x, z, out [batch, T, H, P], dt [batch, T, H], B, C
     # [batch, T, G, N]; the cache tensors as in the decode kernel
     return _compile_op(_CACHE, key, Mamba2VerifyKernel, kw, dump, draft_modes=(int(T),))
@@ -942,7 +950,7 @@ def mamba2_verify_cute(cache, x, dt, A, B, C, D=None, z=None, dt_bias=None,
     memo = cache_plan(cache).memo if _memo is None else _memo
     key = (x.dtype, dt.dtype, T, H, P, B.shape[2], B.shape[3], D is None, z is None,
            dt_bias is None, bool(dt_softplus), state_batch_indices is None,
-           batch if heads_per_cta is None else -heads_per_cta, min_blocks_per_mp, flush_impl,
+           batch, heads_per_cta, min_blocks_per_mp, flush_impl,
            use_mma, _env())
     launch = common.memo_launch(memo, "m2_verify_launch", key, make_launch, cache, x, dt, B, D,
                                 z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta,
@@ -964,7 +972,7 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
-              "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE")
+              "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER")
 _env = env_reader(_ENV_NAMES)
 
 
@@ -976,8 +984,10 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     if heads_per_cta is None:
         heads_per_cta = choose_heads_per_cta(batch, H, G)
     pair = cache.pair
+    ordered = use_row_order(cache, batch)
+    has_idx = state_batch_indices is not None
     k = compile_mamba2_verify(pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
                               T, D is not None, z is not None, dt_bias is not None, dt_softplus,
-                              heads_per_cta, state_batch_indices is not None, min_blocks_per_mp,
-                              flush_impl, use_mma=use_mma)
-    return _launch_args(k, cache)
+                              heads_per_cta, has_idx, min_blocks_per_mp,
+                              flush_impl, use_mma=use_mma, row_order=ordered)
+    return _launch_args(k, cache, order_fn(cache, T, has_idx) if ordered else None)

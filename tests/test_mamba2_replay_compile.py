@@ -49,6 +49,9 @@ FALLBACKS = [
     ("nvfp4/fp16sr", "bfloat16", 64, 2, 16, dict(staged=False)),
     ("fp32", "bfloat16", 64, 4, 16, dict(flush_impl=1)),
     ("nvfp4/fp16sr", "bfloat16", 64, 1, 16, dict(early_arrive=False)),
+    # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
+    ("nvfp4/fp16sr", "bfloat16", 64, 4, 16, dict(row_order=True)),
+    ("fp32", "bfloat16", 64, 1, 16, dict(row_order=True)),
 ]
 
 
@@ -125,6 +128,7 @@ def test_compile_variant(pair, act, P, hpc, L, opts):
                       and opts.get("nonflush_mma", True))
     assert op.flush_impl == opts.get("flush_impl", 2)
     assert op.early_arrive == opts.get("early_arrive", True)
+    assert op.row_order == opts.get("row_order", False)
     assert "atom.global.add" in ptx or k.meta["cfg"].ctas_per_row == 1
     if frame:
         print(f"  note: ptxas used a {frame}-byte stack frame (register spills) for this variant")

@@ -36,6 +36,7 @@ def _variants():
     out.append(("nvfp4/fp16sr", "float16", 80, 2, 8, 4, {}))      # P = 80 row tails, T = 4
     out.append(("nvfp4/fp8sr", "float32", 64, 2, 4, 8, {}))        # fp32 acts: CUDA-core nvfp4, T > L
     out.append(("fp16sr", "bfloat16", 64, 4, 16, 8, {"flush_impl": 1}))   # the v1 flush
+    out.append(("nvfp4/fp16sr", "bfloat16", 64, 4, 16, 8, {"row_order": True}))  # flush-first
     return out
 
 

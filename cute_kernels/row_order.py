@@ -1,0 +1,143 @@
+"""Flush-first row order: a stable partition of a batch's rows, the rows that flush this step first.
+
+A replay / verify launch runs one CTA (group) per (row, head chunk) in grid order. A flush CTA
+lives ~10x longer than a non-flush one (it folds L buffer entries into the checkpoint and
+re-encodes both copies), so when the flushing rows sit anywhere in the batch, the step ends about
+one flush-CTA lifetime after the non-flush work. This one-CTA kernel, launched right before the
+replay / verify kernel on the same stream, writes
+
+    order[0, i] = batch row of grid position i,   order[1, i] = its cache slot,
+
+flushing rows first (in batch order), then the others (pad rows included, in batch order). A row
+flushes when ``clamp(write_pos[slot], 0, R - T) + T > L`` -- the kernels' own test (``T = 1``:
+decode). Only the schedule changes: every row still runs exactly once, with the same work.
+Measured (H200, Nemotron-3-Super, L = 16, staggered rows, b256, rows permuted on the host):
+nvfp4/fp16sr 242.7 -> 194.5 µs per step, fp32 350.1 -> 333.6.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Boolean, Int32, Uint32, const_expr
+
+import cuda.bindings.driver as cuda
+
+from . import common
+from .common import CompiledKernel, KernelCache
+
+__all__ = ["FlushFirstOrder", "compile_flush_first_order", "flush_first_order_ref"]
+
+_THREADS = 1024
+
+
+class FlushFirstOrder:
+    """Compile-time: ``L`` (buffer length), ``R`` (ring capacity), ``T`` (entries the launch
+    appends per row: 1 for decode, the draft count for verify), ``has_idx``."""
+
+    def __init__(self, L: int, R: int, T: int, has_idx: bool):
+        self.L, self.R, self.T, self.has_idx = int(L), int(R), int(T), bool(has_idx)
+
+    @cute.jit
+    def __call__(self, mIdx: Optional[cute.Tensor], mWPos: cute.Tensor, mOrder: cute.Tensor,
+                 batch: Int32, pad_slot_id: Int32, stream: cuda.CUstream):
+        self.kernel(mIdx, mWPos, mOrder, batch, pad_slot_id).launch(
+            grid=[1, 1, 1], block=[_THREADS, 1, 1], stream=stream)
+
+    @cute.jit
+    def _row_flag(self, mIdx: Optional[cute.Tensor], mWPos: cute.Tensor, r: Int32, batch: Int32,
+                  pad_slot_id: Int32):
+        """(slot, flushes) of batch row ``r`` (``r >= batch``: (-1, False))."""
+        slot = Int32(-1)
+        f = Boolean(False)
+        if r < batch:
+            slot = r
+            if const_expr(self.has_idx):
+                slot = mIdx[r]
+            if slot != pad_slot_id and slot >= 0 and slot < mWPos.shape[0]:
+                h = cutlass.max(cutlass.min(mWPos[slot], Int32(self.R - self.T)), Int32(0))
+                f = h + Int32(self.T) > Int32(self.L)
+        return slot, f
+
+    @cute.jit
+    def _chunk_counts(self, f: Boolean, sCnt: cute.Tensor, warp: Int32, lane: Int32):
+        """Flushing rows of this 1024-row chunk: (before this thread, in the whole chunk)."""
+        ball = Uint32(cute.arch.vote_ballot_sync(f))
+        below = cute.arch.popc(ball & cute.arch.lanemask_lt())
+        if lane == 0:
+            sCnt[warp] = Int32(cute.arch.popc(ball))
+        cute.arch.barrier()
+        before = Int32(below)
+        total = Int32(0)
+        for w in cutlass.range_constexpr(_THREADS // 32):
+            c = sCnt[w]
+            total = total + c
+            if w < warp:
+                before = before + c
+        cute.arch.barrier()          # sCnt is rewritten by the next chunk
+        return before, total
+
+    @cute.kernel
+    def kernel(self, mIdx: Optional[cute.Tensor], mWPos: cute.Tensor, mOrder: cute.Tensor,
+               batch: Int32, pad_slot_id: Int32):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp = tidx // 32
+        lane = tidx % 32
+        smem = cutlass.memory.SmemAllocator()
+        sCnt = smem.allocate_tensor(Int32, cute.make_layout(_THREADS // 32), byte_alignment=16)
+        nchunks = (batch + Int32(_THREADS - 1)) // Int32(_THREADS)
+        # pass 1: how many rows flush (the non-flush rows start there)
+        nflush = Int32(0)
+        for c in cutlass.range(nchunks, unroll=1):
+            _, f = self._row_flag(mIdx, mWPos, c * _THREADS + tidx, batch, pad_slot_id)
+            _, t = self._chunk_counts(f, sCnt, warp, lane)
+            nflush = nflush + t
+        # pass 2: every row to its place
+        fbase = Int32(0)
+        nbase = nflush
+        for c in cutlass.range(nchunks, unroll=1):
+            r = c * _THREADS + tidx
+            slot, f = self._row_flag(mIdx, mWPos, r, batch, pad_slot_id)
+            before, t = self._chunk_counts(f, sCnt, warp, lane)
+            if r < batch:
+                pos = nbase + (tidx - before)      # rows of the chunk before it that do not flush
+                if f:
+                    pos = fbase + before
+                mOrder[0, pos] = r
+                mOrder[1, pos] = slot
+            fbase = fbase + t
+            nbase = nbase + cutlass.min(batch - c * _THREADS, Int32(_THREADS)) - t
+
+
+_CACHE = KernelCache("row_order")
+
+
+def _fake_args(op: FlushFirstOrder):
+    batch, slots, cap = common.sym(), common.sym(), common.sym()
+    f = common.fake_tensor
+    return (f(Int32, (batch,), (1,)) if op.has_idx else None, f(Int32, (slots,), (1,)),
+            f(Int32, (2, cap), ("dyn", 1)), Int32(1), Int32(-1), common.fake_stream())
+
+
+def compile_flush_first_order(L: int, R: int, T: int, has_idx: bool) -> CompiledKernel:
+    """The order kernel (one CTA of 1024 threads) for one (L, R, T, has_idx); TVM-FFI call
+    ``k.ffi(state_batch_indices or None, write_pos, order [2, >= batch] int32, batch,
+    pad_slot_id)``."""
+    key = ("row_order", common.arch_key(), int(L), int(R), int(T), bool(has_idx))
+    return common.compile_tvm_ffi_cached(_CACHE, key, lambda: FlushFirstOrder(L, R, T, has_idx),
+                                         _fake_args)
+
+
+def flush_first_order_ref(write_pos, state_batch_indices, batch: int, L: int, R: int, T: int,
+                          pad_slot_id: int = -1):
+    """Torch reference of the kernel: ``[2, batch]`` int32 (rows, slots)."""
+    import torch
+
+    rows = torch.arange(batch, dtype=torch.int64, device=write_pos.device)
+    slots = rows if state_batch_indices is None else state_batch_indices[:batch].to(torch.int64)
+    ok = (slots != pad_slot_id) & (slots >= 0) & (slots < write_pos.shape[0])
+    h = write_pos.to(torch.int64)[slots.clamp(0, write_pos.shape[0] - 1)].clamp(0, R - T)
+    flush = ok & (h + T > L)
+    perm = torch.cat([rows[flush], rows[~flush]])
+    return torch.stack([perm, slots[perm]]).to(torch.int32)

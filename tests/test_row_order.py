@@ -1,0 +1,63 @@
+"""CPU tests of the flush-first row order (cute_kernels/row_order.py): its torch reference, the
+launch policy, and the kernel compiled for sm_90a (no GPU needed). The kernel against the
+reference, and steps launched through it: tests/test_gpu_row_order.py."""
+import os
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import replayssm_lp as R  # noqa: E402
+
+
+def test_reference_is_a_stable_flush_first_permutation(seed):
+    ref = pytest.importorskip("cute_kernels.row_order").flush_first_order_ref
+    L, T, R_ = 8, 1, 9
+    slots = 50
+    wpos = torch.randint(0, R_, (slots,), dtype=torch.int32)
+    sbi = torch.randperm(slots)[:40].to(torch.int32)
+    sbi[::7] = -1
+    out = ref(wpos, sbi, 40, L, R_, T)
+    rows, sl = out[0].long(), out[1]
+    assert torch.equal(rows.sort().values, torch.arange(40))
+    assert torch.equal(sl, sbi[rows])
+    valid = sbi[rows] >= 0
+    flush = valid & (wpos[sbi[rows].clamp(min=0).long()] + T > L)
+    nf = int(flush.sum())
+    assert nf > 0 and flush[:nf].all() and not flush[nf:].any()
+    # stable: batch order inside each part
+    assert (rows[:nf].diff() > 0).all() and (rows[nf:].diff() > 0).all()
+    # verify (T drafts): the kernels' own test h + T > L, h clamped to R - T
+    out = ref(torch.tensor([5, 6, 30, -3], dtype=torch.int32), None, 4, 8, 12, 3)
+    assert out[0].tolist() == [1, 2, 0, 3]
+
+
+def test_use_row_order_policy(monkeypatch):
+    M = pytest.importorskip("cute_kernels.mamba2_replay")
+    monkeypatch.delenv("REPLAYSSM_M2_ORDER", raising=False)
+    c = R.Mamba2ReplayCache(300, 2, 8, 32, 1, buffer_len=8)
+    assert tuple(c.row_order.shape) == (2, 300) and c.row_order.dtype == torch.int32
+    assert not M.use_row_order(c, 1) and not M.use_row_order(c, M.ROW_ORDER_MIN_BATCH - 1)
+    assert M.use_row_order(c, M.ROW_ORDER_MIN_BATCH) and M.use_row_order(c, 300)
+    assert not M.use_row_order(c, 301)               # more rows than the order buffer holds
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
+    assert M.use_row_order(c, 1) and not M.use_row_order(c, 301)
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0")
+    assert not M.use_row_order(c, 256)
+
+
+@pytest.mark.parametrize("has_idx", [True, False])
+@pytest.mark.parametrize("T", [1, 8])
+def test_order_kernel_compiles_for_sm90a(has_idx, T):
+    pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed")
+    pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi is not installed")
+    from cute_kernels import common
+    from cute_kernels.row_order import FlushFirstOrder, _fake_args
+
+    op = FlushFirstOrder(16, 16 + T, T, has_idx)
+    k, ptx = common.compile_keep_ptx(op, _fake_args(op), ("row_order_test",), {})
+    assert ".entry" in ptx and "vote.sync.ballot" in ptx and "bar.sync" in ptx
+    st = common.ptx_stats(ptx)
+    assert st["ld.local"] == 0 and st["st.local"] == 0
+    assert st["st.global.scalar"] == 2                # (row, slot) per row, nothing else
