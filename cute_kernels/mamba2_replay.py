@@ -2546,9 +2546,10 @@ def _launch_args(k, cache, order_fn=None):
     return (k.ffi, *_copy_views(cache), bool(k.meta["op"].any_sr), order_fn)
 
 
-#: default: the flush-first order from this many rows (the grid is several waves of CTAs there;
-#: below, the extra launch costs more than a flush CTA's tail)
-ROW_ORDER_MIN_BATCH = 64
+#: default: the flush-first order from this many rows. H200, Nemotron-3-Super, L = 16, staggered
+#: (bench/results/session5_gpu): b1 6.2 -> 9.4 µs (the extra launch), b8 19.2 -> 21.2, b16 mixed
+#: (+-3 %), b32 57.9 -> 47.0, b64 103.0 -> 82.7, b256 239.4 -> 195.4 (nvfp4/fp16sr)
+ROW_ORDER_MIN_BATCH = 32
 
 
 def use_row_order(cache, batch: int) -> bool:

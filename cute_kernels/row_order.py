@@ -8,7 +8,8 @@ replay / verify kernel on the same stream, writes
 
     order[0, i] = batch row of grid position i,   order[1, i] = its cache slot,
 
-flushing rows first (in batch order), then the others (pad rows included, in batch order). A row
+flushing rows first (in batch order), then the others (pad rows included) from the back, i.e. in
+reverse batch order -- one pass over the rows, no total needed before the first write. A row
 flushes when ``clamp(write_pos[slot], 0, R - T) + T > L`` -- the kernels' own test (``T = 1``:
 decode). Only the schedule changes: every row still runs exactly once, with the same work.
 Measured (H200, Nemotron-3-Super, L = 16, staggered rows, b256, rows permuted on the host):
@@ -87,21 +88,15 @@ class FlushFirstOrder:
         smem = cutlass.memory.SmemAllocator()
         sCnt = smem.allocate_tensor(Int32, cute.make_layout(_THREADS // 32), byte_alignment=16)
         nchunks = (batch + Int32(_THREADS - 1)) // Int32(_THREADS)
-        # pass 1: how many rows flush (the non-flush rows start there)
-        nflush = Int32(0)
-        for c in cutlass.range(nchunks, unroll=1):
-            _, f = self._row_flag(mIdx, mWPos, c * _THREADS + tidx, batch, pad_slot_id)
-            _, t = self._chunk_counts(f, sCnt, warp, lane)
-            nflush = nflush + t
-        # pass 2: every row to its place
-        fbase = Int32(0)
-        nbase = nflush
+        fbase = Int32(0)             # flushing rows placed so far (from the front)
+        nbase = Int32(0)             # other rows placed so far (from the back)
         for c in cutlass.range(nchunks, unroll=1):
             r = c * _THREADS + tidx
             slot, f = self._row_flag(mIdx, mWPos, r, batch, pad_slot_id)
             before, t = self._chunk_counts(f, sCnt, warp, lane)
             if r < batch:
-                pos = nbase + (tidx - before)      # rows of the chunk before it that do not flush
+                # rows of the chunk before this one that do not flush: tidx - before
+                pos = batch - Int32(1) - (nbase + tidx - before)
                 if f:
                     pos = fbase + before
                 mOrder[0, pos] = r
@@ -139,5 +134,5 @@ def flush_first_order_ref(write_pos, state_batch_indices, batch: int, L: int, R:
     ok = (slots != pad_slot_id) & (slots >= 0) & (slots < write_pos.shape[0])
     h = write_pos.to(torch.int64)[slots.clamp(0, write_pos.shape[0] - 1)].clamp(0, R - T)
     flush = ok & (h + T > L)
-    perm = torch.cat([rows[flush], rows[~flush]])
+    perm = torch.cat([rows[flush], rows[~flush].flip(0)])
     return torch.stack([perm, slots[perm]]).to(torch.int32)
