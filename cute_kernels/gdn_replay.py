@@ -957,11 +957,6 @@ MINB_ENV = "REPLAYSSM_GDN_REPLAY_MINB"   # v2 CTAs per SM hint (register cap) fo
 def _env_int(name):
     v = os.environ.get(name)
     return int(v) if v else None
-_MMA_OPS = {
-    "f16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-    "bf16": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-    "tf32": "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
-}
 
 
 def _f32asm(ptx, *args):
@@ -986,27 +981,9 @@ def _rcp_approx(a):
     return _f32asm("rcp.approx.ftz.f32 $0, $1;", a)
 
 
-def _tf32_bits(x) -> Uint32:
-    return Uint32(lp._asm(T.i32(), "cvt.rna.tf32.f32 $0, $1;", "=r,f", [Float32(x).ir_value()]))
-
-
-def _split_tf32(x):
-    """x = hi + lo with hi, lo tf32 (3xTF32 operands, ~2^-22 relative)."""
-    h = _tf32_bits(x)
-    lo = _tf32_bits(_sub_rn(x, lp.bits_f32(h)))
-    return h, lo
-
-
-def _mma(kind, a, b, c):
-    """One warp-level ``mma.sync`` (m16n8k16 f16/bf16 or m16n8k8 tf32), fp32 accumulate.
-    a: 4 x b32, b: 2 x b32, c: 4 x f32 -> 4 x f32 (PTX fragment layouts)."""
-    st = llvm.StructType.get_literal([T.f32()] * 4)
-    r = llvm.inline_asm(
-        st, [Uint32(x).ir_value() for x in a] + [Uint32(x).ir_value() for x in b]
-        + [Float32(x).ir_value() for x in c],
-        _MMA_OPS[kind] + " {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
-        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=False, is_align_stack=False)
-    return [Float32(llvm.extractvalue(T.f32(), r, [i])) for i in range(4)]
+_tf32_bits = lp.tf32_bits
+_split_tf32 = lp.split_tf32
+_mma = lp.mma_sync
 
 
 def _split3_tf32(x):

@@ -380,3 +380,38 @@ def e2m1_code_to_f32(code) -> Float32:
     h = ((c & Uint32(7)) << Uint32(9)) | ((c & Uint32(8)) << Uint32(12))
     v, _ = f16x2_to_f32(h)
     return mul_rn(v, Float32(16384.0))
+
+
+# ----------------------------------------------------------------------------------------------
+# tensor cores (mma.sync, fp32 accumulate) and tf32 operand splits
+# ----------------------------------------------------------------------------------------------
+MMA_OPS = {
+    "f16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    "bf16": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    "tf32": "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+}
+
+
+def tf32_bits(x) -> Uint32:
+    """``cvt.rna.tf32.f32``: x rounded to tf32 (10 mantissa bits), as b32 bits."""
+    return Uint32(_asm(T.i32(), "cvt.rna.tf32.f32 $0, $1;", "=r,f", [Float32(x).ir_value()]))
+
+
+def split_tf32(x):
+    """x = hi + lo with hi, lo tf32 (3xTF32 operands, ~2^-22 relative)."""
+    h = tf32_bits(x)
+    r = Float32(_asm(T.f32(), "sub.rn.f32 $0, $1, $2;", "=f,f,f",
+                     [Float32(x).ir_value(), bits_f32(h).ir_value()]))
+    return h, tf32_bits(r)
+
+
+def mma_sync(kind, a, b, c):
+    """One warp-level ``mma.sync`` (m16n8k16 f16/bf16 or m16n8k8 tf32), fp32 accumulate.
+    a: 4 x b32, b: 2 x b32, c: 4 x f32 -> 4 x f32 (PTX fragment layouts)."""
+    st = llvm.StructType.get_literal([T.f32()] * 4)
+    r = llvm.inline_asm(
+        st, [Uint32(x).ir_value() for x in a] + [Uint32(x).ir_value() for x in b]
+        + [Float32(x).ir_value() for x in c],
+        MMA_OPS[kind] + " {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
+        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=False, is_align_stack=False)
+    return [Float32(llvm.extractvalue(T.f32(), r, [i])) for i in range(4)]

@@ -225,6 +225,12 @@ def _nonflush_mma_default() -> bool:
     return os.environ.get("REPLAYSSM_M2_MMA", "1") != "0"
 
 
+def _mma_fold_default() -> bool:
+    """``REPLAYSSM_M2_MMA_FOLD`` (0 / 1; default 1): the flush's fold on the tensor cores
+    (:meth:`Mamba2ReplayDecode._mma_fold`, 16-bit activations); 0 = CUDA-core FMAs."""
+    return os.environ.get("REPLAYSSM_M2_MMA_FOLD", "1") != "0"
+
+
 def _staged_default() -> bool:
     """``REPLAYSSM_M2_STAGED`` (0 / 1; default 1): non-flush rows with nvfp4 read copies stage
     every head's read set in smem with cp.async before the preamble; 0 = register loads."""
@@ -680,7 +686,7 @@ class Mamba2ReplayDecode:
                  min_blocks_per_mp: Optional[int] = None, flush_impl: Optional[int] = None,
                  nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
                  early_arrive: Optional[bool] = None, prof: Optional[bool] = None,
-                 row_order: bool = False):
+                 row_order: bool = False, mma_fold: Optional[bool] = None):
         p: PrecisionPair = parse_pair(pair)
         # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
         self.row_order = bool(row_order)
@@ -739,6 +745,11 @@ class Mamba2ReplayDecode:
             self.flush_p2 = [t for t in self.flush_targets if t[0] == "nvfp4"]
         else:
             self.flush_p1, self.flush_p2 = list(self.flush_targets), []
+        # flush v2: the fold on the tensor cores (:meth:`_mma_fold`) -- 16-row passes (N = 128),
+        # N/4 columns per warp in n-tiles of 8, 16-bit activations (B_j exact in tf32)
+        mf = _mma_fold_default() if mma_fold is None else bool(mma_fold)
+        self.mma_fold = bool(mf and self.flush_impl == 2 and self.cfg.rpf == 16
+                             and self.N % 32 == 0 and dtype_name(self.act_dtype) != "float32")
         # non-flush: prefetch the next head's read copy while reducing the current one (formats
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
         self.prefetch = (bool(prefetch) if prefetch is not None else
@@ -774,6 +785,9 @@ class Mamba2ReplayDecode:
         if self.flush_impl == 2 and self.needs_gamax:
             off["sS"] = o
             o += 64 * NT * max(c.nit - 1, 1)
+        if self.mma_fold:
+            off["slab"] = o              # the tensor-core fold's 16-row pass (rows padded)
+            o += al(4 * 16 * (N + 4))
         if self.flush_impl == 2:
             # cp.async landing zones: the next hi chunk of every thread, its scale word, and the
             # next head's x_j rows (JB x P, act dtype)
@@ -874,7 +888,10 @@ class Mamba2ReplayDecode:
             sHW = uview("hw", Int32, cute.make_layout((wpc // V, NT, V), stride=(NT * V, V, 1)))
             sHS = uview("hs", Int32, cute.make_layout(NT))
             sXR = uview("xr", self.act_dtype, cute.make_layout((cfg.jb, P), stride=(P, 1)))
-        return sB, sWX, sS, sHW, sHS, sXR
+        sSlab = None
+        if self.mma_fold:
+            sSlab = uview("slab", Float32, cute.make_layout((16, N), stride=(N + 4, 1)))
+        return sB, sWX, sS, sHW, sHS, sXR, sSlab
 
     @cute.jit
     def _row_slot(self, mIdx: Optional[cute.Tensor], row: Int32):
@@ -1309,7 +1326,7 @@ class Mamba2ReplayDecode:
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
         # one union buffer: the flush buffers, or the non-flush staging (a CTA is either)
         uview = self._union_buffer(smem)
-        sB, sWX, sS, sHW, sHS, sXR = self._flush_views(uview)
+        sB, sWX, sS, sHW, sHS, sXR, sSlab = self._flush_views(uview)
         sSt = sSc = sGs = sDD = sXB = sXZ = None
         if const_expr(self.snf):
             WPR = N // 8
@@ -1518,7 +1535,8 @@ class Mamba2ReplayDecode:
                 if const_expr(self.flush_impl == 2):
                     self._flush2(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
                                  mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
-                                 sKey, row, slot, head0, group, origin, h, gen, tidx)
+                                 sKey, row, slot, head0, group, origin, h, gen, tidx,
+                                 sSlab=sSlab)
                 else:
                     self._flush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
                                 mBBuf, mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot,
@@ -2131,6 +2149,53 @@ class Mamba2ReplayDecode:
                 mOut[row, head, r] = yo.to(self.act_dtype)
 
     @cute.jit
+    def _mma_fold(self, sWX: cute.Tensor, sB: cute.Tensor, sSlab: cute.Tensor, acc: cute.Tensor,
+                  h: Int32, it: Int32, rrow: Int32, cbi: Int32, warp: Int32, lane: Int32):
+        """``acc[e] = Σ_{j<h} sWX[j, r]·sB[j, 16·cbi + e]`` (r = the thread's row of pass ``it``)
+        on the tensor cores. The pass's 16 rows x N columns are one ``D = A·B``, ``A[m, j] =
+        sWX[j, 16·it + m]`` split into two tf32 terms (hi + lo: ~2^-24 relative, and every product
+        exact in the fp32 accumulator: B_j holds 16-bit activations, exact in tf32), K = the JB
+        staged entries (j >= h zeroed in A and B), warp w the columns [w·N/4, (w+1)·N/4) in n-tiles
+        of 8 (m16n8k8). The slab goes through smem (``sSlab``, rows padded by 4 words) to the
+        thread's 16-element chunk. Two CTA barriers: the previous pass's reads, this pass's writes."""
+        P, N, JB = self.P, self.N, self.cfg.jb
+        KS = -(-JB // 8)
+        NTW = N // 32
+        g = lane // 4
+        t = lane % 4
+        p0 = cutlass.min(it * 16 + g, Int32(P - 1))
+        p1 = cutlass.min(it * 16 + g + 8, Int32(P - 1))
+        zero = Float32(0.0)
+        c = [[zero, zero, zero, zero] for _ in range(NTW)]
+        for ks in cutlass.range_constexpr(KS):
+            j0 = t + ks * 8
+            j1 = j0 + 4
+            ok0 = j0 < h
+            ok1 = j1 < h
+            jc0 = cutlass.min(j0, Int32(JB - 1))
+            jc1 = cutlass.min(j1, Int32(JB - 1))
+            a = [lp.sel_f32(ok0, sWX[jc0, p0], zero), lp.sel_f32(ok0, sWX[jc0, p1], zero),
+                 lp.sel_f32(ok1, sWX[jc1, p0], zero), lp.sel_f32(ok1, sWX[jc1, p1], zero)]
+            sp = [lp.split_tf32(v) for v in a]
+            a_hi = [x[0] for x in sp]
+            a_lo = [x[1] for x in sp]
+            for nt in cutlass.range_constexpr(NTW):
+                n = warp * (N // 4) + (nt * 8) + g
+                b = [lp.f32_bits(lp.sel_f32(ok0, sB[jc0, n], zero)),
+                     lp.f32_bits(lp.sel_f32(ok1, sB[jc1, n], zero))]
+                c[nt] = lp.mma_sync("tf32", a_lo, b, c[nt])
+                c[nt] = lp.mma_sync("tf32", a_hi, b, c[nt])
+        cute.arch.barrier()          # every thread has read the previous pass's slab
+        for nt in cutlass.range_constexpr(NTW):
+            n = warp * (N // 4) + (nt * 8) + 2 * t
+            sSlab[g, n] = c[nt][0]
+            sSlab[g, n + 1] = c[nt][1]
+            sSlab[g + 8, n] = c[nt][2]
+            sSlab[g + 8, n + 1] = c[nt][3]
+        cute.arch.barrier()
+        cute.autovec_copy(cute.local_tile(sSlab[rrow, None], (CHUNK,), (cbi,)), acc)
+
+    @cute.jit
     def _flush2(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],
                 mOut: cute.Tensor, mHi: cute.Tensor, mHiS: Optional[cute.Tensor],
                 mHiG: Optional[cute.Tensor], mLo: Optional[cute.Tensor],
@@ -2141,7 +2206,7 @@ class Mamba2ReplayDecode:
                 sCoef: cute.Tensor, sScal: cute.Tensor, sRed: cute.Tensor, sKey: cute.Tensor,
                 row: Int32, slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32,
                 gen: Int32, tidx: Int32, sCT: Optional[cute.Tensor] = None,
-                sDotF: Optional[cute.Tensor] = None):
+                sDotF: Optional[cute.Tensor] = None, sSlab: Optional[cute.Tensor] = None):
         """Flush rows, single fold pass (one staging round, NJB == 1). Per head: sWX from the
         x_j rows that cp.async brought in during the previous head; per chunk: fold, + the
         decayed hi chunk (cp.async'ed into this thread's landing slot during the previous chunk:
@@ -2221,14 +2286,17 @@ class Mamba2ReplayDecode:
                     r = cutlass.min(r, P - 1)
                 qc = r * CB + cbi        # chunk id: elements 16qc .. 16qc+15 of the P x N matrix
                 # ---- fold: sum_j fma(w_j x_j[r], B_j[16 cbi + e]) from 0, then the decayed hi
-                for e in cutlass.range_constexpr(CHUNK):
-                    acc[e] = Float32(0.0)
-                bj = cute.make_rmem_tensor((CHUNK,), Float32)
-                for j in cutlass.range(h, unroll=1):
-                    wx = sWX[j, r]
-                    cute.autovec_copy(cute.local_tile(sB[j, None], (CHUNK,), (cbi,)), bj)
+                if const_expr(self.mma_fold):
+                    self._mma_fold(sWX, sB, sSlab, acc, h, it, rrow, cbi, warp, lane)
+                else:
                     for e in cutlass.range_constexpr(CHUNK):
-                        acc[e] = _fma_rn(wx, bj[e], acc[e])
+                        acc[e] = Float32(0.0)
+                    bj = cute.make_rmem_tensor((CHUNK,), Float32)
+                    for j in cutlass.range(h, unroll=1):
+                        wx = sWX[j, r]
+                        cute.autovec_copy(cute.local_tile(sB[j, None], (CHUNK,), (cbi,)), bj)
+                        for e in cutlass.range_constexpr(CHUNK):
+                            acc[e] = _fma_rn(wx, bj[e], acc[e])
                 # + the decayed checkpoint (this chunk's hi: cp.async issued one chunk ago)
                 cute.arch.cp_async_wait_group(0)
                 for g in cutlass.range_constexpr(wpc_hi // V):
@@ -2327,7 +2395,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         nonflush_mma=_nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma),
         staged=_staged_default() if staged is None else bool(staged),
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
-        prof=_prof_default(), row_order=bool(row_order),
+        prof=_prof_default(), row_order=bool(row_order), mma_fold=_mma_fold_default(),
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS")) + tuple(
@@ -2621,7 +2689,7 @@ def _launcher(ent):
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
-              "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER")
+              "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD")
 _env = env_reader(_ENV_NAMES)
 
 

@@ -320,7 +320,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                                                    stride=(T * P, P, 1)),
                                          byte_alignment=16)
         uview = self._union_buffer(smem)
-        sB, sWX, sS, sHW, sHS, sXR = self._flush_views(uview)
+        sB, sWX, sS, sHW, sHS, sXR, sSlab = self._flush_views(uview)
         sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
         sXE = uview("xe", Float32, cute.make_layout((EM, P), stride=(P, 1)))
 
@@ -382,7 +382,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
                                     mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
                                     sKey, sSink, sCT, sDotF, row, slot, head0, group, origin, h,
-                                    gen, tidx)
+                                    gen, tidx, sSlab)
                     cute.arch.barrier()  # sDotF complete; the union buffer free for sXE
                     for k in cutlass.range(HPC, unroll=1):
                         head = _opaque_i32(head0 + k)
@@ -405,7 +405,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
                                     mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
                                     sKey, sSink, None, None, row, slot, head0, group, origin, h,
-                                    gen, tidx)
+                                    gen, tidx, sSlab)
 
             # ------------------------------------------------------------ append the drafts
             # (dt' / dA went out in the scan); positions h'..h'+T-1 of the new ring hold no entry
@@ -475,7 +475,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                    sScal: cute.Tensor, sRed: cute.Tensor, sKey: cute.Tensor, sSink: cute.Tensor,
                    sCT: Optional[cute.Tensor], sDotF: Optional[cute.Tensor], row: Int32,
                    slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32, gen: Int32,
-                   tidx: Int32):
+                   tidx: Int32, sSlab: Optional[cute.Tensor] = None):
         """The decode kernel's flush of this row's heads (fold of the h committed entries, hi + lo
         written). Its own T = 1 output goes to a shared-memory sink (never read) -- or, with
         ``sDotF`` (v2 flush), the T query dots of S_new replace it."""
@@ -488,7 +488,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         if const_expr(self.flush_impl == 2):
             self._flush2(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
                          mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed, sKey, row,
-                         slot, head0, group, origin, h, gen, tidx, sCT, sDotF)
+                         slot, head0, group, origin, h, gen, tidx, sCT, sDotF, sSlab)
         else:
             self._flush(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
                         mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot, head0, group,
@@ -856,7 +856,7 @@ _CACHE = KernelCache("mamba2_verify")
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None,
              use_mma=None, row_order=False):
-    from .mamba2_replay import _early_arrive_default, _flush_impl_default
+    from .mamba2_replay import _early_arrive_default, _flush_impl_default, _mma_fold_default
     kw = dict(
         pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
         dt_dtype=dtype_name(dt_dtype), nheads=int(H), headdim=int(P), dstate=int(N),
@@ -869,7 +869,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         row_order=bool(row_order),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
-           _early_arrive_default()) + tuple(kw.values())
+           _early_arrive_default(), _mma_fold_default()) + tuple(kw.values())
     return kw, key
 
 
@@ -972,7 +972,8 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
-              "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER")
+              "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER",
+              "REPLAYSSM_M2_MMA_FOLD")
 _env = env_reader(_ENV_NAMES)
 
 
