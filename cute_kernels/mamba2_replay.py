@@ -225,10 +225,11 @@ def _nonflush_mma_default() -> bool:
     return os.environ.get("REPLAYSSM_M2_MMA", "1") != "0"
 
 
-def _mma_fold_default() -> bool:
-    """``REPLAYSSM_M2_MMA_FOLD`` (0 / 1; default 1): the flush's fold on the tensor cores
-    (:meth:`Mamba2ReplayDecode._mma_fold`, 16-bit activations); 0 = CUDA-core FMAs."""
-    return os.environ.get("REPLAYSSM_M2_MMA_FOLD", "1") != "0"
+def _mma_fold_default() -> Optional[bool]:
+    """``REPLAYSSM_M2_MMA_FOLD`` (0 / 1; unset: the kernel's default): the flush's fold on the
+    tensor cores (:meth:`Mamba2ReplayDecode._mma_fold`, 16-bit activations) or CUDA-core FMAs."""
+    v = os.environ.get("REPLAYSSM_M2_MMA_FOLD", "")
+    return None if v not in ("0", "1") else v == "1"
 
 
 def _staged_default() -> bool:
@@ -746,8 +747,14 @@ class Mamba2ReplayDecode:
         else:
             self.flush_p1, self.flush_p2 = list(self.flush_targets), []
         # flush v2: the fold on the tensor cores (:meth:`_mma_fold`) -- 16-row passes (N = 128),
-        # N/4 columns per warp in n-tiles of 8, 16-bit activations (B_j exact in tf32)
+        # N/4 columns per warp in n-tiles of 8, 16-bit activations (B_j exact in tf32). Default:
+        # decode with fp8 read copies only. H200 A/B (bench/results/session5_gpu/mma_fold): the
+        # flush runs 1.10-1.12x faster with fp8 / fp32 copies, 0.93x with nvfp4 -> fp16 (two CTA
+        # barriers per pass, 5 -> 4 CTAs/SM by smem), and the kernel's shared resources cost the
+        # non-flush rows 0.90x (nvfp4: smem; fp32: registers 72 -> 80); fp8/fp32 1.04x overall
         mf = _mma_fold_default() if mma_fold is None else bool(mma_fold)
+        if mf is None:
+            mf = self.read_fmt == "fp8"
         self.mma_fold = bool(mf and self.flush_impl == 2 and self.cfg.rpf == 16
                              and self.N % 32 == 0 and dtype_name(self.act_dtype) != "float32")
         # non-flush: prefetch the next head's read copy while reducing the current one (formats

@@ -97,6 +97,7 @@ from .mamba2_replay import (
     _launch_args,
     _launcher,
     _mma_nvfp4_tile,
+    _mma_fold_default,
     _opaque_i32,
     _pow2_f32,
     _sel_i32,
@@ -207,7 +208,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          ring, has_D, has_z, has_dt_bias, dt_softplus, heads_per_cta,
                          has_state_batch_indices, prefetch=False, min_blocks_per_mp=0,
                          flush_impl=flush_impl, nonflush_mma=False, staged=False,
-                         row_order=row_order)
+                         row_order=row_order,
+                         mma_fold=bool(_mma_fold_default()))   # off unless forced: 0.93-0.98x
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
         # once); v1: the dot path of flush rows reads hi before the flush rewrites it
         self.flush_dots = self.flush_impl == 2
@@ -856,7 +858,7 @@ _CACHE = KernelCache("mamba2_verify")
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None,
              use_mma=None, row_order=False):
-    from .mamba2_replay import _early_arrive_default, _flush_impl_default, _mma_fold_default
+    from .mamba2_replay import _early_arrive_default, _flush_impl_default
     kw = dict(
         pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
         dt_dtype=dtype_name(dt_dtype), nheads=int(H), headdim=int(P), dstate=int(N),
