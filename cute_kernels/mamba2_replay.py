@@ -225,11 +225,16 @@ def _nonflush_mma_default() -> bool:
     return os.environ.get("REPLAYSSM_M2_MMA", "1") != "0"
 
 
+def _env_flag(name: str) -> Optional[bool]:
+    """A 0 / 1 tuning switch from the environment; None when unset."""
+    v = os.environ.get(name, "")
+    return None if v not in ("0", "1") else v == "1"
+
+
 def _mma_fold_default() -> Optional[bool]:
     """``REPLAYSSM_M2_MMA_FOLD`` (0 / 1; unset: the kernel's default): the flush's fold on the
     tensor cores (:meth:`Mamba2ReplayDecode._mma_fold`, 16-bit activations) or CUDA-core FMAs."""
-    v = os.environ.get("REPLAYSSM_M2_MMA_FOLD", "")
-    return None if v not in ("0", "1") else v == "1"
+    return _env_flag("REPLAYSSM_M2_MMA_FOLD")
 
 
 def _staged_default() -> bool:
@@ -759,6 +764,8 @@ class Mamba2ReplayDecode:
                              and self.N % 32 == 0 and dtype_name(self.act_dtype) != "float32")
         # non-flush: prefetch the next head's read copy while reducing the current one (formats
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
+        if prefetch is None:
+            prefetch = _env_flag("REPLAYSSM_M2_PREFETCH")     # tuning runs
         self.prefetch = (bool(prefetch) if prefetch is not None else
                          (self.read_fmt in ("nvfp4", "fp8") and self.hpc > 1))
         if self.hpc == 1 or self.snf:   # (staged: every head is in smem already)
@@ -767,6 +774,9 @@ class Mamba2ReplayDecode:
         # <= 16 registers per thread); 16-bit / fp32 read sets (32 / 64 registers, live through
         # the preamble) would cost occupancy -- they load at the head start
         self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch)
+        ef = _env_flag("REPLAYSSM_M2_EARLY_READ")              # tuning runs
+        if ef is not None:
+            self.early = (not self.snf) and (ef or self.prefetch)
         # occupancy hint (CTAs of 128 threads per SM) -> .minnctapersm, i.e. a register cap of
         # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp.
         c = self.cfg
@@ -2405,7 +2415,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         prof=_prof_default(), row_order=bool(row_order), mma_fold=_mma_fold_default(),
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
-    key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS")) + tuple(
+    key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
+           _env_flag("REPLAYSSM_M2_PREFETCH"), _env_flag("REPLAYSSM_M2_EARLY_READ")) + tuple(
         kw.values())
     return kw, key
 
@@ -2696,7 +2707,8 @@ def _launcher(ent):
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
-              "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD")
+              "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
+              "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ")
 _env = env_reader(_ENV_NAMES)
 
 
