@@ -161,12 +161,15 @@ def test_replay_step_matches_torch_reference(kind, pair, seed):
     assert int(cc.flush_count.max()) >= 3
 
 
-def test_cuda_graph_capture_replay(seed):
+@pytest.mark.parametrize("order", ["0", "1"])
+def test_cuda_graph_capture_replay(order, seed, monkeypatch):
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", order)     # 1: each step through the flush-first order
     H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
     dev, L, b = "cuda", 4, 6
     cache = R.Mamba2ReplayCache(8, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=L,
                                 act_dtype=torch.bfloat16, device=dev, seed=5)
     cache.init_from_state(list(range(8)), torch.randn(8, H, P, N, device=dev))
+    cache.write_pos.copy_(torch.tensor([0, 1, 2, 3, 0, 1, 2, 3], dtype=torch.int32))  # staggered
     sbi = torch.tensor([0, 2, -1, 5, 7, 1], dtype=torch.int32, device=dev)
     x = torch.randn(b, H, P, device=dev, dtype=torch.bfloat16)
     dt, A, Bm = torch.randn(b, H, device=dev), -torch.rand(H, device=dev), torch.randn(b, G, N, device=dev, dtype=torch.bfloat16)
