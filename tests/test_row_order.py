@@ -10,6 +10,8 @@ import torch  # noqa: E402
 
 import replayssm_lp as R  # noqa: E402
 
+from .test_host_overhead import cute_on_meta  # noqa: E402,F401  (fixture)
+
 
 def test_reference_is_a_flush_first_permutation(seed):
     ref = pytest.importorskip("cute_kernels.row_order").flush_first_order_ref
@@ -61,3 +63,34 @@ def test_order_kernel_compiles_for_sm90a(has_idx, T):
     st = common.ptx_stats(ptx)
     assert st["ld.local"] == 0 and st["st.local"] == 0
     assert st["st.global.scalar"] == 2                # (row, slot) per row, nothing else
+
+
+def test_ordered_launch_runs_the_order_kernel_first(cute_on_meta, monkeypatch):
+    """The launch plumbing (kernels stubbed, meta tensors): with the order on, the order kernel
+    runs first on the cache's write_pos / row_order and the step kernel (compiled with
+    ``row_order``) gets the same order tensor; off, neither."""
+    import cute_kernels.mamba2_replay as M
+
+    from .test_host_overhead import _m2_args, _m2_cache
+
+    rec = cute_on_meta
+    order_calls = []
+    monkeypatch.setattr(M, "order_fn", lambda cache, T, has_idx: (
+        lambda *a: order_calls.append((len(rec.calls), T, has_idx) + a)))
+    c = _m2_cache()
+    a = _m2_args()
+    args = (a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], None, a["dt_bias"], True,
+            a["state_batch_indices"], -1, a["out"])
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
+    M.mamba2_replay_decode_cute(c, *args)
+    assert rec.compiles[-1][1]["row_order"] is True
+    (n_before, T, has_idx, sbi, wpos, order, batch, pad), = order_calls
+    assert n_before == 0 and len(rec.calls) == 1              # the order kernel went first
+    assert (T, has_idx, batch, pad) == (1, True, 3, -1)
+    assert sbi is a["state_batch_indices"] and wpos is c.write_pos and order is c.row_order
+    assert rec.calls[-1][26] is c.row_order and rec.calls[-1][25] is c.seed
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0")
+    M.mamba2_replay_decode_cute(c, *args)
+    assert rec.compiles[-1][1]["row_order"] is False
+    assert len(order_calls) == 1 and rec.calls[-1][26] is None and len(rec.calls) == 2
+
