@@ -753,15 +753,15 @@ class Mamba2ReplayDecode:
             self.flush_p1, self.flush_p2 = list(self.flush_targets), []
         # flush v2: the fold on the tensor cores (:meth:`_mma_fold`) -- 16-row passes (N = 128),
         # N/4 columns per warp in n-tiles of 8, 16-bit activations (B_j exact in tf32). Default:
-        # decode with fp8 read copies only. H200 A/B (bench/results/session5_gpu/mma_fold): the
-        # flush runs 1.10-1.12x faster with fp8 / fp32 copies, 0.93x with nvfp4 -> fp16 (two CTA
+        # decode with fp8 read copies and an fp32 checkpoint only. H200 A/B
+        # (bench/results/session5_gpu/mma_fold): the flush runs 1.10-1.12x faster with fp8 / fp32 copies, 0.93x with nvfp4 -> fp16 (two CTA
         # barriers per pass, 5 -> 4 CTAs/SM by smem), and the kernel's shared resources cost the
         # non-flush rows 0.90x (nvfp4: smem; fp32: registers 72 -> 80); fp8/fp32 1.04x overall
         mf = _mma_fold_default() if mma_fold is None else bool(mma_fold)
-        if mf is None:
-            mf = self.read_fmt == "fp8"
-        self.mma_fold = bool(mf and self.flush_impl == 2 and self.cfg.rpf == 16
-                             and self.N % 32 == 0 and dtype_name(self.act_dtype) != "float32")
+        if mf is None:               # measured: fp8/fp32 (fp8 -> fp16 SR targets: unmeasured)
+            mf = self.read_fmt == "fp8" and self.rec_fmt == "fp32"
+        self.mma_fold = bool(mf and self.flush_impl == 2 and self.cfg.rpf == 16     # N = 128
+                             and dtype_name(self.act_dtype) != "float32")
         # non-flush: prefetch the next head's read copy while reducing the current one (formats
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
         if prefetch is None:
@@ -2170,7 +2170,7 @@ class Mamba2ReplayDecode:
                   h: Int32, it: Int32, rrow: Int32, cbi: Int32, warp: Int32, lane: Int32):
         """``acc[e] = Σ_{j<h} sWX[j, r]·sB[j, 16·cbi + e]`` (r = the thread's row of pass ``it``)
         on the tensor cores. The pass's 16 rows x N columns are one ``D = A·B``, ``A[m, j] =
-        sWX[j, 16·it + m]`` split into two tf32 terms (hi + lo: ~2^-24 relative, and every product
+        sWX[j, 16·it + m]`` split into two tf32 terms (hi + lo: ~2^-22 relative, and every product
         exact in the fp32 accumulator: B_j holds 16-bit activations, exact in tf32), K = the JB
         staged entries (j >= h zeroed in A and B), warp w the columns [w·N/4, (w+1)·N/4) in n-tiles
         of 8 (m16n8k8). The slab goes through smem (``sSlab``, rows padded by 4 words) to the
@@ -2520,8 +2520,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
     hi_global_scale, lo_words, lo_scale, lo_global_scale, x_buf, B_buf, dt_buf, dA_buf, write_pos,
-    ring_origin, flush_count, pending, arrive, seed, pad_slot_id)`` (``None`` for absent tensors;
-    see :func:`mamba2_replay_decode_cute`). Tuning knobs (also part of the key): ``prefetch``
+    ring_origin, flush_count, pending, arrive, seed, order, pad_slot_id)`` (``None`` for absent
+    tensors; ``order``: ``row_order`` below; see :func:`mamba2_replay_decode_cute`). Tuning knobs (also part of the key): ``prefetch``
     (non-flush rows load the next head's read copy before reducing the current one; default: on for
     nvfp4 / fp8 read copies when ``heads_per_cta > 1``) and ``min_blocks_per_mp`` (``.minnctapersm``
     occupancy hint = register cap for ptxas; 0 = ptxas' choice; None = :func:`default_min_blocks_per_mp`).
@@ -2625,16 +2625,16 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
                                    flush_impl, staged, nonflush_mma))
 
 
-def _launch_args(k, cache, order_fn=None):
+def _launch_args(k, cache, order_ffi=None):
     """A launch entry: ``(ffi function, hi words, hi scale, hi global scale, lo ..., any_sr,
-    order_fn)`` of the compiled kernel ``k`` on ``cache``'s stored copies; ``order_fn``: the
+    order_ffi)`` of the compiled kernel ``k`` on ``cache``'s stored copies; ``order_ffi``: the
     flush-first order kernel that runs ahead of it (``k`` compiled with ``row_order``), or None."""
-    return (k.ffi, *_copy_views(cache), bool(k.meta["op"].any_sr), order_fn)
+    return (k.ffi, *_copy_views(cache), bool(k.meta["op"].any_sr), order_ffi)
 
 
 #: default: the flush-first order from this many rows. H200, Nemotron-3-Super, L = 16, staggered
-#: (bench/results/session5_gpu): b1 6.2 -> 9.4 µs (the extra launch), b8 19.2 -> 21.2, b16 mixed
-#: (+-3 %), b32 57.9 -> 47.0, b64 103.0 -> 82.7, b256 239.4 -> 195.4 (nvfp4/fp16sr)
+#: (bench/results/session5_gpu): b1 6.2 -> 9.4 µs (the extra launch), b8 19.2 -> 21.2, b16 0.98-1.07x,
+#: b32 57.9 -> 47.0, b64 103.0 -> 82.7, b256 239.4 -> 195.4 (nvfp4/fp16sr)
 ROW_ORDER_MIN_BATCH = 32
 
 
@@ -2645,9 +2645,9 @@ def use_row_order(cache, batch: int) -> bool:
     (``cache.row_order``, one entry per slot: only pad rows can make a batch that large)."""
     if batch > cache.row_order.shape[1]:
         return False
-    env = os.environ.get("REPLAYSSM_M2_ORDER", "")
-    if env in ("0", "1"):
-        return env == "1"
+    forced = _env_flag("REPLAYSSM_M2_ORDER")
+    if forced is not None:
+        return forced
     return batch >= ROW_ORDER_MIN_BATCH
 
 
@@ -2680,27 +2680,17 @@ def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
 def _launcher(ent):
     """The launch function of a :func:`_launch_args` entry (the entry unpacked once, into the
     closure): the per-token inputs and the cache's buffers, cursors and seed, read per call."""
-    fn, hw, hs, hg, lw, ls, lg, any_sr, ofn = ent
-    if ofn is not None:
-        def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
+    fn, hw, hs, hg, lw, ls, lg, any_sr, order_ffi = ent
+
+    def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
+        order = None
+        if order_ffi is not None:    # the flush-first order first, into the cache's scratch
             order = cache.row_order
-            ofn(state_batch_indices, cache.write_pos, order, x.shape[0], pad_slot_id)
-            fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
-               cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
-               cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
-               cache.seed if any_sr else None, order, pad_slot_id)
-    elif any_sr:
-        def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
-            fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
-               cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
-               cache.ring_origin, cache.flush_count, cache.pending, cache.arrive, cache.seed,
-               None, pad_slot_id)
-    else:
-        def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
-            fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
-               cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
-               cache.ring_origin, cache.flush_count, cache.pending, cache.arrive, None, None,
-               pad_slot_id)
+            order_ffi(state_batch_indices, cache.write_pos, order, x.shape[0], pad_slot_id)
+        fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
+           cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
+           cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
+           cache.seed if any_sr else None, order, pad_slot_id)
     return launch
 
 
@@ -2714,7 +2704,7 @@ _env = env_reader(_ENV_NAMES)
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
                   heads_per_cta, prefetch, min_blocks_per_mp, flush_impl, staged, nonflush_mma):
-    """(ffi function, stored-copy views..., any_sr) for one call signature on one cache plan."""
+    """A :func:`_launch_args` entry for one call signature on one cache plan."""
     batch, H, P = x.shape
     G, N = B.shape[1], B.shape[2]
     if heads_per_cta is None:

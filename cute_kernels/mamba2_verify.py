@@ -216,7 +216,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          has_state_batch_indices, prefetch=False, min_blocks_per_mp=0,
                          flush_impl=flush_impl, nonflush_mma=False, staged=False,
                          row_order=row_order,
-                         mma_fold=bool(_mma_fold_default()))   # off unless forced: 0.93-0.98x
+                         mma_fold=bool(_mma_fold_default()))   # off unless forced: 0.90-0.98x
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
         # once); v1: the dot path of flush rows reads hi before the flush rewrites it
         self.flush_dots = self.flush_impl == 2
@@ -230,8 +230,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.mma_hi = self.use_mma and self._mma_tile_ok(self.rec_fmt, self.tile_hi)
         self.mma_any = self.mma_lo or self.mma_hi
         # non-flush rows: the next head's read set in flight during this head's dots and outputs
-        rt = self.tile_hi if not self.split else self.cfg
-        self.vprefetch = bool(_prefetch_default() and self.hpc > 1 and rt.rpt * rt.cn * 4 <= 16)
+        c = self.cfg                 # the read copy's tile (= tile_hi for shared pairs)
+        self.vprefetch = bool(_prefetch_default() and self.hpc > 1 and c.rpt * c.cn * 4 <= 16)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
         # the flush path together; fewer when shared memory binds
         k = 4 if min_blocks_per_mp is None else int(min_blocks_per_mp)
@@ -1049,7 +1049,8 @@ _env = env_reader(_ENV_NAMES)
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
                   heads_per_cta, min_blocks_per_mp, flush_impl, use_mma):
-    """(ffi function, stored-copy views..., any_sr) for one call signature on one cache."""
+    """A :func:`cute_kernels.mamba2_replay._launch_args` entry for one call signature on one
+    cache."""
     batch, T, H, P = x.shape
     G, N = B.shape[2], B.shape[3]
     if heads_per_cta is None:

@@ -1,4 +1,4 @@
-"""Flush-first row order: a stable partition of a batch's rows, the rows that flush this step first.
+"""Flush-first row order: a partition of a batch's rows, the rows that flush this step first.
 
 A replay / verify launch runs one CTA (group) per (row, head chunk) in grid order. A flush CTA
 lives ~10x longer than a non-flush one (it folds L buffer entries into the checkpoint and

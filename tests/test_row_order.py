@@ -65,32 +65,42 @@ def test_order_kernel_compiles_for_sm90a(has_idx, T):
     assert st["st.global.scalar"] == 2                # (row, slot) per row, nothing else
 
 
-def test_ordered_launch_runs_the_order_kernel_first(cute_on_meta, monkeypatch):
+@pytest.mark.parametrize("op", ["decode", "verify"])
+def test_ordered_launch_runs_the_order_kernel_first(op, cute_on_meta, monkeypatch):
     """The launch plumbing (kernels stubbed, meta tensors): with the order on, the order kernel
-    runs first on the cache's write_pos / row_order and the step kernel (compiled with
-    ``row_order``) gets the same order tensor; off, neither."""
+    runs first on the cache's write_pos / row_order (verify: with its T) and the step kernel
+    (compiled with ``row_order``) gets the same order tensor; off, neither."""
     import cute_kernels.mamba2_replay as M
+    import cute_kernels.mamba2_verify as MV
 
     from .test_host_overhead import _m2_args, _m2_cache
 
     rec = cute_on_meta
+    monkeypatch.setattr(MV, "compile_mamba2_verify", rec.compile)
     order_calls = []
     monkeypatch.setattr(M, "order_fn", lambda cache, T, has_idx: (
         lambda *a: order_calls.append((len(rec.calls), T, has_idx) + a)))
+    monkeypatch.setattr(MV, "order_fn", M.order_fn)
     c = _m2_cache()
     a = _m2_args()
+    T = 1
+    run = M.mamba2_replay_decode_cute
+    if op == "verify":
+        T = 2
+        for n in ("x", "dt", "B", "C", "out"):
+            a[n] = a[n].unsqueeze(1).expand(-1, T, *a[n].shape[1:]).contiguous()
+        run = MV.mamba2_verify_cute
     args = (a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], None, a["dt_bias"], True,
             a["state_batch_indices"], -1, a["out"])
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
-    M.mamba2_replay_decode_cute(c, *args)
+    run(c, *args)
     assert rec.compiles[-1][1]["row_order"] is True
-    (n_before, T, has_idx, sbi, wpos, order, batch, pad), = order_calls
+    (n_before, T_, has_idx, sbi, wpos, order, batch, pad), = order_calls
     assert n_before == 0 and len(rec.calls) == 1              # the order kernel went first
-    assert (T, has_idx, batch, pad) == (1, True, 3, -1)
+    assert (T_, has_idx, batch, pad) == (T, True, 3, -1)
     assert sbi is a["state_batch_indices"] and wpos is c.write_pos and order is c.row_order
     assert rec.calls[-1][26] is c.row_order and rec.calls[-1][25] is c.seed
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0")
-    M.mamba2_replay_decode_cute(c, *args)
+    run(c, *args)
     assert rec.compiles[-1][1]["row_order"] is False
     assert len(order_calls) == 1 and rec.calls[-1][26] is None and len(rec.calls) == 2
-

@@ -22,8 +22,8 @@ i=0
 IFS=';' read -ra cmds <<<"$TESTS"
 for c in "${cmds[@]}"; do bg "test_$i" bash -c "$c"; i=$((i + 1)); done
 for o in 0 1; do
-  [ -n "$SWEEP_ARGS" ] && bg warm_sweep_$o env "$AB_ENV=$o" python -m bench $SWEEP_ARGS --warm-only --no-plots --out /tmp/w1
-  [ -n "$SPEC_ARGS" ] && bg warm_spec_$o env "$AB_ENV=$o" python -m bench $SPEC_ARGS --warm-only --no-plots --out /tmp/w2
+  [ -n "$SWEEP_ARGS" ] && bg warm_sweep_$o env "$AB_ENV=$o" python -m bench $SWEEP_ARGS --warm-only --no-plots --out /tmp/w1_$o
+  [ -n "$SPEC_ARGS" ] && bg warm_spec_$o env "$AB_ENV=$o" python -m bench $SPEC_ARGS --warm-only --no-plots --out /tmp/w2_$o
 done
 wait
 for n in sweep spec; do
