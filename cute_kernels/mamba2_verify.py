@@ -134,6 +134,13 @@ def _prefetch_default() -> bool:
     return os.environ.get("REPLAYSSM_M2V_PREFETCH", "0") == "1"
 
 
+def _out_ilp_default() -> bool:
+    """``REPLAYSSM_M2V_OUT_ILP`` (0 / 1; default 0): the outputs' entry sums of a thread's
+    T·P/128 outputs in one entry loop (one x load shared, independent accumulators) instead of
+    one dependent loop per output (:meth:`Mamba2VerifyKernel._head_out`)."""
+    return os.environ.get("REPLAYSSM_M2V_OUT_ILP", "0") == "1"
+
+
 def _pow2_ge(n: int) -> int:
     t = 1
     while t < n:
@@ -232,6 +239,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # non-flush rows: the next head's read set in flight during this head's dots and outputs
         c = self.cfg                 # the read copy's tile (= tile_hi for shared pairs)
         self.vprefetch = bool(_prefetch_default() and self.hpc > 1 and c.rpt * c.cn * 4 <= 16)
+        # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
+        self.out_ilp = bool(_out_ilp_default() and c.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
         # the flush path together; fewer when shared memory binds
         k = 4 if min_blocks_per_mp is None else int(min_blocks_per_mp)
@@ -895,18 +904,36 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         (the reference's order; e0 = h when sDot holds S_new's dots, whose fold took the entries
         before h), ``*= silu(z)``, stored to ``out[row, t, head, p]``."""
         T, P, NT = self.T, self.P, self.cfg.nt
+        NO = -(-(T * P) // NT)           # outputs per thread
         dsk = Float32(0.0)
         if const_expr(self.has_D):
             dsk = mD[head].to(Float32)
-        for i in cutlass.range_constexpr(-(-(T * P) // NT)):
+        accs = cute.make_rmem_tensor((NO,), Float32)
+        if const_expr(self.out_ilp):
+            # every output of this thread has p = tidx % P: one entry loop, one x_e[p] load per
+            # entry, NO independent accumulators (entries past an output's q add exact zeros)
+            p = tidx % P
+            for i in cutlass.range_constexpr(NO):
+                accs[i] = Float32(0.0)
+            t_last = cutlass.min((tidx + (NO - 1) * NT) // P, Int32(T - 1))
+            for e in cutlass.range(e0, h + t_last + 1, unroll=2):
+                xe = sXE[e, p]
+                for i in cutlass.range_constexpr(NO):
+                    ti = cutlass.min((tidx + i * NT) // P, Int32(T - 1))
+                    accs[i] = accs[i] + lp.sel_f32(e <= h + ti, sCoefT[k, ti, e] * xe,
+                                                   Float32(0.0))
+        for i in cutlass.range_constexpr(NO):
             idx = tidx + i * NT
             t = idx // P
             p = idx % P
             if idx < T * P:
                 q = h + t
                 acc = Float32(0.0)
-                for e in cutlass.range(e0, q + 1, unroll=1):
-                    acc = acc + sCoefT[k, t, e] * sXE[e, p]
+                if const_expr(self.out_ilp):
+                    acc = accs[i]
+                else:
+                    for e in cutlass.range(e0, q + 1, unroll=1):
+                        acc = acc + sCoefT[k, t, e] * sXE[e, p]
                 y = acc + sG[k, t] * sDot[t, p]
                 if const_expr(self.has_D):
                     y = y + dsk * sXE[q, p]
@@ -938,8 +965,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         row_order=bool(row_order),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
-           _early_arrive_default(), _mma_fold_default(), _prefetch_default()) + tuple(
-        kw.values())
+           _early_arrive_default(), _mma_fold_default(), _prefetch_default(),
+           _out_ilp_default()) + tuple(kw.values())
     return kw, key
 
 
@@ -1043,7 +1070,7 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
               "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER",
-              "REPLAYSSM_M2_MMA_FOLD", "REPLAYSSM_M2V_PREFETCH")
+              "REPLAYSSM_M2_MMA_FOLD", "REPLAYSSM_M2V_PREFETCH", "REPLAYSSM_M2V_OUT_ILP")
 _env = env_reader(_ENV_NAMES)
 
 
