@@ -135,10 +135,11 @@ def _prefetch_default() -> bool:
 
 
 def _out_ilp_default() -> bool:
-    """``REPLAYSSM_M2V_OUT_ILP`` (0 / 1; default 0): the outputs' entry sums of a thread's
+    """``REPLAYSSM_M2V_OUT_ILP`` (0 / 1; default 1): the outputs' entry sums of a thread's
     T·P/128 outputs in one entry loop (one x load shared, independent accumulators) instead of
-    one dependent loop per output (:meth:`Mamba2VerifyKernel._head_out`)."""
-    return os.environ.get("REPLAYSSM_M2V_OUT_ILP", "0") == "1"
+    one dependent loop per output (:meth:`Mamba2VerifyKernel._head_out`). H200, b256 T = 8
+    (bench/results/session5_gpu §8): nvfp4/fp16sr 1016.6 -> 965.7 µs, fp32 1150.1 -> 1093.5."""
+    return os.environ.get("REPLAYSSM_M2V_OUT_ILP", "1") != "0"
 
 
 def _pow2_ge(n: int) -> int:
