@@ -692,7 +692,8 @@ class Mamba2ReplayDecode:
                  min_blocks_per_mp: Optional[int] = None, flush_impl: Optional[int] = None,
                  nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
                  early_arrive: Optional[bool] = None, prof: Optional[bool] = None,
-                 row_order: bool = False, mma_fold: Optional[bool] = None):
+                 row_order: bool = False, mma_fold: Optional[bool] = None,
+                 early_read: Optional[bool] = None):
         p: PrecisionPair = parse_pair(pair)
         # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
         self.row_order = bool(row_order)
@@ -754,9 +755,10 @@ class Mamba2ReplayDecode:
         # flush v2: the fold on the tensor cores (:meth:`_mma_fold`) -- 16-row passes (N = 128),
         # N/4 columns per warp in n-tiles of 8, 16-bit activations (B_j exact in tf32). Default:
         # decode with fp8 read copies and an fp32 checkpoint only. H200 A/B
-        # (bench/results/session5_gpu/mma_fold): the flush runs 1.10-1.12x faster with fp8 / fp32 copies, 0.93x with nvfp4 -> fp16 (two CTA
-        # barriers per pass, 5 -> 4 CTAs/SM by smem), and the kernel's shared resources cost the
-        # non-flush rows 0.90x (nvfp4: smem; fp32: registers 72 -> 80); fp8/fp32 1.04x overall
+        # (bench/results/session5_gpu/mma_fold): the flush runs 1.10-1.12x faster with fp8 / fp32
+        # copies, 0.93x with nvfp4 -> fp16 (two CTA barriers per pass, 5 -> 4 CTAs/SM by smem),
+        # and the kernel's shared resources cost the non-flush rows 0.90x (nvfp4: smem; fp32:
+        # registers 72 -> 80); fp8/fp32 1.04x overall
         mf = _mma_fold_default() if mma_fold is None else bool(mma_fold)
         if mf is None:               # measured: fp8/fp32 (fp8 -> fp16 SR targets: unmeasured)
             mf = self.read_fmt == "fp8" and self.rec_fmt == "fp32"
@@ -774,9 +776,10 @@ class Mamba2ReplayDecode:
         # <= 16 registers per thread); 16-bit / fp32 read sets (32 / 64 registers, live through
         # the preamble) would cost occupancy -- they load at the head start
         self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch)
-        ef = _env_flag("REPLAYSSM_M2_EARLY_READ")              # tuning runs
-        if ef is not None:
-            self.early = (not self.snf) and (ef or self.prefetch)
+        if early_read is None:
+            early_read = _env_flag("REPLAYSSM_M2_EARLY_READ")  # tuning runs
+        if early_read is not None:
+            self.early = (not self.snf) and (early_read or self.prefetch)
         # occupancy hint (CTAs of 128 threads per SM) -> .minnctapersm, i.e. a register cap of
         # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp.
         c = self.cfg
@@ -2406,17 +2409,17 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         ring=int(R), has_D=bool(has_D), has_z=bool(has_z), has_dt_bias=bool(has_dt_bias),
         dt_softplus=bool(dt_softplus), heads_per_cta=int(heads_per_cta),
         has_state_batch_indices=bool(has_idx),
-        prefetch=None if prefetch is None else bool(prefetch),
+        prefetch=_env_flag("REPLAYSSM_M2_PREFETCH") if prefetch is None else bool(prefetch),
         min_blocks_per_mp=None if min_blocks_per_mp is None else int(min_blocks_per_mp),
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         nonflush_mma=_nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma),
         staged=_staged_default() if staged is None else bool(staged),
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
         prof=_prof_default(), row_order=bool(row_order), mma_fold=_mma_fold_default(),
+        early_read=_env_flag("REPLAYSSM_M2_EARLY_READ"),
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
-    key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
-           _env_flag("REPLAYSSM_M2_PREFETCH"), _env_flag("REPLAYSSM_M2_EARLY_READ")) + tuple(
+    key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS")) + tuple(
         kw.values())
     return kw, key
 
@@ -2521,10 +2524,14 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
     hi_global_scale, lo_words, lo_scale, lo_global_scale, x_buf, B_buf, dt_buf, dA_buf, write_pos,
     ring_origin, flush_count, pending, arrive, seed, order, pad_slot_id)`` (``None`` for absent
-    tensors; ``order``: ``row_order`` below; see :func:`mamba2_replay_decode_cute`). Tuning knobs (also part of the key): ``prefetch``
-    (non-flush rows load the next head's read copy before reducing the current one; default: on for
-    nvfp4 / fp8 read copies when ``heads_per_cta > 1``) and ``min_blocks_per_mp`` (``.minnctapersm``
-    occupancy hint = register cap for ptxas; 0 = ptxas' choice; None = :func:`default_min_blocks_per_mp`).
+    tensors; ``order``: ``row_order`` below; see :func:`mamba2_replay_decode_cute`). Tuning knobs
+    (also part of the key): ``prefetch`` (non-flush rows load the next head's read copy before
+    reducing the current one; default: on for nvfp4 / fp8 read copies when ``heads_per_cta > 1``;
+    ``REPLAYSSM_M2_PREFETCH``) and ``min_blocks_per_mp`` (``.minnctapersm`` occupancy hint =
+    register cap for ptxas; 0 = ptxas' choice; None = :func:`default_min_blocks_per_mp`;
+    ``REPLAYSSM_M2_MINBLOCKS``); from the environment only: ``REPLAYSSM_M2_EARLY_READ`` (the
+    first head's read set issued before the preamble) and ``REPLAYSSM_M2_MMA_FOLD`` (the flush's
+    fold on the tensor cores).
     Implementation switches (part of the key; None = the env default): ``flush_impl`` 2 (single
     fold pass, default; ``REPLAYSSM_M2_FLUSH``) or 1 (the original two-pass flush), ``staged``
     (nvfp4 non-flush read sets staged in smem by cp.async; ``REPLAYSSM_M2_STAGED``),
@@ -2633,8 +2640,8 @@ def _launch_args(k, cache, order_ffi=None):
 
 
 #: default: the flush-first order from this many rows. H200, Nemotron-3-Super, L = 16, staggered
-#: (bench/results/session5_gpu): b1 6.2 -> 9.4 µs (the extra launch), b8 19.2 -> 21.2, b16 0.98-1.07x,
-#: b32 57.9 -> 47.0, b64 103.0 -> 82.7, b256 239.4 -> 195.4 (nvfp4/fp16sr)
+#: (bench/results/session5_gpu): b1 6.2 -> 9.4 µs (the extra launch), b8 19.2 -> 21.2,
+#: b16 0.98-1.07x, b32 57.9 -> 47.0, b64 103.0 -> 82.7, b256 239.4 -> 195.4 (nvfp4/fp16sr)
 ROW_ORDER_MIN_BATCH = 32
 
 

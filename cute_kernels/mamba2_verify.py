@@ -127,13 +127,6 @@ def _mma_default() -> bool:
     return os.environ.get("REPLAYSSM_M2V_MMA", "1") != "0"
 
 
-def _prefetch_default() -> bool:
-    """``REPLAYSSM_M2V_PREFETCH`` (0 / 1; default 0): non-flush rows with small read sets (nvfp4 /
-    fp8: <= 16 state registers per thread) load the next head's read copy while the current
-    head's dots and outputs run (:meth:`Mamba2VerifyKernel._read_outputs`)."""
-    return os.environ.get("REPLAYSSM_M2V_PREFETCH", "0") == "1"
-
-
 def _out_ilp_default() -> bool:
     """``REPLAYSSM_M2V_OUT_ILP`` (0 / 1; default 1): the outputs' entry sums of a thread's
     T·P/128 outputs in one entry loop (one x load shared, independent accumulators) instead of
@@ -237,11 +230,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.mma_lo = self.use_mma and self._mma_tile_ok(self.read_fmt, self.cfg)
         self.mma_hi = self.use_mma and self._mma_tile_ok(self.rec_fmt, self.tile_hi)
         self.mma_any = self.mma_lo or self.mma_hi
-        # non-flush rows: the next head's read set in flight during this head's dots and outputs
-        c = self.cfg                 # the read copy's tile (= tile_hi for shared pairs)
-        self.vprefetch = bool(_prefetch_default() and self.hpc > 1 and c.rpt * c.cn * 4 <= 16)
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
-        self.out_ilp = bool(_out_ilp_default() and c.nt % self.P == 0)
+        self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
         # the flush path together; fewer when shared memory binds
         k = 4 if min_blocks_per_mp is None else int(min_blocks_per_mp)
@@ -465,51 +455,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                       origin: Int32, h: Int32, E: Int32, tidx: Int32):
         """Per head: the T dots of the stored state (the read copy; hi for shared pairs, and --
         ``hi_when_flush``, the v1 flush -- for flush rows of split pairs, before the flush
-        rewrites it), the x of every entry staged, the outputs. ``vprefetch``: the next head's
-        read set is issued before this head's dots (two register sets)."""
-        if const_expr(self.vprefetch and not hi_when_flush):
-            use_hi = not self.split
-            fmt = self.rec_fmt if use_hi else self.read_fmt
-            tile = self.tile_hi if use_hi else self.cfg
-            mRd, mRdS, mRdG = (mHi, mHiS, mHiG) if use_hi else (mLo, mLoS, mLoG)
-            lir = tidx % tile.tn
-            rp = tidx // tile.tn
-            sets = [self._read_set(tile) for _ in range(2)]
-            raw, rsc, bsc, gsc = sets[0]
-            raw2, rsc2, bsc2, gsc2 = sets[1]
-            self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head0, rp, lir, fmt=fmt,
-                             tile=tile)
-            for k in cutlass.range(self.hpc, unroll=1):
-                head = _opaque_i32(head0 + k)
-                if k + 1 < self.hpc:
-                    self._issue_read(mRd, mRdS, mRdG, raw2, rsc2, bsc2, gsc2, slot,
-                                     _opaque_i32(head0 + k + 1), rp, lir, fmt=fmt, tile=tile)
-                self._regs_dot(use_hi, raw, rsc, bsc, gsc, sCT, sDot, bfr, cpw, rp, lir)
-                self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
-                cute.arch.barrier()
-                self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0, tidx)
-                cute.arch.barrier()      # sDot / sXE are rewritten by the next head
-                raw.store(raw2.load())
-                rsc.store(rsc2.load())
-                bsc.store(bsc2.load())
-                gsc.store(gsc2.load())
-        else:
-            self._read_outputs_serial(hi_when_flush, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG,
-                                      mLo, mLoS, mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr,
-                                      cpw, row, slot, head0, origin, h, E, tidx)
-
-    @cute.jit
-    def _read_outputs_serial(self, hi_when_flush: cutlass.Constexpr, flush: Boolean,
-                             mX: cute.Tensor, mZ: Optional[cute.Tensor],
-                             mD: Optional[cute.Tensor], mOut: cute.Tensor, mHi: cute.Tensor,
-                             mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
-                             mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
-                             mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, sCT: cute.Tensor,
-                             sDot: cute.Tensor, sXE: cute.Tensor, sCoefT: cute.Tensor,
-                             sG: cute.Tensor, bfr: cute.Tensor, cpw: cute.Tensor, row: Int32,
-                             slot: Int32, head0: Int32, origin: Int32, h: Int32, E: Int32,
-                             tidx: Int32):
-        """:meth:`_read_outputs`, one head's read set at a time."""
+        rewrites it), the x of every entry staged, the outputs."""
         for k in cutlass.range(self.hpc, unroll=1):
             head = _opaque_i32(head0 + k)
             if const_expr(self.split):
@@ -757,31 +703,18 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         copy ``mRd`` (hi when ``use_hi``, else lo)."""
         fmt = self.rec_fmt if const_expr(use_hi) else self.read_fmt
         tile = self.tile_hi if const_expr(use_hi) else self.cfg
-        lir = tidx % tile.tn
-        rp = tidx // tile.tn
-        raw, rsc, bsc, gsc = self._read_set(tile)
+        T, P = self.T, self.P
+        TN, RPT, RPP = tile.tn, tile.rpt, tile.rpp
+        lir = tidx % TN
+        rp = tidx // TN
+        raw = cute.make_rmem_tensor(cute.make_ordered_layout((RPT, tile.cn, 4), order=(2, 1, 0)),
+                                    Int32)
+        rsc = cute.make_rmem_tensor((RPT,), Float32)
+        bsc = cute.make_rmem_tensor((RPT, tile.cn), Int32)
+        gsc = cute.make_rmem_tensor((1,), Float32)
         # the decode kernel's non-flush read set, for the format of this copy
         self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir, fmt=fmt,
                          tile=tile)
-        self._regs_dot(use_hi, raw, rsc, bsc, gsc, sCT, sDot, bfr, cpw, rp, lir)
-
-    @staticmethod
-    def _read_set(tile):
-        """Registers of one head's read set: state words, fp8 row scales, nvfp4 block-scale
-        pairs, global scale."""
-        raw = cute.make_rmem_tensor(cute.make_ordered_layout((tile.rpt, tile.cn, 4),
-                                                             order=(2, 1, 0)), Int32)
-        return (raw, cute.make_rmem_tensor((tile.rpt,), Float32),
-                cute.make_rmem_tensor((tile.rpt, tile.cn), Int32),
-                cute.make_rmem_tensor((1,), Float32))
-
-    @cute.jit
-    def _regs_dot(self, use_hi: cutlass.Constexpr, raw: cute.Tensor, rsc: cute.Tensor,
-                  bsc: cute.Tensor, gsc: cute.Tensor, sCT: cute.Tensor, sDot: cute.Tensor,
-                  bfr: cute.Tensor, cpw: cute.Tensor, rp: Int32, lir: Int32):
-        """``sDot`` from a loaded read set (:meth:`_head_dot`)."""
-        fmt = self.rec_fmt if const_expr(use_hi) else self.read_fmt
-        tile = self.tile_hi if const_expr(use_hi) else self.cfg
         if const_expr(self.mma_hi if use_hi else self.mma_lo):
             self._mma_dot(raw, bsc, gsc, bfr, cpw, sDot, tile, rp, lir)
         else:
@@ -909,11 +842,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         dsk = Float32(0.0)
         if const_expr(self.has_D):
             dsk = mD[head].to(Float32)
-        accs = cute.make_rmem_tensor((NO,), Float32)
+        accs = None
         if const_expr(self.out_ilp):
             # every output of this thread has p = tidx % P: one entry loop, one x_e[p] load per
             # entry, NO independent accumulators (entries past an output's q add exact zeros)
             p = tidx % P
+            accs = cute.make_rmem_tensor((NO,), Float32)
             for i in cutlass.range_constexpr(NO):
                 accs[i] = Float32(0.0)
             t_last = cutlass.min((tidx + (NO - 1) * NT) // P, Int32(T - 1))
@@ -966,8 +900,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         row_order=bool(row_order),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
-           _early_arrive_default(), _mma_fold_default(), _prefetch_default(),
-           _out_ilp_default()) + tuple(kw.values())
+           _early_arrive_default(), _mma_fold_default(), _out_ilp_default()) + tuple(
+        kw.values())
     return kw, key
 
 
@@ -1071,7 +1005,7 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
               "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER",
-              "REPLAYSSM_M2_MMA_FOLD", "REPLAYSSM_M2V_PREFETCH", "REPLAYSSM_M2V_OUT_ILP")
+              "REPLAYSSM_M2_MMA_FOLD", "REPLAYSSM_M2V_OUT_ILP")
 _env = env_reader(_ENV_NAMES)
 
 
