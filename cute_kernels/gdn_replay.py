@@ -75,8 +75,9 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
   substitution across the lane quad (A_ji = beta_j e^{G_j - G_i} kn_i.kn_j, Gram on CUDA cores,
   decays from direct partial sums), then S = e^{G_tot} S_hi + (U diag(w)) Kn as 3xTF32 mma with
   the fold kept in registers, one 16-row tile at a time; shared pairs: the same rank-L update
-  with the buffered u. nvfp4 copies need the matrix amax first: the fold is then computed twice
-  (amax pass, then re-fold from the still unwritten hi and encode);
+  with the buffered u. nvfp4 copies need the matrix amax first: with one row tile per warp
+  (the default) the fold stays in registers across the CTA amax, then every copy is encoded;
+  with two, each tile is folded again from the still unwritten hi after the amax;
 * encoders: hardware RN converts (fp16 / bf16 / e4m3 satfinite, after the same clamps), SR fp16 /
   bf16 by adding the random bits then ``cvt.rz``, nvfp4 RN by fast IEEE division (the div.rn
   fast path with a per-block refined reciprocal) + magic-number rounding + fp16 bit layout for
@@ -1306,6 +1307,18 @@ def v2_supported(read_fmt, rec_fmt, K, V, L) -> bool:
         V == 128 or "nvfp4" not in (read_fmt, rec_fmt)) and V >= 16
 
 
+def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str) -> int:
+    """CTAs per SM hint of a v2 kernel (.minnctapersm, i.e. its register cap). Read copies
+    narrower than fp32 make the non-flush rows latency-bound at 2 CTAs of 256 threads per SM:
+    3 (80 registers; nvfp4 read + fp16 / bf16 recurrence: 4, 64 registers) run them faster
+    although the flush path then spills (H200, Qwen3.5-4B L = 16, staggered b512: nvfp4/fp16sr
+    403 -> 336 us, fp8/fp32 375 -> 339, bf16/fp32 391 -> 359; fp32 reads lose: 420 -> 461,
+    bench/results/session6_gpu). Other tiles: the register cap of the tile."""
+    if tile.tpw == 1 and read_fmt != "fp32":
+        return 4 if (read_fmt == "nvfp4" and rec_fmt in ("fp16", "bf16")) else 3
+    return max(1, 65536 // (tile.num_threads * tile.reg_cap))
+
+
 def choose_block_v_v2(batch: int, HV: int, V: int, read_fmt: str, rec_fmt: str,
                       min_ctas: Optional[int] = None) -> int:
     """Largest block_v giving at least ``min_ctas`` CTAs (default 3/4 of the SMs: small
@@ -1359,7 +1372,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             self.split, self._tpw_req)
 
     def _default_min_blocks(self):
-        return max(1, 65536 // (self.num_threads * self.tile.reg_cap))
+        return v2_default_min_blocks(self.tile, self.read_fmt, self.rec_fmt)
 
     # ---------------------------------------------------------------- device helpers (v2, verify)
     def _lane_coords(self):
@@ -2092,8 +2105,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
                                  Float32(0.0))
         if const_expr(two_pass):
-            # ---- the nvfp4 global scale needs the whole fold: CTA amax, then fold again from
-            # the (still unwritten) old hi and encode every copy
+            # ---- the nvfp4 global scale needs the whole fold: CTA amax, then encode every copy
+            # (from S as it stands with one tile per warp, else each tile folded again)
             amx = cute.arch.warp_reduction(_amax_fin(amx), lp.fmax_nq, threads_in_group=32)
             if lane == 0:
                 sAm[warp] = amx
@@ -2109,8 +2122,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     mLoG[slot, hv] = s_glob
             for tr in cutlass.range_constexpr(TPW):
                 rt = rows[2 * tr]
-                self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
-                self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
+                if const_expr(TPW > 1):
+                    # S holds the last tile's fold only: fold every tile again from the old hi
+                    # (one tile per warp, the default, keeps its fold in S across the amax)
+                    self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
+                    self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
                 for ci in cutlass.range_constexpr(len(copies)):
                     fmt, sr, sid = copies[ci]
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
@@ -2352,6 +2368,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
         tpw = tile.tpw
         if min_blocks_per_mp is None:
             min_blocks_per_mp = _env_int(MINB_ENV)
+        if min_blocks_per_mp is None:
+            min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf)
     else:
         tile = replay_tile(rf, cf, K, V, L, block_v, num_threads)
     if min_blocks_per_mp is None:
