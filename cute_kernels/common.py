@@ -581,6 +581,32 @@ def memo_launch(memo: dict, name: str, key, make, *args):
     return launch
 
 
+#: programmatic dependent launch of the decode step kernels (read at compile time, part of every
+#: key): unset / ``0`` off; ``1`` each CTA lets the next grid launch, then waits for the previous
+#: one; ``2`` waits first, then lets the next grid launch (at most one grid waiting behind)
+PDL_ENV = "REPLAYSSM_PDL"
+
+
+def pdl_default() -> int:
+    """The programmatic-dependent-launch mode of the decode step kernels (``REPLAYSSM_PDL``,
+    0 / 1 / 2, see :data:`PDL_ENV`): with it the grid may start while the previous kernel in
+    the stream finishes; it waits (``griddepcontrol.wait``) for that grid's completion and memory
+    flush before its first global access, so only launch latency and block scheduling overlap."""
+    v = os.environ.get(PDL_ENV, "0")
+    return int(v) if v in ("1", "2") else 0
+
+
+def pdl_prologue(mode: int) -> None:
+    """Device code at the very top of a kernel launched with ``use_pdl`` (mode != 0): see
+    :data:`PDL_ENV` (everything the step kernels read may come from the previous grid)."""
+    if mode == 1:
+        cute.arch.griddepcontrol_launch_dependents()
+    if mode:
+        cute.arch.griddepcontrol_wait()
+    if mode == 2:
+        cute.arch.griddepcontrol_launch_dependents()
+
+
 @cute.jit
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,

@@ -389,7 +389,9 @@ class GDNReplayDecode:
                  g_dtype=None, beta_dtype=None, alog_dtype=None, a_dtype=None,
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
-                 num_threads: Optional[int] = None, min_blocks_per_mp: Optional[int] = None):
+                 num_threads: Optional[int] = None, min_blocks_per_mp: Optional[int] = None,
+                 pdl: Optional[int] = None):
+        self.pdl = common.pdl_default() if pdl is None else int(pdl)
         for f in (read_fmt, rec_fmt):
             if f not in FMT_BITS:
                 raise ValueError(f"unknown state format {f!r}")
@@ -475,6 +477,7 @@ class GDNReplayDecode:
             grid=[batch, self.HV, self.nsplit],
             block=[self.num_threads, 1, 1],
             stream=stream,
+            use_pdl=bool(self.pdl),
             min_blocks_per_mp=self.min_blocks_per_mp,
             # an explicit carveout stops the DSL from querying the device (GPU-less compiles)
             preferred_smem_carveout=-1 if self.min_blocks_per_mp > 1 else None,
@@ -494,6 +497,7 @@ class GDNReplayDecode:
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
                mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
+        common.pdl_prologue(self.pdl)
         K, BV, L, RING = self.K, self.block_v, self.L, self.ring
         NT, NW = self.num_threads, self.nwarps
         tl = self.tile
@@ -1307,16 +1311,27 @@ def v2_supported(read_fmt, rec_fmt, K, V, L) -> bool:
         V == 128 or "nvfp4" not in (read_fmt, rec_fmt)) and V >= 16
 
 
-def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str) -> int:
-    """CTAs per SM hint of a v2 kernel (.minnctapersm, i.e. its register cap). Read copies
-    narrower than fp32 make the non-flush rows latency-bound at 2 CTAs of 256 threads per SM:
-    3 (80 registers; nvfp4 read + fp16 / bf16 recurrence: 4, 64 registers) run them faster
-    although the flush path then spills (H200, Qwen3.5-4B L = 16, staggered b512: nvfp4/fp16sr
-    403 -> 336 us, fp8/fp32 375 -> 339, bf16/fp32 391 -> 359; fp32 reads lose: 420 -> 461,
-    bench/results/session6_gpu). Other tiles: the register cap of the tile."""
-    if tile.tpw == 1 and read_fmt != "fp32":
-        return 4 if (read_fmt == "nvfp4" and rec_fmt in ("fp16", "bf16")) else 3
-    return max(1, 65536 // (tile.num_threads * tile.reg_cap))
+#: CTAs per launch from which the v2 kernels trade the flush's registers for occupancy
+OCC_MIN_CTAS = 4096
+
+
+def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
+                          ctas: Optional[int] = None, verify: bool = False) -> int:
+    """CTAs per SM hint (.minnctapersm, i.e. the register cap) of a v2 decode / verify kernel
+    for a launch of ``ctas`` CTAs (None: a large batch). With read copies narrower than fp32
+    the non-flush rows are latency-bound at 2 CTAs of 256 threads per SM: from OCC_MIN_CTAS
+    CTAs, 3 per SM (80 registers; decode with an nvfp4 read copy and a 16-bit recurrence: 4,
+    64 registers) run them faster although the flush then spills. Smaller launches keep 2: a
+    spilling flush CTA lives long enough to set the step time. H200, Qwen3.5-4B, L = 16
+    (bench/results/session6_gpu): decode b512 nvfp4/fp16sr 403 -> 336 us, fp8/fp32 375 -> 339,
+    bf16/fp32 391 -> 359 (fp32 reads lose: 420 -> 461); b32 nvfp4/fp16sr 44.2 -> 56.9 (so not
+    there); verify T = 4 b256 nvfp4/fp16sr 512 -> 456 (4 per SM: 572)."""
+    base = max(1, 65536 // (tile.num_threads * tile.reg_cap))
+    if tile.tpw != 1 or read_fmt == "fp32" or (ctas is not None and ctas < OCC_MIN_CTAS):
+        return base
+    if not verify and read_fmt == "nvfp4" and rec_fmt in ("fp16", "bf16"):
+        return 4
+    return 3
 
 
 def choose_block_v_v2(batch: int, HV: int, V: int, read_fmt: str, rec_fmt: str,
@@ -1496,6 +1511,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
                mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
+        common.pdl_prologue(self.pdl)
         K, BV, L, RING = self.K, self.block_v, self.L, self.ring
         NT, NW = self.num_threads, self.nwarps
         tl = self.tile
@@ -2378,7 +2394,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(block_v=tile.block_v, num_threads=tile.num_threads,
-              min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw)
+              min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
+              pdl=common.pdl_default())
     key = ("gdn_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -2558,7 +2575,7 @@ def _build_cache_views(cache, rf, cf, split):
 
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
-_ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV)
+_ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -2656,6 +2673,9 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     if bv is None:
         bv = (choose_block_v_v2(batch, HV, Vd, rf, cf) if im == "v2"
               else choose_block_v(batch, HV, K, Vd, rf, cf, L))
+    if min_blocks_per_mp is None and im == "v2" and _env_int(MINB_ENV) is None:
+        tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
+        min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
         state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im)

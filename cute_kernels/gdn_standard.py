@@ -339,7 +339,9 @@ class GDNStandardDecode:
     def __init__(self, state_dtype, act_dtype, layout: str, H: int, HV: int, K: int, V: int,
                  g_dtype=None, beta_dtype=None, alog_dtype=None, a_dtype=None, dt_bias_dtype=None,
                  b_dtype=None, use_qk_l2norm: bool = True, has_state_batch_indices: bool = True,
-                 block_v: Optional[int] = None, num_threads: Optional[int] = None):
+                 block_v: Optional[int] = None, num_threads: Optional[int] = None,
+                 pdl: Optional[int] = None):
+        self.pdl = common.pdl_default() if pdl is None else int(pdl)
         self.state_dtype = to_cute_dtype(state_dtype)
         self.act_dtype = to_cute_dtype(act_dtype)
         if layout not in LAYOUTS:
@@ -377,6 +379,7 @@ class GDNStandardDecode:
             grid=[batch, self.HV, self.V // self.block_v],
             block=[self.num_threads, 1, 1],
             stream=stream,
+            use_pdl=bool(self.pdl),
         )
 
     # ---------------------------------------------------------------- device helpers
@@ -491,6 +494,7 @@ class GDNStandardDecode:
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
                mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
+        common.pdl_prologue(self.pdl)
         BV = self.block_v
         TN, RPP, R, VEC = self.tn, self.rpp, self.r, self.vec
         tidx, _, _ = cute.arch.thread_idx()
@@ -611,7 +615,7 @@ def _resolve(state_dtype, act_dtype, layout, H, HV, K, V, g_dtype, beta_dtype, a
         dt_bias_dtype=None if has_g else name(dt_bias_dtype),
         b_dtype=None if beta_dtype is not None else name(b_dtype),
         use_qk_l2norm=bool(use_qk_l2norm), has_state_batch_indices=bool(has_idx),
-        block_v=tile.block_v, num_threads=tile.num_threads,
+        block_v=tile.block_v, num_threads=tile.num_threads, pdl=common.pdl_default(),
     )
     key = ("gdn_standard", common.arch_key()) + tuple(kw.values())
     return kw, key
@@ -742,7 +746,7 @@ def gdn_standard_decode_cute(state, q, k, v, g=None, beta=None, A_log=None, a=No
     g, beta, A_log, a, dt_bias, b = launch_gates(g, beta, A_log, a, dt_bias, b)
     fast_key = (state.dtype, q.dtype, state_layout, H, HV, K, Vd, _dt(g), _dt(beta), _dt(A_log),
                 _dt(a), _dt(dt_bias), _dt(b), bool(use_qk_l2norm), state_batch_indices is None,
-                batch if block_v is None else -block_v, num_threads)
+                batch if block_v is None else -block_v, num_threads, common.pdl_default())
     fn = _LAUNCH.get(fast_key)
     if fn is None:
         fn = _LAUNCH[fast_key] = _compile_for(state, q, v, fast_key[7:13], use_qk_l2norm,
@@ -770,7 +774,7 @@ def _compile_for(state, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, s
                                 num_threads).ffi
 
 
-_ENV_NAMES = ()   # no launch decision here reads the environment
+_ENV_NAMES = (common.PDL_ENV,)
 
 
 def make_launch(state, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, state_layout):

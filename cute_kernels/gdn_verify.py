@@ -51,6 +51,7 @@ Public entry points: :class:`GDNVerifyKernel`, :func:`compile_gdn_verify`, :func
 from __future__ import annotations
 
 import functools
+import os
 from typing import Optional
 
 import cutlass
@@ -64,7 +65,8 @@ from .gdn_replay import (KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
                          _kernel_meta, _kq_addr, _launcher, _op_kwargs,
                          _read_chunk_values, _ring,
-                         _sel, _seq_prefix, choose_block_v_v2, pair_key)
+                         _sel, _seq_prefix, choose_block_v_v2, pair_key,
+                         v2_default_min_blocks)
 from .gdn_standard import slot_of_row, softplus_bypass
 from replayssm_lp._validate import cache_plan
 
@@ -144,7 +146,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          alog_dtype=alog_dtype, a_dtype=a_dtype, dt_bias_dtype=dt_bias_dtype,
                          b_dtype=b_dtype, use_qk_l2norm=use_qk_l2norm,
                          has_state_batch_indices=has_state_batch_indices, block_v=block_v,
-                         min_blocks_per_mp=min_blocks_per_mp, tpw=1)
+                         min_blocks_per_mp=min_blocks_per_mp, tpw=1,
+                         pdl=False)           # the verify kernel has no PDL prologue
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
@@ -466,7 +469,9 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     bv = V if block_v is None else int(block_v)
     tile = VerifyTile(rf, cf, K, V, bv, L, split, T)
     if min_blocks_per_mp is None:
-        min_blocks_per_mp = max(1, 65536 // (tile.num_threads * tile.reg_cap))
+        env = os.environ.get(VERIFY_MINB_ENV)
+        min_blocks_per_mp = int(env) if env else v2_default_min_blocks(tile, rf, cf,
+                                                                       verify=True)
     kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp))
@@ -587,7 +592,9 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
     return out
 
 
-_ENV_NAMES = ()   # no launch decision here reads the environment
+#: CTAs per SM hint (register cap) of the verify kernel, for tuning runs
+VERIFY_MINB_ENV = "REPLAYSSM_GDN_VERIFY_MINB"
+_ENV_NAMES = (VERIFY_MINB_ENV,)
 
 
 def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, block_v=None,
@@ -602,10 +609,15 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     L, ring = cache.buffer_len, cache.ring
     key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes,
            bool(use_qk_l2norm), state_batch_indices is None,
-           batch if block_v is None else -block_v, min_blocks_per_mp)
+           batch if block_v is None else -block_v, min_blocks_per_mp,
+           os.environ.get(VERIFY_MINB_ENV))
     ent = _LAUNCH.get(key)
     if ent is None:
         bv = block_v if block_v is not None else choose_block_v_v2(batch, HV, Vd, rf, cf)
+        if min_blocks_per_mp is None and not os.environ.get(VERIFY_MINB_ENV):
+            tile = VerifyTile(rf, cf, K, Vd, bv, L, split, T)
+            min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv),
+                                                      verify=True)
         kern = compile_gdn_verify(
             cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes, use_qk_l2norm,
             state_batch_indices is not None, bv, min_blocks_per_mp)

@@ -693,8 +693,9 @@ class Mamba2ReplayDecode:
                  nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
                  early_arrive: Optional[bool] = None, prof: Optional[bool] = None,
                  row_order: bool = False, mma_fold: Optional[bool] = None,
-                 early_read: Optional[bool] = None):
+                 early_read: Optional[bool] = None, pdl: Optional[int] = None):
         p: PrecisionPair = parse_pair(pair)
+        self.pdl = common.pdl_default() if pdl is None else int(pdl)
         # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
         self.row_order = bool(row_order)
         self.prof = _prof_default() if prof is None else bool(prof)
@@ -866,6 +867,7 @@ class Mamba2ReplayDecode:
             grid=[self.cfg.ctas_per_row, batch, 1],
             block=[self.cfg.nt, 1, 1],
             stream=stream,
+            use_pdl=bool(self.pdl),
             # .minnctapersm k -> ptxas caps registers at 64K / (k * 128); an explicit carveout
             # stops the DSL from querying the device (GPU-less compiles), as in mamba2_standard
             min_blocks_per_mp=self.min_blocks_per_mp,
@@ -1327,6 +1329,7 @@ class Mamba2ReplayDecode:
         H, P, N, L, R = self.H, self.P, self.N, self.L, self.R
         HPC, NT = self.hpc, cfg.nt
         LC = max(L, 1)
+        common.pdl_prologue(self.pdl)
         tidx, _, _ = cute.arch.thread_idx()
         hc, gpos, _ = cute.arch.block_idx()
         warp = tidx // 32
@@ -2416,7 +2419,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         staged=_staged_default() if staged is None else bool(staged),
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
         prof=_prof_default(), row_order=bool(row_order), mma_fold=_mma_fold_default(),
-        early_read=_env_flag("REPLAYSSM_M2_EARLY_READ"),
+        early_read=_env_flag("REPLAYSSM_M2_EARLY_READ"), pdl=common.pdl_default(),
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS")) + tuple(
@@ -2705,7 +2708,7 @@ def _launcher(ent):
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
-              "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ")
+              "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -209,7 +209,9 @@ class Mamba2StandardDecode:
         block_p: Optional[int] = None,
         num_threads: Optional[int] = None,
         min_blocks_per_mp: Optional[int] = None,
+        pdl: Optional[int] = None,
     ):
+        self.pdl = common.pdl_default() if pdl is None else int(pdl)
         self.state_dtype = to_cute_dtype(state_dtype)
         self.act_dtype = to_cute_dtype(act_dtype)
         self.dt_dtype = to_cute_dtype(dt_dtype)
@@ -289,6 +291,7 @@ class Mamba2StandardDecode:
             grid=[batch, self.nheads, self.headdim // self.block_p],
             block=[self.num_threads, 1, 1],
             stream=stream,
+            use_pdl=bool(self.pdl),
             min_blocks_per_mp=self.min_blocks_per_mp,
             # an explicit carveout (-1 = CU_SHAREDMEM_CARVEOUT_DEFAULT, no preference) stops
             # the DSL from querying the device for smem/SM when min_blocks_per_mp > 1,
@@ -435,6 +438,7 @@ class Mamba2StandardDecode:
         mOut: cute.Tensor,
         pad_slot_id: Int32,
     ):
+        common.pdl_prologue(self.pdl)
         tidx, _, _ = cute.arch.thread_idx()
         row_b, head, pblk = cute.arch.block_idx()
         tiled_s, thr_s, tiled_a, thr_a = self._tiled_copies(tidx)
@@ -502,7 +506,8 @@ _CACHE = KernelCache("mamba2_standard")
 
 
 def _resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, has_D, has_z,
-             has_dt_bias, dt_softplus, has_idx, block_p, num_threads, min_blocks_per_mp):
+             has_dt_bias, dt_softplus, has_idx, block_p, num_threads, min_blocks_per_mp,
+             pdl=None):
     """Normalise the compile parameters into (constructor kwargs, cache key)."""
     cfg = tile_config(state_dtype, headdim, dstate, block_p, num_threads)
     kw = dict(
@@ -514,6 +519,7 @@ def _resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups,
         num_threads=cfg.num_threads,
         min_blocks_per_mp=int(DEFAULT_MIN_BLOCKS_PER_MP if min_blocks_per_mp is None
                               else min_blocks_per_mp),
+        pdl=common.pdl_default() if pdl is None else int(pdl),
     )
     key = ("mamba2_standard", common.arch_key()) + tuple(kw.values())
     return kw, key
@@ -591,6 +597,7 @@ def compile_mamba2_standard(
     block_p: Optional[int] = None,
     num_threads: Optional[int] = None,
     min_blocks_per_mp: Optional[int] = None,
+    pdl: Optional[int] = None,
 ) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the standard-decode kernel.
 
@@ -605,7 +612,7 @@ def compile_mamba2_standard(
                            "(mamba2_standard_decode_cute)")
     kw, key = _resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, has_D,
                        has_z, has_dt_bias, dt_softplus, has_state_batch_indices, block_p,
-                       num_threads, min_blocks_per_mp)
+                       num_threads, min_blocks_per_mp, pdl)
     return common.compile_tvm_ffi_cached(_CACHE, key + ("tvm_ffi",),
                                          lambda: Mamba2StandardDecode(**kw), _fake_args, _meta)
 
@@ -719,7 +726,7 @@ def mamba2_standard_decode_cute(
     fast_key = (state.dtype, x.dtype, dt.dtype, nheads, headdim, state.shape[-1], B.shape[1],
                 D is None, z is None, dt_bias is None, dt_softplus, state_batch_indices is None,
                 batch if block_p is None else -block_p, num_threads, min_blocks_per_mp,
-                common.HAS_TVM_FFI)
+                common.HAS_TVM_FFI, common.pdl_default())
     fn = _LAUNCH.get(fast_key)
     if fn is None:
         fn = _make_launcher(state, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
@@ -730,7 +737,7 @@ def mamba2_standard_decode_cute(
 
 
 _LAUNCH: dict = {}
-_ENV_NAMES = ()   # no launch decision here reads the environment
+_ENV_NAMES = (common.PDL_ENV,)
 
 
 def make_launch(state, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices):

@@ -217,7 +217,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          has_state_batch_indices, prefetch=False, min_blocks_per_mp=0,
                          flush_impl=flush_impl, nonflush_mma=False, staged=False,
                          row_order=row_order,
-                         mma_fold=bool(_mma_fold_default()))   # off unless forced: 0.90-0.98x
+                         mma_fold=bool(_mma_fold_default()),   # off unless forced: 0.90-0.98x
+                         pdl=False)                   # the verify kernel has no PDL prologue
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
         # once); v1: the dot path of flush rows reads hi before the flush rewrites it
         self.flush_dots = self.flush_impl == 2

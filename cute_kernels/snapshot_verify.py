@@ -82,7 +82,7 @@ class Mamba2SnapshotVerify(MS.Mamba2StandardDecode):
                  num_threads: Optional[int] = None, min_blocks_per_mp: Optional[int] = None):
         super().__init__(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, has_D,
                          has_z, has_dt_bias, dt_softplus, True, block_p, num_threads,
-                         min_blocks_per_mp)
+                         min_blocks_per_mp, pdl=False)   # no PDL prologue in this kernel
         if not 1 <= T <= MAX_T:
             raise ValueError(f"T={T} must be in [1, {MAX_T}]")
         self.T = int(T)
@@ -168,7 +168,7 @@ def _m2_resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngrou
     kw, _ = MS._resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, has_D,
                         has_z, has_dt_bias, dt_softplus, True, block_p, num_threads,
                         min_blocks_per_mp)
-    del kw["has_state_batch_indices"]
+    del kw["has_state_batch_indices"], kw["pdl"]
     kw.update(T=int(T), has_accepted=bool(has_accepted))
     return kw, ("mamba2_snapshot", common.arch_key()) + tuple(kw.values())
 
@@ -252,7 +252,8 @@ class GDNSnapshotVerify(GS.GDNStandardDecode):
                  b_dtype=None, use_qk_l2norm: bool = True, has_accepted: bool = True,
                  block_v: Optional[int] = None, num_threads: Optional[int] = None):
         super().__init__(state_dtype, act_dtype, "vk", H, HV, K, V, g_dtype, beta_dtype, alog_dtype,
-                         a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, True, block_v, num_threads)
+                         a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, True, block_v, num_threads,
+                         pdl=False)                   # no PDL prologue in this kernel
         if not 1 <= T <= MAX_T:
             raise ValueError(f"T={T} must be in [1, {MAX_T}]")
         self.T = int(T)
@@ -343,7 +344,7 @@ def _gdn_resolve(state_dtype, act_dtype, H, HV, K, V, T, g_dtype, beta_dtype, al
     place of its layout and optional state_batch_indices."""
     kw, _ = GS._resolve(state_dtype, act_dtype, "vk", H, HV, K, V, g_dtype, beta_dtype, alog_dtype,
                         a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, True, block_v, num_threads)
-    del kw["layout"], kw["has_state_batch_indices"]
+    del kw["layout"], kw["has_state_batch_indices"], kw["pdl"]
     kw.update(T=int(T), has_accepted=bool(has_accepted))
     return kw, ("gdn_snapshot", common.arch_key()) + tuple(kw.values())
 

@@ -124,6 +124,18 @@ def test_gdn_replay_tiles():
     assert GR.choose_block_v_v2(1, 32, 128, "nvfp4", "fp16", min_ctas=264) == 128
     with pytest.raises(ValueError, match="too large"):
         GR.replay_tile("fp32", "fp32", 128, 128, 64, 128, 256)
+    # v2 occupancy: narrower-than-fp32 read copies trade the flush's registers for CTAs per SM
+    # from OCC_MIN_CTAS CTAs on (decode nvfp4 + 16-bit recurrence: 4, else 3; verify 3)
+    big, small = GR.OCC_MIN_CTAS, GR.OCC_MIN_CTAS - 1
+    t = GR.ReplayTileV2("nvfp4", "fp16", 128, 128, 128, 16, True)
+    assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", big) == 4
+    assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", big, verify=True) == 3
+    assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", small) == 2
+    assert GR.v2_default_min_blocks(t, "nvfp4", "fp16") == 4          # no batch: large
+    t = GR.ReplayTileV2("fp8", "fp32", 128, 128, 128, 16, True)
+    assert GR.v2_default_min_blocks(t, "fp8", "fp32", big) == 3
+    t = GR.ReplayTileV2("fp32", "fp32", 128, 128, 128, 16, False)
+    assert GR.v2_default_min_blocks(t, "fp32", "fp32", big) == 2
     # v2 where supported, v1 otherwise or on request
     assert GR.resolve_impl("nvfp4", "fp16", 128, 128, 16) == "v2"
     assert GR.resolve_impl("nvfp4", "fp16", 128, 128, 16, "v1") == "v1"
