@@ -1,0 +1,74 @@
+"""CPU-only checks of the programmatic-dependent-launch switch (``REPLAYSSM_PDL``).
+
+The decode step kernels (Mamba-2 / GDN replay and standard) built with ``REPLAYSSM_PDL=1|2``
+carry the ``griddepcontrol`` prologue in that order (1: launch_dependents then wait; 2: wait then
+launch_dependents) before any memory access, and launch with the PDL attribute; with the switch
+unset they carry neither. Kernels that inherit a decode class's launch but have their own device
+code (the verify and snapshot-verify kernels) never launch with it. Compiled for sm_90a without a
+GPU; the timing lives in bench/results/session6_gpu/README.md (§5-6).
+"""
+import os
+import re
+
+import pytest
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+
+try:
+    import cutlass  # noqa: F401
+
+    _ERR = None
+except Exception as e:  # pragma: no cover - depends on the environment
+    _ERR = f"{type(e).__name__}: {e}"
+
+pytestmark = pytest.mark.skipif(_ERR is not None,
+                                reason=f"nvidia-cutlass-dsl (CuTe DSL) not importable: {_ERR}")
+
+if _ERR is None:
+    from cute_kernels import common
+    from cute_kernels import gdn_replay as GR
+    from cute_kernels import gdn_standard as GS
+    from cute_kernels import gdn_verify as GV
+    from cute_kernels import mamba2_replay as MR
+    from cute_kernels import mamba2_standard as MS
+    from cute_kernels import snapshot_verify as SV
+
+
+def _order(ptx: str):
+    return re.findall(r"griddepcontrol\.(wait|launch_dependents)", ptx)
+
+
+@pytest.mark.parametrize("mode", ["0", "1", "2"])
+def test_decode_kernels_carry_the_pdl_prologue(mode, monkeypatch):
+    monkeypatch.setenv(common.PDL_ENV, mode)
+    want = {"0": [], "1": ["launch_dependents", "wait"], "2": ["wait", "launch_dependents"]}[mode]
+    _, ptx = MR.compile_only("fp32", heads_per_cta=1)
+    assert _order(ptx) == want
+    _, ptx = GS.compile_only(keep_ptx=True)
+    assert _order(ptx) == want
+    if mode == "2":
+        _, ptx = MS.compile_only(keep_ptx=True)
+        assert _order(ptx) == want
+        _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
+        assert _order(ptx) == want
+    # the mode is part of the compile keys (a switch never reuses the other build)
+    kw, key = MR._resolve("fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False,
+                          True, True, 1, True)
+    assert kw["pdl"] == int(mode) and common.PDL_ENV in MR._ENV_NAMES
+    assert common.PDL_ENV in MS._ENV_NAMES and common.PDL_ENV in GS._ENV_NAMES
+    assert common.PDL_ENV in GR._ENV_NAMES
+
+
+def test_verify_and_snapshot_kernels_never_use_pdl(monkeypatch):
+    monkeypatch.setenv(common.PDL_ENV, "2")
+    k, ptx = GV.compile_only("fp32", T=2, keep_ptx=True)
+    assert _order(ptx) == []
+    kw, _ = SV._gdn_resolve("float32", "bfloat16", 16, 32, 128, 128, 2, None, None, "float32",
+                            "bfloat16", "float32", "bfloat16", True, True, None, None)
+    assert "pdl" not in kw and SV.GDNSnapshotVerify(**kw).pdl == 0
+    kw, _ = SV._m2_resolve("float32", "bfloat16", "float32", 128, 64, 128, 8, 2, True, False,
+                           True, True, True, None, None, None)
+    assert "pdl" not in kw and SV.Mamba2SnapshotVerify(**kw).pdl == 0
+    from cute_kernels import mamba2_verify as MV
+    _, ptx = MV.compile_only("fp32", T=2)
+    assert _order(ptx) == []
