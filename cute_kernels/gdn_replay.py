@@ -83,7 +83,11 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
   fast path with a per-block refined reciprocal) + magic-number rounding + fp16 bit layout for
   the codes; bit-identical to formats.encode, with the generic per-element code as a warp-level
   fallback for NaN / inf, fp16-SR values in (0, 2^-14) and divisors outside [2^-100, 2^100].
-  Philox is unchanged (10 rounds, straight-line).
+  Philox is unchanged (10 rounds, straight-line);
+* occupancy (:func:`v2_default_min_blocks`): read copies narrower than fp32 run 3 CTAs per SM (4
+  for an nvfp4 read copy with a 16-bit recurrence) once a launch has ``OCC_MIN_CTAS`` CTAs -- the
+  non-flush rows are latency-bound at 2; the flush path then spills, which costs less than it
+  gains there and more than it gains in smaller launches (which keep 2).
 
 Public entry points: :func:`compile_gdn_replay`, :func:`gdn_replay_decode_cute`,
 :func:`compile_only`, :func:`replay_tile`, :func:`choose_block_v`, :func:`choose_block_v_v2`,
