@@ -137,7 +137,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  T: int, g_dtype=None, beta_dtype=None, alog_dtype=None, a_dtype=None,
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
-                 min_blocks_per_mp: Optional[int] = None):
+                 min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None):
         self.T = int(T)
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
@@ -146,8 +146,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          alog_dtype=alog_dtype, a_dtype=a_dtype, dt_bias_dtype=dt_bias_dtype,
                          b_dtype=b_dtype, use_qk_l2norm=use_qk_l2norm,
                          has_state_batch_indices=has_state_batch_indices, block_v=block_v,
-                         min_blocks_per_mp=min_blocks_per_mp, tpw=1,
-                         pdl=False)           # the verify kernel has no PDL prologue
+                         min_blocks_per_mp=min_blocks_per_mp, tpw=1, pdl=pdl)
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
@@ -212,6 +211,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
                mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
+        common.pdl_prologue(self.pdl)
         K, BV, L, RING, T = self.K, self.block_v, self.L, self.ring, self.T
         NT, NW = self.num_threads, self.nwarps
         tl = self.tile
@@ -474,7 +474,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
                                                                        verify=True)
     kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
-    kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp))
+    kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
+              pdl=common.pdl_default())
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -594,7 +595,7 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
 
 #: CTAs per SM hint (register cap) of the verify kernel, for tuning runs
 VERIFY_MINB_ENV = "REPLAYSSM_GDN_VERIFY_MINB"
-_ENV_NAMES = (VERIFY_MINB_ENV,)
+_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV)
 
 
 def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, block_v=None,
@@ -610,7 +611,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes,
            bool(use_qk_l2norm), state_batch_indices is None,
            batch if block_v is None else -block_v, min_blocks_per_mp,
-           os.environ.get(VERIFY_MINB_ENV))
+           os.environ.get(VERIFY_MINB_ENV), common.pdl_default())
     ent = _LAUNCH.get(key)
     if ent is None:
         bv = block_v if block_v is not None else choose_block_v_v2(batch, HV, Vd, rf, cf)

@@ -200,7 +200,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                  has_z: bool, has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True, min_blocks_per_mp: Optional[int] = None,
                  flush_impl: Optional[int] = None, use_mma: Optional[bool] = None,
-                 row_order: bool = False):
+                 row_order: bool = False, pdl: Optional[int] = None):
         T = int(num_drafts)
         if not (1 <= T <= MAX_DRAFT):
             raise ValueError(f"num_drafts T={T} must be in [1, {MAX_DRAFT}]")
@@ -218,7 +218,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          flush_impl=flush_impl, nonflush_mma=False, staged=False,
                          row_order=row_order,
                          mma_fold=bool(_mma_fold_default()),   # off unless forced: 0.90-0.98x
-                         pdl=False)                   # the verify kernel has no PDL prologue
+                         pdl=pdl)
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
         # once); v1: the dot path of flush rows reads hi before the flush rewrites it
         self.flush_dots = self.flush_impl == 2
@@ -300,6 +300,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         cfg = self.cfg
         H, P, N, L, R = self.H, self.P, self.N, self.L, self.R
         T, TP, EM, HPC, NT = self.T, self.TP, self.EM, self.hpc, cfg.nt
+        common.pdl_prologue(self.pdl)
         tidx, _, _ = cute.arch.thread_idx()
         hc, gpos, _ = cute.arch.block_idx()
         warp = tidx // 32
@@ -898,7 +899,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         min_blocks_per_mp=None if min_blocks_per_mp is None else int(min_blocks_per_mp),
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
-        row_order=bool(row_order),
+        row_order=bool(row_order), pdl=common.pdl_default(),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default()) + tuple(
@@ -1006,7 +1007,7 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
               "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER",
-              "REPLAYSSM_M2_MMA_FOLD", "REPLAYSSM_M2V_OUT_ILP")
+              "REPLAYSSM_M2_MMA_FOLD", "REPLAYSSM_M2V_OUT_ILP", common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -79,10 +79,11 @@ class Mamba2SnapshotVerify(MS.Mamba2StandardDecode):
     def __init__(self, state_dtype, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, T: int, has_D: bool, has_z: bool, has_dt_bias: bool,
                  dt_softplus: bool, has_accepted: bool = True, block_p: Optional[int] = None,
-                 num_threads: Optional[int] = None, min_blocks_per_mp: Optional[int] = None):
+                 num_threads: Optional[int] = None, min_blocks_per_mp: Optional[int] = None,
+                 pdl: Optional[int] = None):
         super().__init__(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, has_D,
                          has_z, has_dt_bias, dt_softplus, True, block_p, num_threads,
-                         min_blocks_per_mp, pdl=False)   # no PDL prologue in this kernel
+                         min_blocks_per_mp, pdl=pdl)
         if not 1 <= T <= MAX_T:
             raise ValueError(f"T={T} must be in [1, {MAX_T}]")
         self.T = int(T)
@@ -108,6 +109,7 @@ class Mamba2SnapshotVerify(MS.Mamba2StandardDecode):
                mB: cute.Tensor, mC: cute.Tensor, mD: Optional[cute.Tensor],
                mZ: Optional[cute.Tensor], mDtBias: Optional[cute.Tensor], mIdx: cute.Tensor,
                mAcc: Optional[cute.Tensor], mOut: cute.Tensor, pad_slot_id: Int32):
+        common.pdl_prologue(self.pdl)
         T = self.T
         tidx, _, _ = cute.arch.thread_idx()
         row_b, head, pblk = cute.arch.block_idx()
@@ -168,7 +170,7 @@ def _m2_resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngrou
     kw, _ = MS._resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, has_D,
                         has_z, has_dt_bias, dt_softplus, True, block_p, num_threads,
                         min_blocks_per_mp)
-    del kw["has_state_batch_indices"], kw["pdl"]
+    del kw["has_state_batch_indices"]
     kw.update(T=int(T), has_accepted=bool(has_accepted))
     return kw, ("mamba2_snapshot", common.arch_key()) + tuple(kw.values())
 
@@ -223,7 +225,7 @@ def mamba2_snapshot_verify_cute(state, x, dt, A, B, C, D=None, z=None, dt_bias=N
         return out
     key = (state.dtype, x.dtype, dt.dtype, T, nheads, headdim, state.shape[-1], B.shape[2],
            D is None, z is None, dt_bias is None, dt_softplus, num_accepted_tokens is None,
-           batch if block_p is None else -block_p, num_threads)
+           batch if block_p is None else -block_p, num_threads, common.pdl_default())
     fn = _M2_LAUNCH.get(key)
     if fn is None:
         bp = block_p
@@ -250,10 +252,11 @@ class GDNSnapshotVerify(GS.GDNStandardDecode):
     def __init__(self, state_dtype, act_dtype, H: int, HV: int, K: int, V: int, T: int,
                  g_dtype=None, beta_dtype=None, alog_dtype=None, a_dtype=None, dt_bias_dtype=None,
                  b_dtype=None, use_qk_l2norm: bool = True, has_accepted: bool = True,
-                 block_v: Optional[int] = None, num_threads: Optional[int] = None):
+                 block_v: Optional[int] = None, num_threads: Optional[int] = None,
+                 pdl: Optional[int] = None):
         super().__init__(state_dtype, act_dtype, "vk", H, HV, K, V, g_dtype, beta_dtype, alog_dtype,
                          a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, True, block_v, num_threads,
-                         pdl=False)                   # no PDL prologue in this kernel
+                         pdl=pdl)
         if not 1 <= T <= MAX_T:
             raise ValueError(f"T={T} must be in [1, {MAX_T}]")
         self.T = int(T)
@@ -278,6 +281,7 @@ class GDNSnapshotVerify(GS.GDNStandardDecode):
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor], mIdx: cute.Tensor,
                mAcc: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
+        common.pdl_prologue(self.pdl)
         BV, T = self.block_v, self.T
         TN = self.tn
         tidx, _, _ = cute.arch.thread_idx()
@@ -344,7 +348,7 @@ def _gdn_resolve(state_dtype, act_dtype, H, HV, K, V, T, g_dtype, beta_dtype, al
     place of its layout and optional state_batch_indices."""
     kw, _ = GS._resolve(state_dtype, act_dtype, "vk", H, HV, K, V, g_dtype, beta_dtype, alog_dtype,
                         a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, True, block_v, num_threads)
-    del kw["layout"], kw["has_state_batch_indices"], kw["pdl"]
+    del kw["layout"], kw["has_state_batch_indices"]
     kw.update(T=int(T), has_accepted=bool(has_accepted))
     return kw, ("gdn_snapshot", common.arch_key()) + tuple(kw.values())
 
@@ -408,7 +412,7 @@ def gdn_snapshot_verify_cute(state, q, k, v, g=None, beta=None, A_log=None, a=No
     gate_dtypes = tuple(dtype_of(x) for x in gates)
     key = (state.dtype, q.dtype, T, H, HV, K, Vd) + gate_dtypes + (
         bool(use_qk_l2norm), num_accepted_tokens is None,
-        batch if block_v is None else -block_v, num_threads)
+        batch if block_v is None else -block_v, num_threads, common.pdl_default())
     fn = _GDN_LAUNCH.get(key)
     if fn is None:
         bv = block_v

@@ -3,9 +3,9 @@
 The decode step kernels (Mamba-2 / GDN replay and standard) built with ``REPLAYSSM_PDL=1|2``
 carry the ``griddepcontrol`` prologue in that order (1: launch_dependents then wait; 2: wait then
 launch_dependents) before any memory access, and launch with the PDL attribute; with the switch
-unset they carry neither. Kernels that inherit a decode class's launch but have their own device
-code (the verify and snapshot-verify kernels) never launch with it. Compiled for sm_90a without a
-GPU; the timing lives in bench/results/session6_gpu/README.md (§5-6).
+unset they carry neither. The verify kernels (ReplaySSM and snapshot) follow the same switch.
+Compiled for sm_90a without a GPU; the timing lives in bench/results/session6_gpu/README.md
+(§5-6; the verify kernels with it were not timed in session 6).
 """
 import os
 import re
@@ -59,16 +59,27 @@ def test_decode_kernels_carry_the_pdl_prologue(mode, monkeypatch):
     assert common.PDL_ENV in GR._ENV_NAMES
 
 
-def test_verify_and_snapshot_kernels_never_use_pdl(monkeypatch):
-    monkeypatch.setenv(common.PDL_ENV, "2")
-    k, ptx = GV.compile_only("fp32", T=2, keep_ptx=True)
-    assert _order(ptx) == []
-    kw, _ = SV._gdn_resolve("float32", "bfloat16", 16, 32, 128, 128, 2, None, None, "float32",
-                            "bfloat16", "float32", "bfloat16", True, True, None, None)
-    assert "pdl" not in kw and SV.GDNSnapshotVerify(**kw).pdl == 0
-    kw, _ = SV._m2_resolve("float32", "bfloat16", "float32", 128, 64, 128, 8, 2, True, False,
-                           True, True, True, None, None, None)
-    assert "pdl" not in kw and SV.Mamba2SnapshotVerify(**kw).pdl == 0
+@pytest.mark.parametrize("mode", ["0", "2"])
+def test_verify_and_snapshot_kernels_follow_the_switch(mode, monkeypatch):
+    monkeypatch.setenv(common.PDL_ENV, mode)
+    want = [] if mode == "0" else ["wait", "launch_dependents"]
+    _, ptx = GV.compile_only("fp32", T=2, keep_ptx=True)
+    assert _order(ptx) == want
     from cute_kernels import mamba2_verify as MV
     _, ptx = MV.compile_only("fp32", T=2)
-    assert _order(ptx) == []
+    assert _order(ptx) == want
+    assert common.PDL_ENV in MV._ENV_NAMES and common.PDL_ENV in GV._ENV_NAMES
+    kw, _ = SV._gdn_resolve("float32", "bfloat16", 16, 32, 128, 128, 2, None, None, "float32",
+                            "bfloat16", "float32", "bfloat16", True, True, None, None)
+    assert kw["pdl"] == int(mode) and SV.GDNSnapshotVerify(**kw).pdl == int(mode)
+    _, ptx = SV.compile_gdn_snapshot_ptx(
+        state_dtype="float32", act_dtype="bfloat16", H=16, HV=32, K=128, V=128, T=2,
+        g_dtype=None, beta_dtype=None, alog_dtype="float32", a_dtype="bfloat16",
+        dt_bias_dtype="float32", b_dtype="bfloat16", use_qk_l2norm=True, has_accepted=True,
+        block_v=None, num_threads=None)
+    assert _order(ptx) == want
+    _, ptx = SV.compile_mamba2_snapshot_ptx(
+        state_dtype="float32", act_dtype="bfloat16", dt_dtype="float32", nheads=128, headdim=64,
+        dstate=128, ngroups=8, T=2, has_D=True, has_z=False, has_dt_bias=True, dt_softplus=True,
+        has_accepted=True, block_p=None, num_threads=None, min_blocks_per_mp=None)
+    assert _order(ptx) == want
