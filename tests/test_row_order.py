@@ -20,6 +20,9 @@ def test_reference_is_a_flush_first_permutation(seed):
     wpos = torch.randint(0, R_, (slots,), dtype=torch.int32)
     sbi = torch.randperm(slots)[:40].to(torch.int32)
     sbi[::7] = -1
+    used = sbi[sbi >= 0].long()
+    wpos[used[:3]] = L                      # some rows flush, some do not, whatever the draw
+    wpos[used[3:6]] = 0
     out = ref(wpos, sbi, 40, L, R_, T)
     rows, sl = out[0].long(), out[1]
     assert torch.equal(rows.sort().values, torch.arange(40))
