@@ -587,6 +587,15 @@ def memo_launch(memo: dict, name: str, key, make, *args):
 PDL_ENV = "REPLAYSSM_PDL"
 
 
+def _pdl_reader():
+    from replayssm_lp._validate import env_reader
+    return env_reader((PDL_ENV,))
+
+
+#: ``pdl_env()`` -> the raw value of REPLAYSSM_PDL in a tuple, for launch-memo keys (~25 ns)
+pdl_env = _pdl_reader()
+
+
 def pdl_default() -> int:
     """The programmatic-dependent-launch mode of the decode step kernels (``REPLAYSSM_PDL``,
     0 / 1 / 2, see :data:`PDL_ENV`): with it the grid may start while the previous kernel in

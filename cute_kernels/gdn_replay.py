@@ -1334,8 +1334,8 @@ def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
     if tile.tpw != 1 or read_fmt == "fp32" or (ctas is not None and ctas < OCC_MIN_CTAS):
         return base
     if not verify and read_fmt == "nvfp4" and rec_fmt in ("fp16", "bf16"):
-        return 4
-    return 3
+        return max(base, 4)
+    return max(base, 3)                     # never fewer CTAs than the tile's own cap allows
 
 
 def choose_block_v_v2(batch: int, HV: int, V: int, read_fmt: str, rec_fmt: str,
@@ -2650,8 +2650,7 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
     memo = cache_plan(cache).memo if _memo is None else _memo
     gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
     fast_key = (q.dtype, H, HV, K, Vd, *gate_dtypes, use_qk_l2norm, state_batch_indices is None,
-                batch if block_v is None else -block_v, num_threads, min_blocks_per_mp, impl,
-                _env())
+                batch, block_v, num_threads, min_blocks_per_mp, impl, _env())
     launch = common.memo_launch(memo, "gdn_replay_launch", fast_key, make_launch, cache, q, v,
                                 gate_dtypes, use_qk_l2norm, state_batch_indices, block_v,
                                 num_threads, min_blocks_per_mp, impl)

@@ -746,7 +746,7 @@ def gdn_standard_decode_cute(state, q, k, v, g=None, beta=None, A_log=None, a=No
     g, beta, A_log, a, dt_bias, b = launch_gates(g, beta, A_log, a, dt_bias, b)
     fast_key = (state.dtype, q.dtype, state_layout, H, HV, K, Vd, _dt(g), _dt(beta), _dt(A_log),
                 _dt(a), _dt(dt_bias), _dt(b), bool(use_qk_l2norm), state_batch_indices is None,
-                batch if block_v is None else -block_v, num_threads, common.pdl_default())
+                batch if block_v is None else -block_v, num_threads, common.pdl_env())
     fn = _LAUNCH.get(fast_key)
     if fn is None:
         fn = _LAUNCH[fast_key] = _compile_for(state, q, v, fast_key[7:13], use_qk_l2norm,

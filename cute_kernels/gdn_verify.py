@@ -68,7 +68,7 @@ from .gdn_replay import (KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2
                          _sel, _seq_prefix, choose_block_v_v2, pair_key,
                          v2_default_min_blocks)
 from .gdn_standard import slot_of_row, softplus_bypass
-from replayssm_lp._validate import cache_plan
+from replayssm_lp._validate import cache_plan, env_reader
 
 __all__ = [
     "GDNVerifyKernel",
@@ -147,6 +147,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          b_dtype=b_dtype, use_qk_l2norm=use_qk_l2norm,
                          has_state_batch_indices=has_state_batch_indices, block_v=block_v,
                          min_blocks_per_mp=min_blocks_per_mp, tpw=1, pdl=pdl)
+
+    def _default_min_blocks(self):
+        return v2_default_min_blocks(self.tile, self.read_fmt, self.rec_fmt, verify=True)
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
@@ -583,8 +586,7 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
     memo = cache_plan(cache).memo if _memo is None else _memo
     gate_dtypes = _gate_dtypes(g, beta, A_log, a, dt_bias, b)
     fast_key = (q.dtype, T, H, HV, K, Vd, *gate_dtypes, bool(use_qk_l2norm),
-                state_batch_indices is None, batch if block_v is None else -block_v,
-                min_blocks_per_mp)
+                state_batch_indices is None, batch, block_v, min_blocks_per_mp, _env())
     launch = common.memo_launch(memo, "gdn_verify_launch", fast_key, make_launch, cache, q, v,
                                 gate_dtypes, use_qk_l2norm, state_batch_indices, block_v,
                                 min_blocks_per_mp)
@@ -596,6 +598,7 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
 #: CTAs per SM hint (register cap) of the verify kernel, for tuning runs
 VERIFY_MINB_ENV = "REPLAYSSM_GDN_VERIFY_MINB"
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV)
+_env = env_reader(_ENV_NAMES)
 
 
 def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, block_v=None,
@@ -610,8 +613,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     L, ring = cache.buffer_len, cache.ring
     key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes,
            bool(use_qk_l2norm), state_batch_indices is None,
-           batch if block_v is None else -block_v, min_blocks_per_mp,
-           os.environ.get(VERIFY_MINB_ENV), common.pdl_default())
+           batch, block_v, min_blocks_per_mp, _env())
     ent = _LAUNCH.get(key)
     if ent is None:
         bv = block_v if block_v is not None else choose_block_v_v2(batch, HV, Vd, rf, cf)

@@ -726,7 +726,7 @@ def mamba2_standard_decode_cute(
     fast_key = (state.dtype, x.dtype, dt.dtype, nheads, headdim, state.shape[-1], B.shape[1],
                 D is None, z is None, dt_bias is None, dt_softplus, state_batch_indices is None,
                 batch if block_p is None else -block_p, num_threads, min_blocks_per_mp,
-                common.HAS_TVM_FFI, common.pdl_default())
+                common.HAS_TVM_FFI, common.pdl_env())
     fn = _LAUNCH.get(fast_key)
     if fn is None:
         fn = _make_launcher(state, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,

@@ -225,7 +225,7 @@ def mamba2_snapshot_verify_cute(state, x, dt, A, B, C, D=None, z=None, dt_bias=N
         return out
     key = (state.dtype, x.dtype, dt.dtype, T, nheads, headdim, state.shape[-1], B.shape[2],
            D is None, z is None, dt_bias is None, dt_softplus, num_accepted_tokens is None,
-           batch if block_p is None else -block_p, num_threads, common.pdl_default())
+           batch if block_p is None else -block_p, num_threads, common.pdl_env())
     fn = _M2_LAUNCH.get(key)
     if fn is None:
         bp = block_p
@@ -412,7 +412,7 @@ def gdn_snapshot_verify_cute(state, q, k, v, g=None, beta=None, A_log=None, a=No
     gate_dtypes = tuple(dtype_of(x) for x in gates)
     key = (state.dtype, q.dtype, T, H, HV, K, Vd) + gate_dtypes + (
         bool(use_qk_l2norm), num_accepted_tokens is None,
-        batch if block_v is None else -block_v, num_threads, common.pdl_default())
+        batch if block_v is None else -block_v, num_threads, common.pdl_env())
     fn = _GDN_LAUNCH.get(key)
     if fn is None:
         bv = block_v

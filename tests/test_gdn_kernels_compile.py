@@ -136,6 +136,8 @@ def test_gdn_replay_tiles():
     assert GR.v2_default_min_blocks(t, "fp8", "fp32", big) == 3
     t = GR.ReplayTileV2("fp32", "fp32", 128, 128, 128, 16, False)
     assert GR.v2_default_min_blocks(t, "fp32", "fp32", big) == 2
+    t = GR.ReplayTileV2("fp8", "fp32", 128, 128, 64, 16, True)          # 128 threads: cap 4
+    assert GR.v2_default_min_blocks(t, "fp8", "fp32", big) == 4          # never lowered
     # v2 where supported, v1 otherwise or on request
     assert GR.resolve_impl("nvfp4", "fp16", 128, 128, 16) == "v2"
     assert GR.resolve_impl("nvfp4", "fp16", 128, 128, 16, "v1") == "v1"

@@ -215,6 +215,53 @@ def test_gdn_launcher_plan(monkeypatch):
     assert calls[-1][0] is not calls[0][0]                           # new plan, new views
 
 
+def test_gdn_launchers_occupancy_by_batch_and_env(monkeypatch):
+    """The GDN decode / verify launchers pick the CTAs-per-SM hint from the launch size (2 below
+    OCC_MIN_CTAS, 4 / 3 from it for nvfp4/fp16sr decode / verify), leave it to the env override
+    when one is set, and rebuild the launch when REPLAYSSM_PDL or the override changes."""
+    import cute_kernels.gdn_replay as GR
+    import cute_kernels.gdn_verify as GV
+    got = {"replay": [], "verify": []}
+
+    def fake(kind, mb_at):
+        def compile_(*a, **k):
+            got[kind].append(a[mb_at])
+            return types.SimpleNamespace(ffi=lambda *args: None, meta={"any_sr": True})
+        return compile_
+
+    monkeypatch.setattr(GR, "compile_gdn_replay", fake("replay", 18))
+    monkeypatch.setattr(GV, "compile_gdn_verify", fake("verify", 18))
+    monkeypatch.delenv("REPLAYSSM_GDN_REPLAY_MINB", raising=False)
+    monkeypatch.delenv("REPLAYSSM_GDN_VERIFY_MINB", raising=False)
+    monkeypatch.delenv("REPLAYSSM_PDL", raising=False)
+    H_, HV_, slots = 16, 32, 128                     # batch 128: 128 * 32 = OCC_MIN_CTAS CTAs
+    assert slots * HV_ == GR.OCC_MIN_CTAS
+    c = R.GDNReplayCache(slots, H_, HV_, 128, 128, precision="nvfp4/fp16sr", buffer_len=4,
+                         max_draft=2, act_dtype=torch.bfloat16, device="meta")
+    e = lambda *s, dtype=torch.bfloat16: torch.empty(*s, dtype=dtype, device=META)  # noqa: E731
+
+    def decode(b):
+        GR.gdn_replay_decode_cute(c, e(b, H_, 128), e(b, H_, 128), e(b, HV_, 128),
+                                  e(b, HV_, dtype=torch.float32), e(b, HV_, dtype=torch.float32),
+                                  out=e(b, HV_, 128))
+
+    def verify(b):
+        GV.gdn_verify_cute(c, e(b, 2, H_, 128), e(b, 2, H_, 128), e(b, 2, HV_, 128),
+                           e(b, 2, HV_, dtype=torch.float32), e(b, 2, HV_, dtype=torch.float32),
+                           out=e(b, 2, HV_, 128))
+
+    decode(8), decode(slots), decode(8)
+    verify(8), verify(slots), verify(8)
+    assert got == {"replay": [2, 4], "verify": [2, 3]}
+    monkeypatch.setenv("REPLAYSSM_GDN_REPLAY_MINB", "3")
+    monkeypatch.setenv("REPLAYSSM_GDN_VERIFY_MINB", "4")
+    decode(slots), verify(slots)                     # the override is resolved at compile
+    assert got["replay"][-1] is None and got["verify"][-1] is None
+    monkeypatch.setenv("REPLAYSSM_PDL", "2")
+    decode(slots), verify(slots)
+    assert len(got["replay"]) == 4 and len(got["verify"]) == 4
+
+
 @pytest.mark.parametrize("field,bad,match", [
     ("x", torch.empty(3, H, P + 1, dtype=torch.bfloat16, device=META), "x must have shape"),
     ("x", torch.empty(3, H, P, dtype=torch.float32, device=META), "x must have dtype"),

@@ -35,7 +35,14 @@ if _ERR is None:
 
 
 def _order(ptx: str):
-    return re.findall(r"griddepcontrol\.(wait|launch_dependents)", ptx)
+    """The griddepcontrol instructions in PTX order; with any, they come before the first
+    global / shared memory access or async copy of the kernel."""
+    found = re.findall(r"griddepcontrol\.(wait|launch_dependents)", ptx)
+    if found:
+        last = max(m.start() for m in re.finditer(r"griddepcontrol\.", ptx))
+        mem = re.search(r"\b(ld|st|atom|red|cp\.async)\.(global|shared|bulk)", ptx)
+        assert mem is None or last < mem.start(), "griddepcontrol after a memory access"
+    return found
 
 
 @pytest.mark.parametrize("mode", ["0", "1", "2"])
@@ -54,7 +61,8 @@ def test_decode_kernels_carry_the_pdl_prologue(mode, monkeypatch):
     # the mode is part of the compile keys (a switch never reuses the other build)
     kw, key = MR._resolve("fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False,
                           True, True, 1, True)
-    assert kw["pdl"] == int(mode) and common.PDL_ENV in MR._ENV_NAMES
+    assert kw["pdl"] == int(mode) and MR.Mamba2ReplayDecode(**kw).pdl == int(mode)
+    assert common.PDL_ENV in MR._ENV_NAMES
     assert common.PDL_ENV in MS._ENV_NAMES and common.PDL_ENV in GS._ENV_NAMES
     assert common.PDL_ENV in GR._ENV_NAMES
 
