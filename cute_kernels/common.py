@@ -605,6 +605,11 @@ def pdl_default() -> int:
     return int(v) if v in ("1", "2") else 0
 
 
+def pdl_mode(pdl: Optional[int]) -> int:
+    """A kernel's PDL mode: ``pdl`` as given, else :func:`pdl_default`."""
+    return pdl_default() if pdl is None else int(pdl)
+
+
 def pdl_prologue(mode: int) -> None:
     """Device code at the very top of a kernel launched with ``use_pdl`` (mode != 0): see
     :data:`PDL_ENV` (everything the step kernels read may come from the previous grid)."""

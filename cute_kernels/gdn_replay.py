@@ -395,7 +395,7 @@ class GDNReplayDecode:
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  num_threads: Optional[int] = None, min_blocks_per_mp: Optional[int] = None,
                  pdl: Optional[int] = None):
-        self.pdl = common.pdl_default() if pdl is None else int(pdl)
+        self.pdl = common.pdl_mode(pdl)
         for f in (read_fmt, rec_fmt):
             if f not in FMT_BITS:
                 raise ValueError(f"unknown state format {f!r}")

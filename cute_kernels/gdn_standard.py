@@ -341,7 +341,7 @@ class GDNStandardDecode:
                  b_dtype=None, use_qk_l2norm: bool = True, has_state_batch_indices: bool = True,
                  block_v: Optional[int] = None, num_threads: Optional[int] = None,
                  pdl: Optional[int] = None):
-        self.pdl = common.pdl_default() if pdl is None else int(pdl)
+        self.pdl = common.pdl_mode(pdl)
         self.state_dtype = to_cute_dtype(state_dtype)
         self.act_dtype = to_cute_dtype(act_dtype)
         if layout not in LAYOUTS:

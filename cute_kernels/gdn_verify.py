@@ -51,7 +51,6 @@ Public entry points: :class:`GDNVerifyKernel`, :func:`compile_gdn_verify`, :func
 from __future__ import annotations
 
 import functools
-import os
 from typing import Optional
 
 import cutlass
@@ -63,7 +62,7 @@ from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
 from .gdn_replay import (KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
-                         _kernel_meta, _kq_addr, _launcher, _op_kwargs,
+                         _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
                          _read_chunk_values, _ring,
                          _sel, _seq_prefix, choose_block_v_v2, pair_key,
                          v2_default_min_blocks)
@@ -472,9 +471,9 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     bv = V if block_v is None else int(block_v)
     tile = VerifyTile(rf, cf, K, V, bv, L, split, T)
     if min_blocks_per_mp is None:
-        env = os.environ.get(VERIFY_MINB_ENV)
-        min_blocks_per_mp = int(env) if env else v2_default_min_blocks(tile, rf, cf,
-                                                                       verify=True)
+        min_blocks_per_mp = _env_int(VERIFY_MINB_ENV)
+    if min_blocks_per_mp is None:
+        min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, verify=True)
     kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
@@ -617,7 +616,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     ent = _LAUNCH.get(key)
     if ent is None:
         bv = block_v if block_v is not None else choose_block_v_v2(batch, HV, Vd, rf, cf)
-        if min_blocks_per_mp is None and not os.environ.get(VERIFY_MINB_ENV):
+        if min_blocks_per_mp is None and _env_int(VERIFY_MINB_ENV) is None:
             tile = VerifyTile(rf, cf, K, Vd, bv, L, split, T)
             min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv),
                                                       verify=True)

@@ -695,7 +695,7 @@ class Mamba2ReplayDecode:
                  row_order: bool = False, mma_fold: Optional[bool] = None,
                  early_read: Optional[bool] = None, pdl: Optional[int] = None):
         p: PrecisionPair = parse_pair(pair)
-        self.pdl = common.pdl_default() if pdl is None else int(pdl)
+        self.pdl = common.pdl_mode(pdl)
         # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
         self.row_order = bool(row_order)
         self.prof = _prof_default() if prof is None else bool(prof)

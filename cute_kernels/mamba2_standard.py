@@ -211,7 +211,7 @@ class Mamba2StandardDecode:
         min_blocks_per_mp: Optional[int] = None,
         pdl: Optional[int] = None,
     ):
-        self.pdl = common.pdl_default() if pdl is None else int(pdl)
+        self.pdl = common.pdl_mode(pdl)
         self.state_dtype = to_cute_dtype(state_dtype)
         self.act_dtype = to_cute_dtype(act_dtype)
         self.dt_dtype = to_cute_dtype(dt_dtype)
@@ -519,7 +519,7 @@ def _resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups,
         num_threads=cfg.num_threads,
         min_blocks_per_mp=int(DEFAULT_MIN_BLOCKS_PER_MP if min_blocks_per_mp is None
                               else min_blocks_per_mp),
-        pdl=common.pdl_default() if pdl is None else int(pdl),
+        pdl=common.pdl_mode(pdl),
     )
     key = ("mamba2_standard", common.arch_key()) + tuple(kw.values())
     return kw, key
