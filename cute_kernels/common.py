@@ -44,7 +44,9 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, const_expr
+from cutlass import Int32, Int64, const_expr
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T
 
 # --------------------------------------------------------------------------------------
 # Optional dependencies
@@ -619,6 +621,29 @@ def pdl_prologue(mode: int) -> None:
         cute.arch.griddepcontrol_wait()
     if mode == 2:
         cute.arch.griddepcontrol_launch_dependents()
+
+
+# ---- profiling builds (REPLAYSSM_M2_PROF / REPLAYSSM_GDN_PROF): thread 0 of a CTA stamps clocks
+def sreg64(name: str) -> Int64:
+    """A 64-bit special register (``%clock64`` / ``%globaltimer``), volatile."""
+    return Int64(llvm.inline_asm(T.i64(), [], f"mov.u64 $0, %{name};", "=l",
+                                 has_side_effects=True, is_align_stack=False))
+
+
+def smid() -> Int32:
+    """The SM this CTA runs on (``%smid``)."""
+    return Int32(llvm.inline_asm(T.i32(), [], "mov.u32 $0, %smid;", "=r",
+                                 has_side_effects=True, is_align_stack=False))
+
+
+def prof_store(o32: cute.Tensor, flag, words) -> None:
+    """A profiling record over int32 view ``o32``: [smid, flag, then each 64-bit word as lo, hi]
+    (read back by ``tests/gpu_scripts/prof_*.py``)."""
+    o32[0] = smid()
+    o32[1] = flag
+    for i in range(len(words)):
+        o32[2 + 2 * i] = Int32(words[i] & Int64(0xFFFFFFFF))
+        o32[3 + 2 * i] = Int32(words[i] >> Int64(32))
 
 
 @cute.jit

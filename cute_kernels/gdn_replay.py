@@ -962,6 +962,9 @@ IMPL_ENV = "REPLAYSSM_GDN_REPLAY_IMPL"   # "v1" forces the previous kernel
 TPW_ENV = "REPLAYSSM_GDN_REPLAY_TPW"     # v2 row tiles per warp (1 / 2) for tuning runs
 MINB_ENV = "REPLAYSSM_GDN_REPLAY_MINB"   # v2 CTAs per SM hint (register cap) for tuning runs
 RUNS_ENV = "REPLAYSSM_GDN_FLUSH_RUNS"    # v2 flush one 16-column run at a time (1; off)
+# v2 profiling build (1; off): thread 0 of each CTA stamps %clock64 at the phase boundaries and
+# writes them over its output row (outputs are garbage then): tests/gpu_scripts/prof_gdn_replay.py
+PROF_ENV = "REPLAYSSM_GDN_PROF"
 
 
 def _env_int(name):
@@ -1382,8 +1385,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     impl = "v2"
 
-    def __init__(self, *args, tpw: Optional[int] = None, flush_runs: bool = False, **kw):
+    def __init__(self, *args, tpw: Optional[int] = None, flush_runs: bool = False,
+                 prof: bool = False, **kw):
         self._tpw_req = tpw
+        self.prof = bool(prof)
         # flush tiles one 16-column run at a time (fewer live registers; hi read per run)
         self.flush_runs = bool(flush_runs)
         super().__init__(*args, **kw)
@@ -1519,6 +1524,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
         common.pdl_prologue(self.pdl)
+        if const_expr(self.prof):
+            pg0 = common.sreg64("globaltimer")
+            pc0 = common.sreg64("clock64")              # 0: start
         K, BV, L, RING = self.K, self.block_v, self.L, self.ring
         NT, NW = self.num_threads, self.nwarps
         tl = self.tile
@@ -1594,6 +1602,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         sScal[4] = Float32(1.0)
                         sScal[5] = Float32(1.0)
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, q / k, gates known
+                p2 = Int64(0)
+                p3 = Int64(0)
+                p4 = Int64(0)
             h = sCur[0]
             origin = sCur[1]
             gen = sCur[2]
@@ -1613,6 +1626,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
                             sBeta, sAm, rP,
                             slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4)
+                if const_expr(self.prof):
+                    p2 = common.sreg64("clock64")
+                    p3 = p2
+                    p4 = p2
             else:
                 # ================= non-flush row =============================================
                 # ring loads: keys of the coefficient dots (warp w: positions w + NW i), u of
@@ -1662,6 +1679,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             sBf[(kap * 32 + 24 + rr // 2) * 2 + rr % 2] = Uint32(0)
                 if const_expr(MMA):
                     cute.arch.barrier()                  # the B fragments
+                if const_expr(self.prof):
+                    p2 = common.sreg64("clock64")        # 2: ring loads issued, B fragments
                 # ---- S0 kn, S0 qn partials from the read copy
                 ak = [Float32(0.0)] * R2
                 aq = [Float32(0.0)] * R2
@@ -1720,6 +1739,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             for e in cutlass.range_constexpr(4):
                                 ak[r] = ak[r] + vals[e] * kk[e]
                                 aq[r] = aq[r] + vals[e] * qq[e]
+                if const_expr(self.prof):
+                    p3 = common.sreg64("clock64")        # 3: read tile landed, S0 dots
                 # warp 0: prefix of g (sequential order), weights * kinv, e^{G_{m-1}}
                 if warp == 0:
                     Gp = _seq_prefix(gp, lane, L)
@@ -1757,6 +1778,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             else:
                                 sD[p] = rest[ri]
                 cute.arch.barrier()                      # coefficients, weights
+                if const_expr(self.prof):
+                    p4 = common.sreg64("clock64")        # 4: coefficient dots, weights
                 eG = sScal[9]
                 # ---- buffer terms (positions p = t (mod 4)) + the e^G-scaled dot partials
                 bk = [Float32(0.0)] * R2
@@ -1773,6 +1796,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 for r in cutlass.range_constexpr(R2):
                     rP[0, r] = eG * ak[r] + bk[r]
                     rP[1, r] = eG * aq[r] + bq[r]
+            if const_expr(self.prof):
+                pcs.extend([p2, p3, p4])
             # ================= quad butterfly: full sums of every row in every lane ===========
             for o in cutlass.range_constexpr(2):
                 for r in cutlass.range_constexpr(R2):
@@ -1805,6 +1830,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     if tidx == 0:
                         mKinvb[slot, hk, phys_new] = kinv
                 self._append_gate_entry(mGb, mBb, slot, hv, phys_new, g, beta, tidx)
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 5: outputs, appends issued
             # ================= the last-arriving CTA of the row moves the cursors ==============
             if tidx == 0:
                 if old == Int32(self.HV * self.nsplit - 1):
@@ -1815,6 +1842,15 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         mFcnt[slot] = gen + Int32(1)
                     mPend[slot] = Int32(0)
                     mArr[slot] = Int32(0)
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 6: cursors published (end)
+                pg1 = common.sreg64("globaltimer")
+                cute.arch.barrier()                     # every output store of the CTA is out
+                if tidx == 0:
+                    o32 = cute.recast_tensor(mOut[row_b, hv, None], Int32)
+                    common.prof_store(cute.make_tensor(o32.iterator + v0 // 2,
+                                                       cute.make_layout(32)),
+                                      Int32(_sel(flush, Int32(1), Int32(0))), [pg0, pg1] + pcs)
 
     # ---------------------------------------------------------------- flush (v2)
     @cute.jit
@@ -2509,8 +2545,9 @@ def make_op(kw):
     impl = kw.pop("impl", "v1")
     tpw = kw.pop("tpw", None)
     runs = kw.pop("flush_runs", False)
+    prof = kw.pop("prof", False)
     if impl == "v2":
-        return GDNReplayDecodeV2(**kw, tpw=tpw, flush_runs=runs)
+        return GDNReplayDecodeV2(**kw, tpw=tpw, flush_runs=runs, prof=prof)
     return GDNReplayDecode(**kw)
 
 
@@ -2553,7 +2590,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(block_v=tile.block_v, num_threads=tile.num_threads,
               min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
-              pdl=common.pdl_default(), flush_runs=_env_int(RUNS_ENV) == 1)
+              pdl=common.pdl_default(), flush_runs=_env_int(RUNS_ENV) == 1,
+              prof=impl == "v2" and _env_int(PROF_ENV) == 1)
     key = ("gdn_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -2733,7 +2771,7 @@ def _build_cache_views(cache, rf, cf, split):
 
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
-_ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, RUNS_ENV)
+_ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, RUNS_ENV, PROF_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -298,15 +298,7 @@ def _prof_default() -> bool:
     return os.environ.get("REPLAYSSM_M2_PROF", "0") == "1"
 
 
-def _sreg64(name: str) -> Int64:
-    """A 64-bit special register (``%clock64`` / ``%globaltimer``), volatile."""
-    return Int64(llvm.inline_asm(T.i64(), [], f"mov.u64 $0, %{name};", "=l",
-                                 has_side_effects=True, is_align_stack=False))
-
-
-def _smid() -> Int32:
-    return Int32(llvm.inline_asm(T.i32(), [], "mov.u32 $0, %smid;", "=r",
-                                 has_side_effects=True, is_align_stack=False))
+_sreg64 = common.sreg64
 
 
 def _fma_rn(a, b, c) -> Float32:
@@ -1591,13 +1583,8 @@ class Mamba2ReplayDecode:
                 pg1 = _sreg64("globaltimer")
                 cute.arch.barrier()                     # every output store of the CTA is out
                 if tidx == 0:
-                    o32 = cute.recast_tensor(mOut[row, head0, None], Int32)
-                    o32[0] = _smid()
-                    o32[1] = _sel_i32(flush, Int32(1), Int32(0))
-                    words = [pg0, pg1] + pcs
-                    for i in cutlass.range_constexpr(len(words)):
-                        o32[2 + 2 * i] = Int32(words[i] & Int64(0xFFFFFFFF))
-                        o32[3 + 2 * i] = Int32(words[i] >> Int64(32))
+                    common.prof_store(cute.recast_tensor(mOut[row, head0, None], Int32),
+                                      _sel_i32(flush, Int32(1), Int32(0)), [pg0, pg1] + pcs)
 
     # ---------------------------------------------------------------- non-flush rows
     @cute.jit

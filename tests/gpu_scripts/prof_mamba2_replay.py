@@ -1,13 +1,15 @@
-"""Where a Mamba-2 ReplaySSM decode CTA spends its time, measured inside the kernel.
+"""Where a ReplaySSM decode CTA (Mamba-2, or GDN v2 with ``--layer gdn``) spends its time, measured
+inside the kernel.
 
-Builds the decode kernel with ``REPLAYSSM_M2_PROF=1`` (thread 0 of every CTA stamps ``%clock64`` at
+Builds the decode kernel with ``REPLAYSSM_M2_PROF=1`` / ``REPLAYSSM_GDN_PROF=1`` (thread 0 of every
+CTA stamps ``%clock64`` at
 the phase boundaries, ``%globaltimer`` at its start and end, and its ``%smid``, over the first
 words of its output row -- see ``cute_kernels.mamba2_replay._prof_default``), runs CUDA graphs of
 back-to-back steps (state pools larger than L2, one output buffer per step) with every row pinned
 non-flush, pinned flush, or staggered over 0..L (h = L flushes), and reports per configuration: the kernel span, CTA
 lifetimes, the average number of resident CTAs per SM, and the median time of each phase.
 
-    python tests/gpu_scripts/prof_mamba2_replay.py [--pairs ...] [--batches 1,256] [--out DIR]
+    python tests/gpu_scripts/prof_mamba2_replay.py [--layer gdn] [--pairs ...] [--batches 1,256]
 """
 import argparse
 import json
@@ -15,20 +17,25 @@ import os
 import sys
 
 os.environ["REPLAYSSM_M2_PROF"] = "1"
+os.environ["REPLAYSSM_GDN_PROF"] = "1"
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 import torch  # noqa: E402
 
 from bench import traffic  # noqa: E402
-from bench.sweep import _mamba2_inputs  # noqa: E402
+from bench.sweep import _gdn_inputs, _mamba2_inputs  # noqa: E402
 from bench.timing import pool_rotation  # noqa: E402
-from replayssm_lp import Mamba2ReplayCache, ops  # noqa: E402
+from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, ops  # noqa: E402
 
 PHASES = ["slot+cursors", "preamble issue", "cb dots", "scan", "read+dot / flush", "append",
           "publish"]
+GDN_PHASES = ["slot+cursors+qk", "ring issue+B frags", "read+S0 dots / flush", "coef dots",
+              "u,o+appends", "publish"]
 
 
 def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8):
+    if traffic.SHAPES[shape]["kind"] == "gdn":
+        return run_gdn(pair, batch, mode, L, shape, steps)
     d = traffic.SHAPES[shape]
     H, P, N, G = d["H"], d["P"], d["N"], d["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -50,6 +57,43 @@ def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8):
     def step(i):
         ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"],
                           None, inp["dt_bias"], True, sets[i % rot], out=outs[i], backend="cute")
+    hpc = _hpc(batch, H, G)
+    res = _records(cache, held, step, outs, steps,
+                   lambda o: o.view(torch.int32).view(batch, H, P // 2)[:, ::hpc], 8)
+    return summarize(res, pair, batch, mode, hpc, PHASES)
+
+
+def run_gdn(pair, batch, mode, L, shape, steps):
+    """The GDN v2 replay kernel: one record per (row, value head) CTA (whole heads)."""
+    d = traffic.SHAPES[shape]
+    H, HV, K, V = d["H"], d["HV"], d["K"], d["V"]
+    dev, act = torch.device("cuda"), torch.bfloat16
+    tb = traffic.gdn_bytes(pair, H, HV, K, V, L)
+    rot = max(pool_rotation(tb.amortized, batch), steps)
+    cache = GDNReplayCache(rot * batch, H, HV, K, V, precision=pair, buffer_len=L, act_dtype=act,
+                           device=dev, seed=1234)
+    cache.init_from_state(list(range(cache.num_slots)),
+                          torch.randn(cache.num_slots, HV, V, K, device=dev) * 0.1)
+    s = torch.arange(cache.num_slots, device=dev, dtype=torch.int32)
+    held = {"nonflush": torch.full_like(s, L // 2), "flush": torch.full_like(s, L),
+            "staggered": s % (L + 1)}[mode]
+    cache.write_pos.copy_(held)
+    inp = _gdn_inputs(batch, H, HV, K, V, act, dev)
+    gates = dict(A_log=inp["A_log"], a=inp["a"], dt_bias=inp["dt_bias"], b=inp["b"])
+    sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
+            for r in range(rot)]
+    outs = [torch.empty(batch, HV, V, dtype=act, device=dev) for _ in range(steps)]
+
+    def step(i):
+        ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates, state_batch_indices=sets[i % rot],
+                       out=outs[i], backend="cute")
+    res = _records(cache, held, step, outs, steps, lambda o: o.view(torch.int32), 7)
+    return summarize(res, pair, batch, mode, 1, GDN_PHASES)
+
+
+def _records(cache, held, step, outs, steps, per_cta, nclk):
+    """Graph of ``steps`` steps with the cursors pinned to ``held``; the profiling record of every
+    CTA of every step (``per_cta(out)``: [.., words], one CTA per leading index)."""
     step(0)                                          # compile + warm
     torch.cuda.synchronize()
     cache.write_pos.copy_(held)
@@ -61,14 +105,13 @@ def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8):
         cache.write_pos.copy_(held)
         g.replay()
     torch.cuda.synchronize()
-    hpc = _hpc(batch, H, G)
+    nw = 2 + 2 * (2 + nclk)
     res = []
     for o in outs:
-        w = o.view(torch.int32).view(batch, H, P // 2)[:, ::hpc, :22].reshape(-1, 22).cpu().long()
-        w = w & 0xFFFFFFFF
-        q = (w[:, 2::2] | (w[:, 3::2] << 32))        # g0, g1, c0..c7
+        w = per_cta(o)[..., :nw].reshape(-1, nw).cpu().long() & 0xFFFFFFFF
+        q = (w[:, 2::2] | (w[:, 3::2] << 32))        # g0, g1, c0..c(nclk-1)
         res.append(dict(sm=w[:, 0], flush=w[:, 1], g0=q[:, 0], g1=q[:, 1], c=q[:, 2:]))
-    return summarize(res, pair, batch, mode, hpc)
+    return res
 
 
 def _hpc(batch, H, G):
@@ -76,7 +119,7 @@ def _hpc(batch, H, G):
     return choose_heads_per_cta(batch, H, G)
 
 
-def summarize(res, pair, batch, mode, hpc):
+def summarize(res, pair, batch, mode, hpc, names):
     spans, life, resident, ph, flushfrac = [], [], [], [], []
     for r in res[1:]:                                # step 0 follows the pinning copy
         g0, g1, c = r["g0"].double(), r["g1"].double(), r["c"].double()
@@ -96,32 +139,36 @@ def summarize(res, pair, batch, mode, hpc):
                 span_us=sorted(spans)[len(spans) // 2], life_med_us=med(life),
                 life_p90_us=life.quantile(0.9).item(), resident_per_sm=sorted(resident)[len(resident) // 2],
                 flush_frac=sum(flushfrac) / len(flushfrac),
-                phases_med_us={n: med(ph[:, i]) for i, n in enumerate(PHASES)},
-                phases_mean_us={n: ph[:, i].mean().item() for i, n in enumerate(PHASES)})
+                phases_med_us={n: med(ph[:, i]) for i, n in enumerate(names)},
+                phases_mean_us={n: ph[:, i].mean().item() for i, n in enumerate(names)})
 
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--layer", default="mamba2", choices=("mamba2", "gdn"))
+    ap.add_argument("--shape", default=None, help="default: nemotron3-super / qwen3.5-4b")
     ap.add_argument("--pairs", default="nvfp4/fp16sr,fp32,fp8/fp32")
     ap.add_argument("--batches", default="1,256")
     ap.add_argument("--modes", default="nonflush,staggered,flush")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
     a = ap.parse_args()
+    shape = a.shape or ("qwen3.5-4b" if a.layer == "gdn" else "nemotron3-super")
+    names = GDN_PHASES if a.layer == "gdn" else PHASES
     rows = []
     for batch in [int(b) for b in a.batches.split(",")]:
         for pair in a.pairs.split(","):
             for mode in a.modes.split(","):
-                rows.append(run(pair, batch, mode))
+                rows.append(run(pair, batch, mode, shape=shape))
                 print(json.dumps(rows[-1]), flush=True)
     os.makedirs(a.out, exist_ok=True)
-    json.dump(rows, open(os.path.join(a.out, "prof_mamba2_replay.json"), "w"), indent=1)
+    json.dump(rows, open(os.path.join(a.out, f"prof_{a.layer}_replay.json"), "w"), indent=1)
     print("| pair | batch | mode | CTAs | span µs | CTA life med / p90 µs | resident/SM | "
-          + " | ".join(PHASES) + " |")
-    print("|---|---:|---|---:|---:|---:|---:|" + "---:|" * len(PHASES))
+          + " | ".join(names) + " |")
+    print("|---|---:|---|---:|---:|---:|---:|" + "---:|" * len(names))
     for r in rows:
         print(f"| {r['pair']} | {r['batch']} | {r['mode']} | {r['ctas']} | {r['span_us']:.1f} | "
               f"{r['life_med_us']:.2f} / {r['life_p90_us']:.2f} | {r['resident_per_sm']:.2f} | "
-              + " | ".join(f"{r['phases_med_us'][n]:.2f}" for n in PHASES) + " |")
+              + " | ".join(f"{r['phases_med_us'][n]:.2f}" for n in names) + " |")
 
 
 if __name__ == "__main__":
