@@ -583,9 +583,10 @@ def memo_launch(memo: dict, name: str, key, make, *args):
     return launch
 
 
-#: programmatic dependent launch of the decode step kernels (read at compile time, part of every
-#: key): unset / ``0`` off; ``1`` each CTA lets the next grid launch, then waits for the previous
-#: one; ``2`` waits first, then lets the next grid launch (at most one grid waiting behind)
+#: programmatic dependent launch of the step kernels (read at compile time, part of every key):
+#: ``0`` off; ``1`` each CTA lets the next grid launch, then waits for the previous one; ``2``
+#: waits first, then lets the next grid launch (at most one grid waiting behind); unset: 2 for
+#: the decode kernels, 0 for verify / snapshot (:func:`pdl_default`)
 PDL_ENV = "REPLAYSSM_PDL"
 
 
@@ -598,18 +599,23 @@ def _pdl_reader():
 pdl_env = _pdl_reader()
 
 
-def pdl_default() -> int:
-    """The programmatic-dependent-launch mode of the decode step kernels (``REPLAYSSM_PDL``,
-    0 / 1 / 2, see :data:`PDL_ENV`): with it the grid may start while the previous kernel in
-    the stream finishes; it waits (``griddepcontrol.wait``) for that grid's completion and memory
-    flush before its first global access, so only launch latency and block scheduling overlap."""
-    v = os.environ.get(PDL_ENV, "0")
-    return int(v) if v in ("1", "2") else 0
+def pdl_default(verify: bool = False) -> int:
+    """The programmatic-dependent-launch mode of a step kernel (``REPLAYSSM_PDL``, 0 / 1 / 2, see
+    :data:`PDL_ENV`): with it the grid may start while the previous kernel in the stream
+    finishes; it waits (``griddepcontrol.wait``) for that grid's completion and memory flush
+    before its first global access, so only launch latency and block scheduling overlap. Unset:
+    2 for the decode kernels (replay and standard: batch 1 0.5-0.7 µs faster, neutral from batch
+    32 on, bench/results/session7_gpu/call1), 0 for the verify and snapshot kernels (no gain
+    measured there)."""
+    v = os.environ.get(PDL_ENV, "")
+    if v in ("0", "1", "2"):
+        return int(v)
+    return 0 if verify else 2
 
 
-def pdl_mode(pdl: Optional[int]) -> int:
+def pdl_mode(pdl: Optional[int], verify: bool = False) -> int:
     """A kernel's PDL mode: ``pdl`` as given, else :func:`pdl_default`."""
-    return pdl_default() if pdl is None else int(pdl)
+    return pdl_default(verify) if pdl is None else int(pdl)
 
 
 def pdl_prologue(mode: int) -> None:

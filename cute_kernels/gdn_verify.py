@@ -60,11 +60,11 @@ from cutlass import Float32, Int32, Uint32, const_expr
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
-from .gdn_replay import (KS_PITCH, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2,
+from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
                          _read_chunk_values, _ring,
-                         _sel, _seq_prefix, choose_block_v_v2, pair_key,
+                         _sel, _seq_prefix, choose_block_v_v2, pair_key, preamble_level,
                          v2_default_min_blocks)
 from .gdn_standard import slot_of_row, softplus_bypass
 from replayssm_lp._validate import cache_plan, env_reader
@@ -136,7 +136,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  T: int, g_dtype=None, beta_dtype=None, alog_dtype=None, a_dtype=None,
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
-                 min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None):
+                 min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
+                 preamble: int = 2):
         self.T = int(T)
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
@@ -145,7 +146,15 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          alog_dtype=alog_dtype, a_dtype=a_dtype, dt_bias_dtype=dt_bias_dtype,
                          b_dtype=b_dtype, use_qk_l2norm=use_qk_l2norm,
                          has_state_batch_indices=has_state_batch_indices, block_v=block_v,
-                         min_blocks_per_mp=min_blocks_per_mp, tpw=1, pdl=pdl)
+                         min_blocks_per_mp=min_blocks_per_mp, tpw=1,
+                         pdl=common.pdl_mode(pdl, verify=True),
+                         preamble=preamble)
+
+    def _draft_warp(self, t: int) -> int:
+        """The warp that normalizes draft t's q / k: warps 1, 2, ... first (warp 0 waits for the
+        cursors behind the arrive's fence); ``preamble`` 0: t mod NW, the session-6 order."""
+        NW = self.nwarps
+        return t % NW if self.preamble == 0 else (t + 1) % NW
 
     def _default_min_blocks(self):
         return v2_default_min_blocks(self.tile, self.read_fmt, self.rec_fmt, verify=True)
@@ -265,9 +274,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 rsg = mRdG[slot, hv] * Float32(16384.0)
                 rbs = [lp.e4m3_byte_to_f32(Uint32(mRdS[slot, hv, rows[i // 2], 2 * t4 + (i % 2)]))
                        * rsg for i in range(2 * R2)]
-            # ---- q / k of every draft (warp t % NW): kn_t, qn_t (padded) in smem, kq, kinv
+            # ---- q / k of every draft (warp (t + 1) % NW): kn_t, qn_t (padded) in smem, kq, kinv
             for t in cutlass.range_constexpr(T):
-                if warp == Int32(t % NW):
+                if warp == Int32(self._draft_warp(t)):
                     kinv_w, kq_w, _, _ = self._normalize_qk_warp(
                         mQ, mK, (row_b, t, hk), lane, scale, sVec, t * KP, sVec, (T + t) * KP,
                         False)
@@ -477,7 +486,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
-              pdl=common.pdl_default())
+              pdl=common.pdl_default(verify=True), preamble=preamble_level())
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -596,7 +605,7 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
 
 #: CTAs per SM hint (register cap) of the verify kernel, for tuning runs
 VERIFY_MINB_ENV = "REPLAYSSM_GDN_VERIFY_MINB"
-_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV)
+_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

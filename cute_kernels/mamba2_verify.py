@@ -218,7 +218,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          flush_impl=flush_impl, nonflush_mma=False, staged=False,
                          row_order=row_order,
                          mma_fold=bool(_mma_fold_default()),   # off unless forced: 0.90-0.98x
-                         pdl=pdl)
+                         pdl=common.pdl_mode(pdl, verify=True))
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
         # once); v1: the dot path of flush rows reads hi before the flush rewrites it
         self.flush_dots = self.flush_impl == 2
@@ -899,7 +899,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         min_blocks_per_mp=None if min_blocks_per_mp is None else int(min_blocks_per_mp),
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
-        row_order=bool(row_order), pdl=common.pdl_default(),
+        row_order=bool(row_order), pdl=common.pdl_default(verify=True),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default()) + tuple(

@@ -83,7 +83,7 @@ class Mamba2SnapshotVerify(MS.Mamba2StandardDecode):
                  pdl: Optional[int] = None):
         super().__init__(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, has_D,
                          has_z, has_dt_bias, dt_softplus, True, block_p, num_threads,
-                         min_blocks_per_mp, pdl=pdl)
+                         min_blocks_per_mp, pdl=common.pdl_mode(pdl, verify=True))
         if not 1 <= T <= MAX_T:
             raise ValueError(f"T={T} must be in [1, {MAX_T}]")
         self.T = int(T)
@@ -171,7 +171,7 @@ def _m2_resolve(state_dtype, act_dtype, dt_dtype, nheads, headdim, dstate, ngrou
                         has_z, has_dt_bias, dt_softplus, True, block_p, num_threads,
                         min_blocks_per_mp)
     del kw["has_state_batch_indices"]
-    kw.update(T=int(T), has_accepted=bool(has_accepted))
+    kw.update(T=int(T), has_accepted=bool(has_accepted), pdl=common.pdl_default(verify=True))
     return kw, ("mamba2_snapshot", common.arch_key()) + tuple(kw.values())
 
 
@@ -256,7 +256,7 @@ class GDNSnapshotVerify(GS.GDNStandardDecode):
                  pdl: Optional[int] = None):
         super().__init__(state_dtype, act_dtype, "vk", H, HV, K, V, g_dtype, beta_dtype, alog_dtype,
                          a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, True, block_v, num_threads,
-                         pdl=pdl)
+                         pdl=common.pdl_mode(pdl, verify=True))
         if not 1 <= T <= MAX_T:
             raise ValueError(f"T={T} must be in [1, {MAX_T}]")
         self.T = int(T)
@@ -349,7 +349,7 @@ def _gdn_resolve(state_dtype, act_dtype, H, HV, K, V, T, g_dtype, beta_dtype, al
     kw, _ = GS._resolve(state_dtype, act_dtype, "vk", H, HV, K, V, g_dtype, beta_dtype, alog_dtype,
                         a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, True, block_v, num_threads)
     del kw["layout"], kw["has_state_batch_indices"]
-    kw.update(T=int(T), has_accepted=bool(has_accepted))
+    kw.update(T=int(T), has_accepted=bool(has_accepted), pdl=common.pdl_default(verify=True))
     return kw, ("gdn_snapshot", common.arch_key()) + tuple(kw.values())
 
 

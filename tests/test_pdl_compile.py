@@ -2,10 +2,11 @@
 
 The decode step kernels (Mamba-2 / GDN replay and standard) built with ``REPLAYSSM_PDL=1|2``
 carry the ``griddepcontrol`` prologue in that order (1: launch_dependents then wait; 2: wait then
-launch_dependents) before any memory access, and launch with the PDL attribute; with the switch
-unset they carry neither. The verify kernels (ReplaySSM and snapshot) follow the same switch.
-Compiled for sm_90a without a GPU; the timing lives in bench/results/session6_gpu/README.md
-(§5-6; the verify kernels with it were not timed in session 6).
+launch_dependents) before any memory access, and launch with the PDL attribute; ``0``: neither.
+The verify kernels (ReplaySSM and snapshot) follow the same switch. Unset: mode 2 for the decode
+kernels, 0 for verify / snapshot. Compiled for sm_90a without a GPU; the timing lives in
+bench/results/session6_gpu/README.md (§5-6) and session7_gpu (call 1: every batch, both layers,
+verify).
 """
 import os
 import re
@@ -91,3 +92,22 @@ def test_verify_and_snapshot_kernels_follow_the_switch(mode, monkeypatch):
         dstate=128, ngroups=8, T=2, has_D=True, has_z=False, has_dt_bias=True, dt_softplus=True,
         has_accepted=True, block_p=None, num_threads=None, min_blocks_per_mp=None)
     assert _order(ptx) == want
+
+
+def test_unset_switch_defaults(monkeypatch):
+    """Unset: the decode kernels (replay, standard) use mode 2, verify and snapshot kernels 0,
+    in the compile keys and in direct construction."""
+    monkeypatch.delenv(common.PDL_ENV, raising=False)
+    assert common.pdl_default() == 2 and common.pdl_default(verify=True) == 0
+    kw, _ = MR._resolve("fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False,
+                        True, True, 1, True)
+    assert kw["pdl"] == 2 and MR.Mamba2ReplayDecode(**{**kw, "pdl": None}).pdl == 2
+    kw, _ = SV._gdn_resolve("float32", "bfloat16", 16, 32, 128, 128, 2, None, None, "float32",
+                            "bfloat16", "float32", "bfloat16", True, True, None, None)
+    assert kw["pdl"] == 0 and SV.GDNSnapshotVerify(**{**kw, "pdl": None}).pdl == 0
+    _, ptx = GV.compile_only("fp32", T=2, keep_ptx=True)
+    assert _order(ptx) == []
+    _, ptx = GS.compile_only(keep_ptx=True)
+    assert _order(ptx) == ["wait", "launch_dependents"]
+    monkeypatch.setenv(common.PDL_ENV, "bogus")          # not a mode: the defaults
+    assert common.pdl_default() == 2 and common.pdl_default(verify=True) == 0
