@@ -965,16 +965,17 @@ RUNS_ENV = "REPLAYSSM_GDN_FLUSH_RUNS"    # v2 flush one 16-column run at a time 
 # v2 profiling build (1; off): thread 0 of each CTA stamps %clock64 at the phase boundaries and
 # writes them over its output row (outputs are garbage then): tests/gpu_scripts/prof_gdn_replay.py
 PROF_ENV = "REPLAYSSM_GDN_PROF"
-# v2 / verify CTA preamble (tuning / A-B runs): 0 = session 6 (warp 0 normalizes q / k after its
-# cursor round trip and the arrive's fence: the two round trips back to back); 1 = q / k in the
-# last warp (verify: drafts from warp 1 on); 2 (default) = that warp also builds the decode's mma
-# B fragments before the first barrier (one barrier fewer on non-flush rows)
+# v2 / verify CTA preamble (A-B runs): 0 = session 6 (warp 0 normalizes q / k after its cursor
+# round trip and the arrive's fence: the two round trips back to back); 1 (default) = q / k in the
+# last warp (verify: drafts from warp 1 on). Measured and dropped (session7_gpu/call3): that warp
+# also building the mma B fragments, and the read tile issued before the cursor fence (the fence
+# then waits for the tile)
 PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 
 
 def preamble_level() -> int:
-    v = os.environ.get(PREAMBLE_ENV, "2")
-    return int(v) if v in ("0", "1", "2") else 2
+    v = os.environ.get(PREAMBLE_ENV, "1")
+    return int(v) if v in ("0", "1") else 1
 
 
 def _env_int(name):
@@ -1396,7 +1397,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     impl = "v2"
 
     def __init__(self, *args, tpw: Optional[int] = None, flush_runs: bool = False,
-                 prof: bool = False, preamble: int = 2, **kw):
+                 prof: bool = False, preamble: int = 1, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         self.preamble = int(preamble)
@@ -1409,46 +1410,6 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         """The warp that normalizes q / k: the last one (its loads overlap warp 0's cursor
         round trip and fence; ``preamble`` 0: warp 0, the session-6 order)."""
         return 0 if self.preamble == 0 else self.nwarps - 1
-
-    @cute.jit
-    def _build_b_frags(self, sBf: cute.Tensor, sKQ: cute.Tensor, KP: cutlass.Constexpr, s_kq,
-                       lo: Int32, step: cutlass.Constexpr, count: cutlass.Constexpr,
-                       zero_lo: Int32, zero_step: cutlass.Constexpr):
-        """The non-flush mma's B fragments in ``sBf``: kn, qn (``sKQ``, padded) times their
-        power-of-two scales ``s_kq`` (a pair, or ``sScal`` holding them at 2, 3) split into three fp16 / bf16 pieces, each (vector, element)
-        scattered to its half-word slot in fragment order (column g' = 3 v + piece); columns 6,
-        7 zero. Elements ``lo + step i`` (i < count) of the 2K, zero words ``zero_lo +
-        zero_step i`` of the 128."""
-        K, RFMT = self.K, self.read_fmt
-        MK = "bf16" if RFMT == "bf16" else "f16"
-        sBh = cute.recast_tensor(sBf, cutlass.Uint16)
-        for it in cutlass.range_constexpr(count):
-            e_ = lo + it * step
-            if e_ < Int32(2 * K):
-                vq = e_ // K
-                el = e_ % K
-                sc = Float32(0.0)
-                if const_expr(isinstance(s_kq, list)):
-                    sc = Float32(_sel(vq == Int32(0), s_kq[0], s_kq[1]))
-                else:
-                    sc = s_kq[2 + vq]                   # sScal[2 + v]
-                x = sKQ[vq * KP + _kq_addr(el)] * sc
-                kap, rho, tt, eta = _frag_slot(RFMT, el)
-                rnd = _round_f16 if MK == "f16" else _round_bf16
-                hv0 = rnd(x)
-                r1 = _sub_rn(x, hv0)
-                hv1 = rnd(r1)
-                hv2 = rnd(_sub_rn(r1, hv1))
-                for pc in cutlass.range_constexpr(3):
-                    col = vq * 3 + pc
-                    hidx = (((kap * 32 + col * 4 + tt) * 2 + rho) * 2) + eta
-                    sBh[hidx] = _to_half_bits(MK, (hv0, hv1, hv2)[pc])
-        for it in cutlass.range_constexpr((128 + zero_step - 1) // zero_step):
-            e_ = zero_lo + it * zero_step
-            if e_ < Int32(128):
-                kap = e_ // 16
-                rr = e_ % 16
-                sBf[(kap * 32 + 24 + rr // 2) * 2 + rr % 2] = Uint32(0)
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
@@ -1658,15 +1619,6 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         sScal[3] = Float32(1.0)
                         sScal[4] = Float32(1.0)
                         sScal[5] = Float32(1.0)
-                if const_expr(MMA and self.preamble >= 2):
-                    # B fragments from this warp's own smem writes (every lane has the reduced
-                    # norms: the butterfly sums agree bitwise); flush rows do not use them
-                    s_kq = [Float32(1.0), Float32(1.0)]
-                    if const_expr(MK == "f16"):
-                        s_kq = [_pow2_scale_of_norm(cute.math.sqrt(nk))[0],
-                                _pow2_scale_of_norm(cute.math.sqrt(nq))[0]]
-                    cute.arch.sync_warp()               # the other lanes' kn / qn in smem
-                    self._build_b_frags(sBf, sKQ, KP, s_kq, lane, 32, 2 * K // 32, lane, 32)
             cute.arch.barrier()
             if const_expr(self.prof):
                 pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, q / k, gates known
@@ -1716,10 +1668,34 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (K // 32,),
                                                           (lane,)), rk[None, i])
                 rU = self._load_ring_u(mUb, slot, hv, origin, m, rows, t4)
-                # B fragments of the mma (preamble < 2: here, by every thread)
-                if const_expr(MMA and self.preamble < 2):
-                    self._build_b_frags(sBf, sKQ, KP, sScal, tidx, NT,
-                                        (2 * K + NT - 1) // NT, tidx, NT)
+                # B fragments of the mma: kn / qn split into pieces, each (vector, element)
+                # scattered to its half-word slot in fragment order (column g' = 3 v + piece)
+                if const_expr(MMA):
+                    sBh = cute.recast_tensor(sBf, cutlass.Uint16)
+                    for it in cutlass.range_constexpr((2 * K + NT - 1) // NT):
+                        e_ = tidx + it * NT
+                        if e_ < Int32(2 * K):
+                            vq = e_ // K
+                            el = e_ % K
+                            x = sKQ[vq * KP + _kq_addr(el)] * sScal[2 + vq]
+                            kap, rho, tt, eta = _frag_slot(RFMT, el)
+                            rnd = _round_f16 if MK == "f16" else _round_bf16
+                            hv0 = rnd(x)
+                            r1 = _sub_rn(x, hv0)
+                            hv1 = rnd(r1)
+                            hv2 = rnd(_sub_rn(r1, hv1))
+                            for pc in cutlass.range_constexpr(3):
+                                col = vq * 3 + pc
+                                hidx = (((kap * 32 + col * 4 + tt) * 2 + rho) * 2) + eta
+                                sBh[hidx] = _to_half_bits(MK, (hv0, hv1, hv2)[pc])
+                    for it in cutlass.range_constexpr((128 + NT - 1) // NT):
+                        e_ = tidx + it * NT
+                        if e_ < Int32(128):
+                            # columns 6, 7 (lanes g' = 6, 7): zero words
+                            kap = e_ // 16
+                            rr = e_ % 16
+                            sBf[(kap * 32 + 24 + rr // 2) * 2 + rr % 2] = Uint32(0)
+                if const_expr(MMA):
                     cute.arch.barrier()                  # the B fragments
                 if const_expr(self.prof):
                     p2 = common.sreg64("clock64")        # 2: ring loads issued, B fragments
@@ -2588,7 +2564,7 @@ def make_op(kw):
     tpw = kw.pop("tpw", None)
     runs = kw.pop("flush_runs", False)
     prof = kw.pop("prof", False)
-    pre = kw.pop("preamble", 2)
+    pre = kw.pop("preamble", 1)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, flush_runs=runs, prof=prof, preamble=pre)
     return GDNReplayDecode(**kw)
@@ -2635,7 +2611,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
               pdl=common.pdl_default(), flush_runs=_env_int(RUNS_ENV) == 1,
               prof=impl == "v2" and _env_int(PROF_ENV) == 1,
-              preamble=preamble_level() if impl == "v2" else 2)
+              preamble=preamble_level() if impl == "v2" else 1)
     key = ("gdn_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
 

@@ -137,7 +137,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
-                 preamble: int = 2):
+                 preamble: int = 1):
         self.T = int(T)
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
