@@ -655,23 +655,39 @@ def prof_store(o32: cute.Tensor, flag, words) -> None:
 @cute.jit
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,
-                            tidx: Int32) -> Int32:
+                            tidx: Int32, dep_arrive: cutlass.Constexpr = False) -> Int32:
     """Thread 0 reads the row's cursors (write_pos, ring_origin, flush_count) into ``sCur[0:3]``
     (broadcast after the caller's barrier) and arrives on the row's counter ``mArr[slot]`` right
     away (None: the row is one CTA, nobody to wait for), so the atomic's round trip overlaps the
     CTA's work instead of ending it; the CTA that arrives last moves the cursors at its end
     (after a ``fence.acq_rel``). Every CTA of the row has read the cursors before it
     arrives, so nobody sees the new values in this launch. Returns the counter's old value
-    (thread 0; 0 elsewhere)."""
+    (thread 0; 0 elsewhere).
+
+    ``dep_arrive``: no fence before the arrive; its increment is computed from the three cursor
+    values (1 for any cursor below 2^30), so the atomic cannot be performed before they have been
+    read -- for callers that issue large loads first (a fence would also wait for those)."""
     old = Int32(0)
     if tidx == 0:
-        sCur[0] = mWpos[slot]
-        sCur[1] = mOrig[slot]
-        sCur[2] = mFcnt[slot]
-        if const_expr(mArr is not None):
-            cute.arch.fence_acq_rel_gpu()
-            old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
-                                       sem="relaxed", scope="gpu")
+        if const_expr(dep_arrive):
+            w = mWpos[slot]
+            o = mOrig[slot]
+            f = mFcnt[slot]
+            sCur[0] = w
+            sCur[1] = o
+            sCur[2] = f
+            if const_expr(mArr is not None):
+                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr,
+                                           Int32(1) + ((w | o | f) >> Int32(30)),
+                                           sem="relaxed", scope="gpu")
+        else:
+            sCur[0] = mWpos[slot]
+            sCur[1] = mOrig[slot]
+            sCur[2] = mFcnt[slot]
+            if const_expr(mArr is not None):
+                cute.arch.fence_acq_rel_gpu()
+                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
+                                           sem="relaxed", scope="gpu")
     return old
 
 

@@ -966,16 +966,22 @@ RUNS_ENV = "REPLAYSSM_GDN_FLUSH_RUNS"    # v2 flush one 16-column run at a time 
 # writes them over its output row (outputs are garbage then): tests/gpu_scripts/prof_gdn_replay.py
 PROF_ENV = "REPLAYSSM_GDN_PROF"
 # v2 / verify CTA preamble (A-B runs): 0 = session 6 (warp 0 normalizes q / k after its cursor
-# round trip and the arrive's fence: the two round trips back to back); 1 (default) = q / k in the
-# last warp (verify: drafts from warp 1 on). Measured and dropped (session7_gpu/call3): that warp
-# also building the mma B fragments, and the read tile issued before the cursor fence (the fence
-# then waits for the tile)
+# round trip and the arrive's fence: the two round trips back to back); 1 = q / k in the last
+# warp (verify: drafts from warp 1 on); 2 = also the read tile (decode) issued before the cursors
+# and the gates, the arrive ordered by a data dependency instead of a fence (which would wait for
+# the tile). Default (session7_gpu/call4): 2 for nvfp4 read copies (b512 325 -> 319 µs), 1 for
+# the others (2 slows fp32: 394 -> 416, its cursor loads queue behind the 64 KB tile). Measured and
+# dropped (call3): the q / k warp building the mma B fragments, the tile before a fenced arrive
 PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 
 
-def preamble_level() -> int:
-    v = os.environ.get(PREAMBLE_ENV, "1")
-    return int(v) if v in ("0", "1") else 1
+def preamble_level(read_fmt: str) -> int:
+    """The preamble level of a kernel with read copy ``read_fmt`` (``REPLAYSSM_GDN_PREAMBLE``
+    overrides)."""
+    v = os.environ.get(PREAMBLE_ENV, "")
+    if v in ("0", "1", "2"):
+        return int(v)
+    return 2 if read_fmt == "nvfp4" else 1
 
 
 def _env_int(name):
@@ -1397,19 +1403,33 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     impl = "v2"
 
     def __init__(self, *args, tpw: Optional[int] = None, flush_runs: bool = False,
-                 prof: bool = False, preamble: int = 1, **kw):
+                 prof: bool = False, preamble: Optional[int] = None, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
-        self.preamble = int(preamble)
+        # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt)
+        self.preamble = None if preamble is None else int(preamble)
         # flush tiles one 16-column run at a time (fewer live registers; hi read per run)
         self.flush_runs = bool(flush_runs)
         super().__init__(*args, **kw)
+        if self.preamble is None:
+            self.preamble = preamble_level(self.read_fmt)
 
     @property
     def qk_warp(self) -> int:
         """The warp that normalizes q / k: the last one (its loads overlap warp 0's cursor
         round trip and fence; ``preamble`` 0: warp 0, the session-6 order)."""
         return 0 if self.preamble == 0 else self.nwarps - 1
+
+    @cute.jit
+    def _gates_to_smem(self, sScal: cute.Tensor, mG, mBeta, mALog, mA, mDtBias, mB,
+                       row_b: Int32, hv: Int32, tidx: Int32):
+        """One thread (warp 1's first): the row's gates g, beta, e^g into ``sScal[10:13]``."""
+        if tidx == Int32(32 if self.nwarps > 1 else 0):
+            g0, b0 = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
+                               mALog, mA, mDtBias, mB, row_b, hv)
+            sScal[10] = g0
+            sScal[11] = b0
+            sScal[12] = cute.math.exp(g0)
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
@@ -1574,15 +1594,14 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
-            old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
-            # ---- speculative loads (independent of the cursors): gates (one thread), v, the
-            # read tile and its scales
-            if tidx == Int32(32 if NW > 1 else 0):
-                g0, b0 = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
-                                   mALog, mA, mDtBias, mB, row_b, hv)
-                sScal[10] = g0
-                sScal[11] = b0
-                sScal[12] = cute.math.exp(g0)
+            EARLY = self.preamble >= 2        # the tile before the cursors and the gates
+            old = Int32(0)
+            if const_expr(not EARLY):
+                old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
+                self._gates_to_smem(sScal, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, tidx)
+            # ---- speculative loads (independent of the cursors): v, the read tile and its
+            # scales (EARLY: before the cursors and the gates, whose waits would hold warps 0
+            # and 1 back a round trip)
             rV = cute.make_rmem_tensor((R2,), Float32)
             for r in cutlass.range_constexpr(R2):
                 rV[r] = mV[row_b, hv, rows[r]].to(Float32)
@@ -1596,7 +1615,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             if const_expr(RFMT == "nvfp4"):
                 rsb = [Uint32(mRdS[slot, hv, rows[i // 2], 2 * t4 + (i % 2)])
                        for i in range(2 * R2)]
-                rsg = mRdG[slot, hv] * Float32(16384.0)
+                rsg = mRdG[slot, hv]
+                if const_expr(not EARLY):             # (EARLY: scaled after the barrier)
+                    rsg = rsg * Float32(16384.0)
+            if const_expr(EARLY):
+                old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx,
+                                                     dep_arrive=True)
+                self._gates_to_smem(sScal, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, tidx)
             # ---- q / k (warp QKW): kn, qn (padded) in smem, kq, kinv, B-piece scales
             if warp == Int32(self.qk_warp):
                 kinv_w, kq_w, nk, nq = self._normalize_qk_warp(mQ, mK, (row_b, hk), lane, scale,
@@ -1620,6 +1645,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         sScal[4] = Float32(1.0)
                         sScal[5] = Float32(1.0)
             cute.arch.barrier()
+            if const_expr(RFMT == "nvfp4" and EARLY):
+                rsg = rsg * Float32(16384.0)
             if const_expr(self.prof):
                 pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, q / k, gates known
                 p2 = Int64(0)
@@ -2564,7 +2591,7 @@ def make_op(kw):
     tpw = kw.pop("tpw", None)
     runs = kw.pop("flush_runs", False)
     prof = kw.pop("prof", False)
-    pre = kw.pop("preamble", 1)
+    pre = kw.pop("preamble", None)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, flush_runs=runs, prof=prof, preamble=pre)
     return GDNReplayDecode(**kw)
@@ -2611,7 +2638,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
               pdl=common.pdl_default(), flush_runs=_env_int(RUNS_ENV) == 1,
               prof=impl == "v2" and _env_int(PROF_ENV) == 1,
-              preamble=preamble_level() if impl == "v2" else 1)
+              preamble=preamble_level(rf) if impl == "v2" else 1)
     key = ("gdn_replay", common.arch_key()) + tuple(kw.values())
     return kw, key
 

@@ -137,7 +137,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
-                 preamble: int = 1):
+                 preamble: Optional[int] = None):
         self.T = int(T)
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
@@ -486,7 +486,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
-              pdl=common.pdl_default(verify=True), preamble=preamble_level())
+              pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1))
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
 
