@@ -961,7 +961,6 @@ KS_PITCH = 160                   # staged key row pitch (words), see _ks_addr
 IMPL_ENV = "REPLAYSSM_GDN_REPLAY_IMPL"   # "v1" forces the previous kernel
 TPW_ENV = "REPLAYSSM_GDN_REPLAY_TPW"     # v2 row tiles per warp (1 / 2) for tuning runs
 MINB_ENV = "REPLAYSSM_GDN_REPLAY_MINB"   # v2 CTAs per SM hint (register cap) for tuning runs
-RUNS_ENV = "REPLAYSSM_GDN_FLUSH_RUNS"    # v2 flush one 16-column run at a time (1; off)
 # v2 profiling build (1; off): thread 0 of each CTA stamps %clock64 at the phase boundaries and
 # writes them over its output row (outputs are garbage then): tests/gpu_scripts/prof_gdn_replay.py
 PROF_ENV = "REPLAYSSM_GDN_PROF"
@@ -1402,14 +1401,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     impl = "v2"
 
-    def __init__(self, *args, tpw: Optional[int] = None, flush_runs: bool = False,
-                 prof: bool = False, preamble: Optional[int] = None, **kw):
+    def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
+                 preamble: Optional[int] = None, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt)
         self.preamble = None if preamble is None else int(preamble)
-        # flush tiles one 16-column run at a time (fewer live registers; hi read per run)
-        self.flush_runs = bool(flush_runs)
         super().__init__(*args, **kw)
         if self.preamble is None:
             self.preamble = preamble_level(self.read_fmt)
@@ -1901,44 +1898,38 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     @cute.jit
     def _load_hi_tile(self, mHiS: Optional[cute.Tensor], sgl: Float32,
                       wHi: cute.Tensor, S: cute.Tensor, slot: Int32, hv: Int32, rt: Int32,
-                      t4: Int32, qs: cutlass.Constexpr = (0, 1)):
-        """Rows rt, rt + 8 of the hi copy, runs of 16 at 64 q + 16 t (q in ``qs``; the j-th
-        run into S[:, 16 j : 16 j + 16]), decoded exactly (nvfp4: ``sgl`` = the global scale read
-        before any write)."""
+                      t4: Int32):
+        """Rows rt, rt + 8 of the hi copy, runs of 16 at 64 q + 16 t, decoded exactly
+        (nvfp4: ``sgl`` = the global scale read before any write)."""
         HFMT = self.rec_fmt
         WH = 16 * FMT_BITS[HFMT] // 32
-        NQ = len(qs)
-        rHW = cute.make_rmem_tensor((WH, NQ, 2), Uint32)
+        rHW = cute.make_rmem_tensor((WH, 2, 2), Uint32)
         for r in cutlass.range_constexpr(2):
             gRow = wHi[slot, hv, rt + 8 * r, None]
-            for j in cutlass.range_constexpr(NQ):
-                cute.autovec_copy(cute.local_tile(gRow, (WH,), (4 * qs[j] + t4,)),
-                                  rHW[None, j, r])
-        hsc = [Float32(1.0)] * (2 * NQ)
+            for q in cutlass.range_constexpr(2):
+                cute.autovec_copy(cute.local_tile(gRow, (WH,), (4 * q + t4,)),
+                                  rHW[None, q, r])
+        hsc = [Float32(1.0)] * 4
         if const_expr(HFMT == "fp8"):
-            hsc = [mHiS[slot, hv, rt + 8 * (i // NQ)] for i in range(2 * NQ)]
+            hsc = [mHiS[slot, hv, rt + 8 * (i // 2)] for i in range(4)]
         if const_expr(HFMT == "nvfp4"):
-            hsc = [lp.mul_rn(lp.e4m3_byte_to_f32(Uint32(mHiS[slot, hv, rt + 8 * (i // NQ),
-                                                             4 * qs[i % NQ] + t4])), sgl)
-                   for i in range(2 * NQ)]
+            hsc = [lp.mul_rn(lp.e4m3_byte_to_f32(Uint32(mHiS[slot, hv, rt + 8 * (i // 2),
+                                                             4 * (i % 2) + t4])), sgl)
+                   for i in range(4)]
         for r in cutlass.range_constexpr(2):
-            for j in cutlass.range_constexpr(NQ):
-                vals = _decode_exact(HFMT, [rHW[w, j, r] for w in range(WH)], hsc[NQ * r + j])
+            for q in cutlass.range_constexpr(2):
+                vals = _decode_exact(HFMT, [rHW[w, q, r] for w in range(WH)], hsc[2 * r + q])
                 for e in cutlass.range_constexpr(16):
-                    S[r, 16 * j + e] = vals[e]
+                    S[r, 16 * q + e] = vals[e]
 
     @cute.jit
     def _fold_tile(self, S: cute.Tensor, rUw: cute.Tensor, sKs: cute.Tensor, sKh: cute.Tensor,
                    sKm: cute.Tensor, sKl: cute.Tensor, eT: Float32, tr: cutlass.Constexpr,
-                   g4: Int32, t4: Int32, q: cutlass.Constexpr = None):
-        """S = e^{G_tot} S + (U diag(w)) Kn for one row tile (3xTF32 mma); ``q`` given: only
-        the run of 16 columns at 64 q + 16 t, held in S[:, 0:16]."""
+                   g4: Int32, t4: Int32):
+        """S = e^{G_tot} S + (U diag(w)) Kn for one row tile (3xTF32 mma)."""
         NKT = self.tile.nkt
-        nu0 = 0 if q is None else 8 * q
-        nnu = 16 if q is None else 8
-        koff = 0 if q is None else 16 * q
         for r in cutlass.range_constexpr(2):
-            for k in cutlass.range_constexpr(32 if q is None else 16):
+            for k in cutlass.range_constexpr(32):
                 S[r, k] = eT * S[r, k]
         for kap in cutlass.range_constexpr(NKT):
             jb = Int32(8 * kap) + Int32(2) * t4
@@ -1951,13 +1942,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 apc[1].append(pcs[1])
                 if const_expr(P3):
                     apc[2].append(pcs[2])
-            for nu in cutlass.range_constexpr(nu0, nu0 + nnu):
+            for nu in cutlass.range_constexpr(16):
                 colB = Int32(64 * (nu // 8) + 2 * (nu % 8)) + (g4 % Int32(2)) \
                     + Int32(16) * (g4 // Int32(2))
                 a0 = _ks_addr(jb, colB)
                 a1 = _ks_addr(jb + Int32(1), colB)
-                c0 = 2 * nu - koff
-                cin = [S[0, c0], S[0, c0 + 1], S[1, c0], S[1, c0 + 1]]
+                cin = [S[0, 2 * nu], S[0, 2 * nu + 1], S[1, 2 * nu], S[1, 2 * nu + 1]]
                 if const_expr(P3):
                     if const_expr(self.tile.ks_split):
                         b0 = (sKh[a0], sKm[a0], sKl[a0])
@@ -1974,10 +1964,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         b0h, b0l = _split_tf32(sKs[a0])
                         b1h, b1l = _split_tf32(sKs[a1])
                     acc = _mma3_tf32(apc[0], apc[1], [b0h, b1h], [b0l, b1l], cin)
-                S[0, c0] = acc[0]
-                S[0, c0 + 1] = acc[1]
-                S[1, c0] = acc[2]
-                S[1, c0 + 1] = acc[3]
+                S[0, 2 * nu] = acc[0]
+                S[0, 2 * nu + 1] = acc[1]
+                S[1, 2 * nu] = acc[2]
+                S[1, 2 * nu + 1] = acc[3]
 
     @cute.jit
     def _flush(self, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
@@ -2116,24 +2106,64 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         sA[jc * LP + icl] = Float32(_sel(jc < hf, av, Float32(0.0)))
             cute.arch.barrier()
         eT = sScal[8]
-        # one 16-column run of the tile in registers at a time (``flush_runs``): hi is read per
-        # run (again for the fold, and for the encode when a row / matrix amax comes first)
-        RUNS = self.flush_runs and TPW == 1
-        S = cute.make_rmem_tensor((2, 16 if RUNS else 32), Float32)
-        QS = ((0,), (1,)) if RUNS else ((0, 1),)
+        S = cute.make_rmem_tensor((2, 32), Float32)
         amx = Float32(0.0)
         for tr in cutlass.range_constexpr(TPW):
             rt = rows[2 * tr]
-            if const_expr(not RUNS):
-                self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
+            self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
             if const_expr(self.split):
                 # ---- F3: P = S_hi Kn^T (3xTF32), keys 8 tau + 2 t + e; R = beta (v - e^G P)
                 P = cute.make_rmem_tensor((4, NKT), Float32)
                 P.fill(0.0)
-                for qs in QS:
-                    if const_expr(RUNS):
-                        self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4, qs)
-                    self._p_accum(S, P, qs, g4, t4, sKs, sKh, sKm, sKl)
+                P3 = self.tile.f5_pieces == 3
+                for kap in cutlass.range_constexpr(16):
+                    ah = []
+                    am = []
+                    al = []
+                    for x in (S[0, 2 * kap], S[1, 2 * kap], S[0, 2 * kap + 1],
+                              S[1, 2 * kap + 1]):
+                        if const_expr(P3):
+                            hh, mm, ll = _split3_tf32(x)
+                            am.append(mm)
+                        else:
+                            hh, ll = _split_tf32(x)
+                        ah.append(hh)
+                        al.append(ll)
+                    col = _fidx(t4, 2 * kap)
+                    for tau in cutlass.range_constexpr(NKT):
+                        ad = _ks_addr(g4 + Int32(8 * tau), col)
+                        if const_expr(P3):
+                            bp = []
+                            for arr in (sKh, sKm, sKl):
+                                bt = cute.make_rmem_tensor((2,), Uint32)
+                                if const_expr(self.tile.ks_split):
+                                    cute.autovec_copy(cute.local_tile(arr, (2,), (ad // 2,)), bt)
+                                else:
+                                    b0_ = _split3_tf32(sKs[ad])
+                                    b1_ = _split3_tf32(sKs[ad + 1])
+                                    bt[0] = b0_[len(bp)]
+                                    bt[1] = b1_[len(bp)]
+                                bp.append([bt[0], bt[1]])
+                            acc = _mma6_tf32((ah, am, al), (bp[0], bp[1], bp[2]),
+                                             [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
+                            for i in cutlass.range_constexpr(4):
+                                P[i, tau] = acc[i]
+                        else:
+                            if const_expr(self.tile.ks_split and self.tile.f5_pieces == 2):
+                                bh = cute.make_rmem_tensor((2,), Uint32)
+                                bl = cute.make_rmem_tensor((2,), Uint32)
+                                cute.autovec_copy(cute.local_tile(sKh, (2,), (ad // 2,)), bh)
+                                cute.autovec_copy(cute.local_tile(sKl, (2,), (ad // 2,)), bl)
+                                b0h, b1h, b0l, b1l = bh[0], bh[1], bl[0], bl[1]
+                            else:
+                                bb = cute.make_rmem_tensor((2,), Float32)
+                                cute.autovec_copy(cute.local_tile(sKs, (2,), (ad // 2,)), bb)
+                                b0h, b0l = _split_tf32(bb[0])
+                                b1h, b1l = _split_tf32(bb[1])
+                            acc = _mma3_tf32(ah, al, [b0h, b1h], [b0l, b1l],
+                                             [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
+                            for i in cutlass.range_constexpr(4):
+                                P[i, tau] = acc[i]
                 for tau in cutlass.range_constexpr(NKT):
                     for e in cutlass.range_constexpr(2):
                         j = Int32(8 * tau + e) + Int32(2) * t4
@@ -2162,25 +2192,20 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     wj = sW[Int32(8 * tau + e) + Int32(2) * t4]
                     for rr in cutlass.range_constexpr(2):
                         rU[e, tau, 2 * tr + rr] = rU[e, tau, 2 * tr + rr] * wj
-            if const_expr(RUNS):
-                self._flush_runs_finish(S, rU, rP, sKs, sKh, sKm, sKl, sKn, sQn, sAm, eT, mHiS,
-                                        mHiG, mLoS, mLoG, mSeed, wHi, wLo, sgl_old, slot, hv, rt,
-                                        gen, tidx, lane, warp, g4, t4)
+            self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
+            # ---- output partials S_new kn, S_new qn (this lane's 32 columns of each row)
+            self._flush_out_partials(S, rP, sKn, sQn, tr, t4)
+            if const_expr(two_pass):
+                for r in cutlass.range_constexpr(2):
+                    for k in cutlass.range_constexpr(32):
+                        amx = _amax_acc(amx, S[r, k])
             else:
-                self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
-                # ---- output partials S_new kn, S_new qn (this lane's 32 columns of each row)
-                self._flush_out_partials(S, rP, sKn, sQn, tr, t4)
-                if const_expr(two_pass):
-                    for r in cutlass.range_constexpr(2):
-                        for k in cutlass.range_constexpr(32):
-                            amx = _amax_acc(amx, S[r, k])
-                else:
-                    for ci in cutlass.range_constexpr(len(copies)):
-                        fmt, sr, sid = copies[ci]
-                        wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
-                        self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                     Float32(0.0))
-        if const_expr(two_pass and not RUNS):
+                for ci in cutlass.range_constexpr(len(copies)):
+                    fmt, sr, sid = copies[ci]
+                    wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
+                    self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
+                                 Float32(0.0))
+        if const_expr(two_pass):
             # ---- the nvfp4 global scale needs the whole fold: CTA amax, then encode every copy
             # (from S as it stands with one tile per warp, else each tile folded again)
             amx = cute.arch.warp_reduction(_amax_fin(amx), lp.fmax_nq, threads_in_group=32)
@@ -2209,169 +2234,6 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
                                  s_glob)
 
-    def _p_accum(self, S, P, qs, g4, t4, sKs, sKh, sKm, sKl):
-        """P += S_hi Kn^T over the columns of runs ``qs`` (S[:, 16 j + e] = run qs[j]), 3xTF32 /
-        6-product mma: keys 8 tau + 2 t + e of this lane's rows (F3 of the flush)."""
-        NKT = self.tile.nkt
-        P3 = self.tile.f5_pieces == 3
-        for kap in range(8 * qs[0], 8 * qs[0] + 8 * len(qs)):
-            c0 = 2 * kap - 16 * qs[0]
-            ah = []
-            am = []
-            al = []
-            for x in (S[0, c0], S[1, c0], S[0, c0 + 1], S[1, c0 + 1]):
-                if const_expr(P3):
-                    hh, mm, ll = _split3_tf32(x)
-                    am.append(mm)
-                else:
-                    hh, ll = _split_tf32(x)
-                ah.append(hh)
-                al.append(ll)
-            col = _fidx(t4, 2 * kap)
-            for tau in range(NKT):
-                ad = _ks_addr(g4 + Int32(8 * tau), col)
-                if const_expr(P3):
-                    bp = []
-                    for arr in (sKh, sKm, sKl):
-                        bt = cute.make_rmem_tensor((2,), Uint32)
-                        if const_expr(self.tile.ks_split):
-                            cute.autovec_copy(cute.local_tile(arr, (2,), (ad // 2,)), bt)
-                        else:
-                            b0_ = _split3_tf32(sKs[ad])
-                            b1_ = _split3_tf32(sKs[ad + 1])
-                            bt[0] = b0_[len(bp)]
-                            bt[1] = b1_[len(bp)]
-                        bp.append([bt[0], bt[1]])
-                    acc = _mma6_tf32((ah, am, al), (bp[0], bp[1], bp[2]),
-                                     [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
-                    for i in range(4):
-                        P[i, tau] = acc[i]
-                else:
-                    if const_expr(self.tile.ks_split and self.tile.f5_pieces == 2):
-                        bh = cute.make_rmem_tensor((2,), Uint32)
-                        bl = cute.make_rmem_tensor((2,), Uint32)
-                        cute.autovec_copy(cute.local_tile(sKh, (2,), (ad // 2,)), bh)
-                        cute.autovec_copy(cute.local_tile(sKl, (2,), (ad // 2,)), bl)
-                        b0h, b1h, b0l, b1l = bh[0], bh[1], bl[0], bl[1]
-                    else:
-                        bb = cute.make_rmem_tensor((2,), Float32)
-                        cute.autovec_copy(cute.local_tile(sKs, (2,), (ad // 2,)), bb)
-                        b0h, b0l = _split_tf32(bb[0])
-                        b1h, b1l = _split_tf32(bb[1])
-                    acc = _mma3_tf32(ah, al, [b0h, b1h], [b0l, b1l],
-                                     [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
-                    for i in range(4):
-                        P[i, tau] = acc[i]
-
-    @cute.jit
-    def _flush_runs_finish(self, S: cute.Tensor, rU: cute.Tensor, rP: cute.Tensor,
-                           sKs: cute.Tensor, sKh: cute.Tensor, sKm: cute.Tensor, sKl: cute.Tensor,
-                           sKn: cute.Tensor, sQn: cute.Tensor, sAm: cute.Tensor, eT: Float32,
-                           mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
-                           mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
-                           mSeed: Optional[cute.Tensor], wHi: cute.Tensor, wLo: cute.Tensor,
-                           sgl_old: Float32, slot: Int32, hv: Int32, rt: Int32, gen: Int32,
-                           tidx: Int32, lane: Int32, warp: Int32, g4: Int32, t4: Int32):
-        """Fold, output partials and encodes of a flush tile one 16-column run at a time (S:
-        [2, 16]; ``flush_runs``, one tile per warp). Copies whose scale needs a whole row (fp8) or
-        the whole matrix (nvfp4) get a first pass for the amax, then every run is read and folded
-        again (hi is not written before the second pass) and encoded; the fp8 row scale is
-        stored last, after the last read of the old hi."""
-        NW = self.nwarps
-        HFMT = self.rec_fmt
-        copies = [(HFMT, self.rec_sr, 0)]
-        if const_expr(self.split):
-            copies.append((self.read_fmt, self.read_sr, 1))
-        glob = any(c[0] == "nvfp4" for c in copies)
-        rowa = any(c[0] == "fp8" for c in copies)
-        # an fp32 hi is the fold itself: written in the first pass and read back (by the thread
-        # that wrote it) instead of folding again
-        hi_exact = (glob or rowa) and HFMT == "fp32"
-        rows = [rt, rt + 8]
-        amx = Float32(0.0)
-        ram = [Float32(0.0), Float32(0.0)]
-        for q in cutlass.range_constexpr(2):
-            self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4, (q,))
-            self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, 0, g4, t4, q)
-            self._out_partials_run(S, rP, sKn, sQn, t4, q)
-            if const_expr(glob or rowa):
-                for r in cutlass.range_constexpr(2):
-                    for e in cutlass.range_constexpr(16):
-                        if const_expr(glob):
-                            amx = _amax_acc(amx, S[r, e])
-                        if const_expr(rowa):
-                            ram[r] = _amax_acc(ram[r], S[r, e])
-                if const_expr(hi_exact):
-                    self._encode(S, HFMT, False, 0, wHi, mHiS, mSeed, slot, hv, rt, gen, t4,
-                                 Float32(0.0), q)
-            else:
-                for ci in cutlass.range_constexpr(len(copies)):
-                    fmt, sr, sid = copies[ci]
-                    wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
-                    self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                 Float32(0.0), q)
-        if const_expr(glob or rowa):
-            s_glob = Float32(1.0)
-            if const_expr(glob):
-                amx = cute.arch.warp_reduction(_amax_fin(amx), lp.fmax_nq, threads_in_group=32)
-                if lane == 0:
-                    sAm[warp] = amx
-                cute.arch.barrier()
-                amx = sAm[0]
-                for w in cutlass.range_constexpr(1, NW):
-                    amx = lp.fmax_nq(amx, sAm[w])
-                s_glob = lp.nvfp4_global_scale(amx)
-                if tidx == 0:
-                    if const_expr(HFMT == "nvfp4"):
-                        mHiG[slot, hv] = s_glob
-                    else:
-                        mLoG[slot, hv] = s_glob
-            row_sc = None
-            if const_expr(rowa):
-                row_sc = []
-                for r in cutlass.range_constexpr(2):
-                    am = _amax_fin(ram[r])
-                    am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
-                    am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
-                    row_sc.append(lp.fp8_row_scale(am))
-            for q in cutlass.range_constexpr(2):
-                self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4, (q,))
-                if const_expr(not hi_exact):
-                    self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, 0, g4, t4, q)
-                for ci in cutlass.range_constexpr(len(copies)):
-                    fmt, sr, sid = copies[ci]
-                    wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
-                    if const_expr(not (hi_exact and sid == 0)):
-                        self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                     s_glob, q, row_sc if fmt == "fp8" else None)
-            if const_expr(rowa):
-                cute.arch.sync_warp()          # the row's lanes have read the old scale
-                for ci in cutlass.range_constexpr(len(copies)):
-                    fmt, sr, sid = copies[ci]
-                    if const_expr(fmt == "fp8"):
-                        mDS = mHiS if sid == 0 else mLoS
-                        if t4 == 0:
-                            for r in cutlass.range_constexpr(2):
-                                mDS[slot, hv, rows[r]] = row_sc[r]
-
-    def _out_partials_run(self, S, rP, sKn, sQn, t4, q: int):
-        """rP[0 / 1, r] += this lane's partial dots of run q of the fold (S[:, 0:16]) with kn /
-        qn, in the order of :meth:`_flush_out_partials` (reset at q = 0; one tile per warp)."""
-        if q == 0:
-            for rr in range(2):
-                rP[0, rr] = Float32(0.0)
-                rP[1, rr] = Float32(0.0)
-        for k4 in range(4 * q, 4 * q + 4):
-            kk = cute.make_rmem_tensor((4,), Float32)
-            qq = cute.make_rmem_tensor((4,), Float32)
-            a4 = _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
-            cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
-            cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
-            for e in range(4):
-                for rr in range(2):
-                    rP[0, rr] = rP[0, rr] + S[rr, 4 * k4 + e - 16 * q] * kk[e]
-                    rP[1, rr] = rP[1, rr] + S[rr, 4 * k4 + e - 16 * q] * qq[e]
-
     def _flush_out_partials(self, S, rP, sKn, sQn, tr, t4):
         """rP[0 / 1, rows of tile tr] = this lane's partial dots of the fresh fold S with kn / qn
         (a hook: the speculative-verify kernel dots every draft's kn / qn instead)."""
@@ -2395,16 +2257,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def _encode(self, S: cute.Tensor, fmt: cutlass.Constexpr, sr: cutlass.Constexpr,
                 stream_id: cutlass.Constexpr, wDst: cute.Tensor, mDS: Optional[cute.Tensor],
                 mSeed: Optional[cute.Tensor], slot: Int32, hv: Int32, rt: Int32, gen: Int32,
-                t4: Int32, s_glob: Float32, q: cutlass.Constexpr = None, row_sc=None):
+                t4: Int32, s_glob: Float32):
         """Encode rows rt, rt + 8 (S[r, 16 q + e] = column 64 q + 16 t + e) into ``fmt``
-        (formats.encode bit for bit; nvfp4: ``s_glob`` = the matrix's global scale). ``q``
-        given: only the run of columns 64 q + 16 t (held in S[:, 0:16]); fp8 then takes the row
-        scales ``row_sc`` (computed and stored by the caller)."""
+        (formats.encode bit for bit; nvfp4: ``s_glob`` = the matrix's global scale)."""
         K = self.K
-        # runs (row, q, first S column); the run-time order of the generic path follows it
-        runs = ([(r_, q_, 16 * q_) for r_ in range(2) for q_ in range(2)] if q is None
-                else [(0, q, 0), (1, q, 0)])
-        NRUN = len(runs)
+        NRUN = 4
         WC = 16 * FMT_BITS[fmt] // 32
         PW = 4 if WC >= 4 else WC
         rows = [rt, rt + 8]
@@ -2420,49 +2277,43 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         if const_expr(needs_fallback):
             # NaN / inf anywhere in the lane's values -> the generic path for its warp
             nacc = Float32(0.0)
-            for ru in runs:
-                for e in cutlass.range_constexpr(16):
-                    nacc = _fma_rn(S[ru[0], ru[2] + e], Float32(0.0), nacc)
+            for r in cutlass.range_constexpr(2):
+                for k in cutlass.range_constexpr(32):
+                    nacc = _fma_rn(S[r, k], Float32(0.0), nacc)
             special = nacc != nacc
         # scales: fp8 row scale, nvfp4 block scales; run i = (row i // 2, half i % 2)
         dsc = [Float32(1.0)] * NRUN
         if const_expr(fmt == "fp8"):
             for r in cutlass.range_constexpr(2):
-                if const_expr(row_sc is None):
-                    am = Float32(0.0)
-                    for ru in runs:
-                        if const_expr(ru[0] == r):
-                            for e in cutlass.range_constexpr(16):
-                                am = _amax_acc(am, S[r, ru[2] + e])
-                    am = _amax_fin(am)
-                    am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
-                    am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
-                    rsc = lp.fp8_row_scale(am)
-                    if t4 == 0:
-                        mDS[slot, hv, rows[r]] = rsc
-                else:
-                    rsc = row_sc[r]
-                for i in cutlass.range_constexpr(NRUN):
-                    if const_expr(runs[i][0] == r):
-                        dsc[i] = rsc
+                am = Float32(0.0)
+                for k in cutlass.range_constexpr(32):
+                    am = _amax_acc(am, S[r, k])
+                am = _amax_fin(am)
+                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
+                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
+                rsc = lp.fp8_row_scale(am)
+                if t4 == 0:
+                    mDS[slot, hv, rows[r]] = rsc
+                dsc[2 * r] = rsc
+                dsc[2 * r + 1] = rsc
                 special = special | ((rsc != Float32(0.0)) & ((rsc < Float32(2.0 ** -100))
                                                               | (rsc > Float32(2.0 ** 100))))
         if const_expr(fmt == "nvfp4"):
             for i in cutlass.range_constexpr(NRUN):
                 a_ = Float32(0.0)
                 for e in cutlass.range_constexpr(16):
-                    a_ = _amax_acc(a_, S[runs[i][0], runs[i][2] + e])
+                    a_ = _amax_acc(a_, S[i // 2, 16 * (i % 2) + e])
                 s_blk = lp.nvfp4_block_scale(_amax_fin(a_), s_glob)
                 dsc[i] = lp.mul_rn(s_blk, s_glob)
-                mDS[slot, hv, rows[runs[i][0]], 4 * runs[i][1] + t4] = (
+                mDS[slot, hv, rows[i // 2], 4 * (i % 2) + t4] = (
                     lp.pack_e4m3x4(s_blk, 0.0, 0.0, 0.0) & Uint32(0xFF)).to(Uint8)
                 d14 = dsc[i] * Float32(16384.0)
                 special = special | ((dsc[i] != Float32(0.0)) & ((d14 < Float32(2.0 ** -100))
                                                                  | (d14 > Float32(2.0 ** 100))))
         if const_expr(fmt == "fp16" and sr):
-            for ru in runs:
-                for e in cutlass.range_constexpr(16):
-                    mg = lp.f32_bits(S[ru[0], ru[2] + e]) & Uint32(0x7FFFFFFF)
+            for r in cutlass.range_constexpr(2):
+                for k in cutlass.range_constexpr(32):
+                    mg = lp.f32_bits(S[r, k]) & Uint32(0x7FFFFFFF)
                     special = special | ((mg - Uint32(1)) < Uint32(0x387FFFFF))
         use_generic = Boolean(True)
         if const_expr(not generic):
@@ -2472,17 +2323,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         if use_generic:
             # generic per-element path (formats.encode bit for bit), runs in a run-time loop
             for rq in cutlass.range(NRUN, unroll=1):
-                if const_expr(q is None):
-                    r = rq // 2
-                    qv = rq % 2
-                else:
-                    r = rq
-                    qv = Int32(q)
+                r = rq // 2
+                q = rq % 2
                 xs = []
                 for e in cutlass.range_constexpr(16):
-                    x = S[runs[0][0], runs[0][2] + e]
+                    x = S[0, e]
                     for alt in cutlass.range_constexpr(1, NRUN):
-                        x = Float32(_sel(rq == Int32(alt), S[runs[alt][0], runs[alt][2] + e], x))
+                        x = Float32(_sel(rq == Int32(alt), S[alt // 2, 16 * (alt % 2) + e], x))
                     xs.append(x)
                 dd = dsc[0]
                 for alt in cutlass.range_constexpr(1, NRUN):
@@ -2490,7 +2337,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 row = rt + Int32(8) * r
                 wds = None
                 if const_expr(sr):
-                    quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16) * Uint32(qv) \
+                    quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16) * Uint32(q) \
                         + Uint32(4) * Uint32(t4)
                     wds = _sr_words16(quad0, Uint32(hv), Uint32(slot), w3, k0, k1)
                 ow = _encode_chunk(fmt, sr, xs, wds, dd)
@@ -2499,18 +2346,18 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     rW[i] = ow[i]
                 gDst = wDst[slot, hv, row, None]
                 for i in cutlass.range_constexpr(WC // PW):
-                    wi = (4 * qv + t4) * (WC // PW) + i
+                    wi = (4 * q + t4) * (WC // PW) + i
                     cute.autovec_copy(cute.local_tile(rW, (PW,), (i,)),
                                       cute.local_tile(gDst, (PW,), (wi,)))
         else:
             if const_expr(not generic):
                 for rq in cutlass.range_constexpr(NRUN):
-                    r, qr, c0 = runs[rq]
+                    r, q = divmod(rq, 2)
                     row = rows[r]
-                    xs = [S[r, c0 + e] for e in range(16)]
+                    xs = [S[r, 16 * q + e] for e in range(16)]
                     wds = None
                     if const_expr(sr):
-                        quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16 * qr) \
+                        quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16 * q) \
                             + Uint32(4) * Uint32(t4)
                         wds = _sr_words16(quad0, Uint32(hv), Uint32(slot), w3, k0, k1)
                     ow = self._fast_chunk(fmt, sr, xs, wds, dsc[rq])
@@ -2521,7 +2368,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     for i in cutlass.range_constexpr(WC // PW):
                         cute.autovec_copy(cute.local_tile(rW, (PW,), (i,)),
                                           cute.local_tile(gDst, (PW,),
-                                                          ((4 * qr + t4) * (WC // PW) + i,)))
+                                                          ((4 * q + t4) * (WC // PW) + i,)))
 
     def _fast_chunk(self, fmt, sr, xs, wds, dd):
         """16 fp32 -> storage words (fast paths; bit-identical to formats.encode for inputs
@@ -2589,11 +2436,10 @@ def make_op(kw):
     kw = dict(kw)
     impl = kw.pop("impl", "v1")
     tpw = kw.pop("tpw", None)
-    runs = kw.pop("flush_runs", False)
     prof = kw.pop("prof", False)
     pre = kw.pop("preamble", None)
     if impl == "v2":
-        return GDNReplayDecodeV2(**kw, tpw=tpw, flush_runs=runs, prof=prof, preamble=pre)
+        return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre)
     return GDNReplayDecode(**kw)
 
 
@@ -2636,7 +2482,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(block_v=tile.block_v, num_threads=tile.num_threads,
               min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
-              pdl=common.pdl_default(), flush_runs=_env_int(RUNS_ENV) == 1,
+              pdl=common.pdl_default(),
               prof=impl == "v2" and _env_int(PROF_ENV) == 1,
               preamble=preamble_level(rf) if impl == "v2" else 1)
     key = ("gdn_replay", common.arch_key()) + tuple(kw.values())
@@ -2818,7 +2664,7 @@ def _build_cache_views(cache, rf, cf, split):
 
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
-_ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, RUNS_ENV, PROF_ENV, PREAMBLE_ENV)
+_ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
