@@ -143,3 +143,34 @@ def test_gdn_replay_tiles():
     assert GR.resolve_impl("nvfp4", "fp16", 128, 128, 16, "v1") == "v1"
     assert GR.resolve_impl("fp32", "fp32", 64, 64, 16) == "v1"       # v2 needs K = 128
     assert GR.resolve_impl("fp32", "fp32", 128, 128, 48) == "v1"     # v2 needs L <= 32
+
+
+def _arrive_fences(ptx: str) -> int:
+    """Fences before the kernel's first atomic (the CTA's arrive on its row counter)."""
+    import re
+    i = ptx.index("atom.global.add")
+    return len(re.findall(r"\bfence\.|\bmembar\.", ptx[:i]))
+
+
+def test_gdn_replay_preamble_levels(monkeypatch):
+    """The v2 CTA preamble (session 7): q / k normalised by the last warp (not warp 0, which
+    waits for the cursors behind the arrive's fence); nvfp4 read copies also issue the read tile
+    before the cursors and order the arrive by a data dependency instead of a fence (a fence
+    would wait for the tile). REPLAYSSM_GDN_PREAMBLE overrides; it is part of the compile key."""
+    monkeypatch.delenv(GR.PREAMBLE_ENV, raising=False)
+    assert GR.preamble_level("nvfp4") == 2 and GR.preamble_level("fp32") == 1
+    assert GR.preamble_level("fp8") == 1
+    monkeypatch.setenv(GR.PREAMBLE_ENV, "0")
+    assert GR.preamble_level("nvfp4") == 0
+    monkeypatch.delenv(GR.PREAMBLE_ENV)
+    kw, key = GR._resolve("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None,
+                          "float32", "bfloat16", "float32", "bfloat16", True, True, None, None)
+    assert kw["preamble"] == 2
+    op = GR.make_op(kw)
+    assert op.preamble == 2 and op.qk_warp == op.nwarps - 1
+    assert GR.PREAMBLE_ENV in GR._ENV_NAMES
+    _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
+    assert _arrive_fences(ptx) == 0                        # data-dependent arrive
+    assert "shr.s32" in ptx[:ptx.index("atom.global.add")]
+    _, ptx = GR.compile_only("fp32", keep_ptx=True)
+    assert _arrive_fences(ptx) == 1                        # fence, then the arrive
