@@ -1664,14 +1664,15 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             phys_new = _ring(origin2, m, RING)
             rP = cute.make_rmem_tensor((2, R2), Float32)     # (kn / qn, row) lane partials
             if flush:
+                if const_expr(self.prof):
+                    p2 = common.sreg64("clock64")        # (flush rows: phase 3 = the flush)
                 self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mSeed,
                             wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
                             sBeta, sAm, rP,
                             slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4)
                 if const_expr(self.prof):
-                    p2 = common.sreg64("clock64")
-                    p3 = p2
-                    p4 = p2
+                    p3 = common.sreg64("clock64")
+                    p4 = p3
             else:
                 # ================= non-flush row =============================================
                 # ring loads: keys of the coefficient dots (warp w: positions w + NW i), u of
@@ -2758,6 +2759,8 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     L, ring = cache.buffer_len, cache.ring
     im = resolve_impl(rf, cf, K, Vd, L, impl)
     bv = block_v
+    if bv is None and im == "v2" and _env_int(PROF_ENV) == 1:
+        bv = Vd                    # profiling build: one CTA (and one 20-word record) per head
     if bv is None:
         bv = (choose_block_v_v2(batch, HV, Vd, rf, cf) if im == "v2"
               else choose_block_v(batch, HV, K, Vd, rf, cf, L))

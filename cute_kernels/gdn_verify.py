@@ -149,6 +149,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          min_blocks_per_mp=min_blocks_per_mp, tpw=1,
                          pdl=common.pdl_mode(pdl, verify=True),
                          preamble=preamble)
+        self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
 
     def _draft_warp(self, t: int) -> int:
         """The warp that normalizes draft t's q / k: warps 1, 2, ... first (warp 0 waits for the

@@ -158,19 +158,26 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     before the cursors and order the arrive by a data dependency instead of a fence (a fence
     would wait for the tile). REPLAYSSM_GDN_PREAMBLE overrides; it is part of the compile key."""
     monkeypatch.delenv(GR.PREAMBLE_ENV, raising=False)
+    monkeypatch.delenv(GR.IMPL_ENV, raising=False)
     assert GR.preamble_level("nvfp4") == 2 and GR.preamble_level("fp32") == 1
     assert GR.preamble_level("fp8") == 1
     monkeypatch.setenv(GR.PREAMBLE_ENV, "0")
     assert GR.preamble_level("nvfp4") == 0
     monkeypatch.delenv(GR.PREAMBLE_ENV)
-    kw, key = GR._resolve("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None,
-                          "float32", "bfloat16", "float32", "bfloat16", True, True, None, None)
+    args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
+            "bfloat16", "float32", "bfloat16", True, True, None, None)
+    kw, key = GR._resolve(*args)
     assert kw["preamble"] == 2
+    monkeypatch.setenv(GR.PREAMBLE_ENV, "1")
+    assert GR._resolve(*args)[1] != key                    # the level is in the compile key
+    monkeypatch.delenv(GR.PREAMBLE_ENV)
     op = GR.make_op(kw)
     assert op.preamble == 2 and op.qk_warp == op.nwarps - 1
     assert GR.PREAMBLE_ENV in GR._ENV_NAMES
     _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
-    assert _arrive_fences(ptx) == 0                        # data-dependent arrive
-    assert "shr.s32" in ptx[:ptx.index("atom.global.add")]
+    assert _arrive_fences(ptx) == 0                        # data-dependent arrive:
+    import re                                              # a register increment, not 1
+    assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], %r\d+;", ptx)
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
+    assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], 1;", ptx)

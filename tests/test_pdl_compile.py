@@ -109,5 +109,19 @@ def test_unset_switch_defaults(monkeypatch):
     assert _order(ptx) == []
     _, ptx = GS.compile_only(keep_ptx=True)
     assert _order(ptx) == ["wait", "launch_dependents"]
+    # every verify-side resolve / constructor takes the verify default, every decode one 2
+    from cute_kernels import mamba2_verify as MV
+    kw, _ = MV._resolve("fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 24, 8, True, False,
+                        True, True, 1, True)
+    assert kw["pdl"] == 0 and MV.Mamba2VerifyKernel(**{**kw, "pdl": None}).pdl == 0
+    kw, _ = SV._m2_resolve("float32", "bfloat16", "float32", 128, 64, 128, 8, 2, True, False,
+                           True, True, True, None, None, None)
+    assert kw["pdl"] == 0 and SV.Mamba2SnapshotVerify(**{**kw, "pdl": None}).pdl == 0
+    kw, _ = GV._resolve("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 2, None, None, "float32",
+                        "bfloat16", "float32", "bfloat16", True, True, None)
+    assert kw["pdl"] == 0 and GV.GDNVerifyKernel(**{**kw, "pdl": None}).pdl == 0
+    kw, _ = MS._resolve("float32", "bfloat16", "float32", 128, 64, 128, 8, True, False, True, True,
+                        True, None, None, None)
+    assert kw["pdl"] == 2 and MS.Mamba2StandardDecode(**{**kw, "pdl": None}).pdl == 2
     monkeypatch.setenv(common.PDL_ENV, "bogus")          # not a mode: the defaults
     assert common.pdl_default() == 2 and common.pdl_default(verify=True) == 0
