@@ -604,8 +604,8 @@ def pdl_default(verify: bool = False) -> int:
     :data:`PDL_ENV`): with it the grid may start while the previous kernel in the stream
     finishes; it waits (``griddepcontrol.wait``) for that grid's completion and memory flush
     before its first global access, so only launch latency and block scheduling overlap. Unset:
-    2 for the decode kernels (replay and standard: batch 1 0.5-0.7 µs faster, neutral from batch
-    32 on, bench/results/session7_gpu/call1), 0 for the verify and snapshot kernels (no gain
+    2 for the decode kernels (replay and standard: batch 1 0.4-0.7 µs faster, within 1.6 % from
+    batch 32 on, bench/results/session7_gpu/call1), 0 for the verify and snapshot kernels (no gain
     measured there)."""
     v = os.environ.get(PDL_ENV, "")
     if v in ("0", "1", "2"):

@@ -962,7 +962,8 @@ IMPL_ENV = "REPLAYSSM_GDN_REPLAY_IMPL"   # "v1" forces the previous kernel
 TPW_ENV = "REPLAYSSM_GDN_REPLAY_TPW"     # v2 row tiles per warp (1 / 2) for tuning runs
 MINB_ENV = "REPLAYSSM_GDN_REPLAY_MINB"   # v2 CTAs per SM hint (register cap) for tuning runs
 # v2 profiling build (1; off): thread 0 of each CTA stamps %clock64 at the phase boundaries and
-# writes them over its output row (outputs are garbage then): tests/gpu_scripts/prof_gdn_replay.py
+# writes them over its output row (outputs are garbage then; one CTA per head in that build):
+# tests/gpu_scripts/prof_mamba2_replay.py --layer gdn, tests/gpu_scripts/sass_phases.py
 PROF_ENV = "REPLAYSSM_GDN_PROF"
 # v2 / verify CTA preamble (A-B runs): 0 = session 6 (warp 0 normalizes q / k after its cursor
 # round trip and the arrive's fence: the two round trips back to back); 1 = q / k in the last

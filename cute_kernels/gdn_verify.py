@@ -60,7 +60,8 @@ from cutlass import Float32, Int32, Uint32, const_expr
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
-from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2,
+from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2,
+                         ReplayTileV2,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
                          _read_chunk_values, _ring,

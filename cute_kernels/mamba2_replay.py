@@ -298,9 +298,6 @@ def _prof_default() -> bool:
     return os.environ.get("REPLAYSSM_M2_PROF", "0") == "1"
 
 
-_sreg64 = common.sreg64
-
-
 def _fma_rn(a, b, c) -> Float32:
     """a*b + c, one rounding (``fma.rn.f32``); explicit so both fold passes are bit-identical."""
     return Float32(_asm(T.f32(), "fma.rn.f32 $0, $1, $2, $3;", "=f,f,f,f",
@@ -1356,8 +1353,8 @@ class Mamba2ReplayDecode:
 
         pc0 = pg0 = None
         if const_expr(self.prof):
-            pg0 = _sreg64("globaltimer")
-            pc0 = _sreg64("clock64")
+            pg0 = common.sreg64("globaltimer")
+            pc0 = common.sreg64("clock64")
         row, slot = self._grid_row_slot(mIdx, mOrder, gpos)
         # the row's slot-independent inputs (C, B_cur, dt) are loaded now, in the shadow of the
         # slot -> cursor load chain
@@ -1394,7 +1391,7 @@ class Mamba2ReplayDecode:
             h = cutlass.min(h, Int32(cfg.hm))   # <= R-1 for any valid cache state
             pcs = [pc0]
             if const_expr(self.prof):
-                pcs.append(_sreg64("clock64"))          # 1: cursors known (after a barrier)
+                pcs.append(common.sreg64("clock64"))   # 1: cursors known (after a barrier)
             flush = h >= Int32(L)
             nb = h                       # buffered entries the output uses
             origin2 = origin             # ring origin after this step
@@ -1462,7 +1459,7 @@ class Mamba2ReplayDecode:
                     sC[n] = c_pre[i]
             cute.arch.barrier()
             if const_expr(self.prof):
-                pcs.append(_sreg64("clock64"))          # 2: preamble loads issued, C in smem
+                pcs.append(common.sreg64("clock64"))   # 2: preamble loads issued, C in smem
 
             # cb_cur (every warp computes it; warp 0 stores) and the buffered cb_j (non-flush)
             cbc = Float32(0.0)
@@ -1499,7 +1496,7 @@ class Mamba2ReplayDecode:
                             sCB[ec] = acc
             cute.arch.barrier()
             if const_expr(self.prof):
-                pcs.append(_sreg64("clock64"))          # 3: cb dots (ring B entries landed)
+                pcs.append(common.sreg64("clock64"))   # 3: cb dots (ring B entries landed)
 
             # per head: dt', scan of the log decays, coefficients (one warp per head)
             for i in cutlass.range_constexpr(-(-HPC // 4)):
@@ -1540,7 +1537,7 @@ class Mamba2ReplayDecode:
                     self._snf_finish(sXZ, sDD, xzr, tidx)
             cute.arch.barrier()
             if const_expr(self.prof):
-                pcs.append(_sreg64("clock64"))          # 4: decay scan + coefficients
+                pcs.append(common.sreg64("clock64"))   # 4: decay scan + coefficients
 
             if not flush:
                 self._nonflush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
@@ -1558,7 +1555,7 @@ class Mamba2ReplayDecode:
                                 head0, group, origin, h, gen, tidx)
 
             if const_expr(self.prof):
-                pcs.append(_sreg64("clock64"))          # 5: non-flush read + dot / flush done
+                pcs.append(common.sreg64("clock64"))   # 5: non-flush read + dot / flush done
             # ------------------------------------------------------------ append
             for i in cutlass.range_constexpr(-(-(HPC * P) // NT)):
                 idx = tidx + i * NT
@@ -1575,12 +1572,12 @@ class Mamba2ReplayDecode:
             # ------------------------------------------------------------ cursors (last CTA)
             # the token is committed: write_pos = nb + 1, nothing pending
             if const_expr(self.prof):
-                pcs.append(_sreg64("clock64"))          # 6: append stores issued
+                pcs.append(common.sreg64("clock64"))   # 6: append stores issued
             self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, nb, 1, 0,
                                   origin2, flush, gen, tidx, old)
             if const_expr(self.prof):
-                pcs.append(_sreg64("clock64"))          # 7: cursors published (end)
-                pg1 = _sreg64("globaltimer")
+                pcs.append(common.sreg64("clock64"))   # 7: cursors published (end)
+                pg1 = common.sreg64("globaltimer")
                 cute.arch.barrier()                     # every output store of the CTA is out
                 if tidx == 0:
                     common.prof_store(cute.recast_tensor(mOut[row, head0, None], Int32),
