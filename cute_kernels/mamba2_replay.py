@@ -682,11 +682,15 @@ class Mamba2ReplayDecode:
                  nonflush_mma: Optional[bool] = None, staged: Optional[bool] = None,
                  early_arrive: Optional[bool] = None, prof: Optional[bool] = None,
                  row_order: bool = False, mma_fold: Optional[bool] = None,
-                 early_read: Optional[bool] = None, pdl: Optional[int] = None):
+                 early_read: Optional[bool] = None, pdl: Optional[int] = None,
+                 order_cursors: bool = False):
         p: PrecisionPair = parse_pair(pair)
         self.pdl = common.pdl_mode(pdl)
         # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
         self.row_order = bool(row_order)
+        # ... and the row's cursors from the same entry (one round trip less; the step does not
+        # read the live cursors, so its arrive needs no fence)
+        self.order_cursors = bool(order_cursors) and self.row_order
         self.prof = _prof_default() if prof is None else bool(prof)
         self.pair = p
         self.split = not p.shared
@@ -948,11 +952,21 @@ class Mamba2ReplayDecode:
 
     @cute.jit
     def _read_cursors(self, sCur: cute.Tensor, mWPos: cute.Tensor, mOrig: cute.Tensor,
-                      mFlushCnt: cute.Tensor, mArrive: cute.Tensor, slot: Int32, tidx: Int32):
+                      mFlushCnt: cute.Tensor, mArrive: cute.Tensor, slot: Int32, tidx: Int32,
+                      pre=None):
         """``(write_pos, ring_origin, flush_count, arrive counter's old value)`` of the row.
         ``early_arrive``: thread 0 reads them and arrives at once, the CTA gets them through smem
-        (one barrier); otherwise every thread reads them (old = 0: it arrives at the end)."""
-        if const_expr(self.early_arrive):
+        (one barrier); otherwise every thread reads them (old = 0: it arrives at the end).
+        ``pre``: the cursors as the order kernel read them (``order_cursors``); thread 0 arrives
+        at once (``early_arrive``) without a fence: nobody reads the live cursors in this step."""
+        if const_expr(pre is not None):
+            old = Int32(0)
+            if const_expr(self.early_arrive and self.cfg.ctas_per_row > 1):
+                if tidx == 0:
+                    old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
+                                               sem="relaxed", scope="gpu")
+            h, origin, gen = pre
+        elif const_expr(self.early_arrive):
             old = common.read_cursors_and_arrive(
                 sCur, mWPos, mOrig, mFlushCnt, mArrive if self.cfg.ctas_per_row > 1 else None,
                 slot, tidx)
@@ -1356,6 +1370,9 @@ class Mamba2ReplayDecode:
             pg0 = common.sreg64("globaltimer")
             pc0 = common.sreg64("clock64")
         row, slot = self._grid_row_slot(mIdx, mOrder, gpos)
+        ocur = None
+        if const_expr(self.order_cursors):
+            ocur = (mOrder[2, gpos], mOrder[3, gpos], mOrder[4, gpos])
         # the row's slot-independent inputs (C, B_cur, dt) are loaded now, in the shadow of the
         # slot -> cursor load chain
         grp0 = (hc * HPC) // self.hpg
@@ -1387,7 +1404,7 @@ class Mamba2ReplayDecode:
         if valid:
             # ------------------------------------------------------------ preamble
             h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
-                                                     slot, tidx)
+                                                     slot, tidx, ocur)
             h = cutlass.min(h, Int32(cfg.hm))   # <= R-1 for any valid cache state
             pcs = [pc0]
             if const_expr(self.prof):
@@ -2390,6 +2407,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
              row_order=False):
     pair = parse_pair(pair_name)
+    ocur = bool(row_order) and _env_flag(ORDER_CURSORS_ENV) is True
     kw = dict(
         pair=pair.name, act_dtype=dtype_name(act_dtype), dt_dtype=dtype_name(dt_dtype),
         nheads=int(H), headdim=int(P), dstate=int(N), ngroups=int(G), buffer_len=int(L),
@@ -2404,6 +2422,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
         prof=_prof_default(), row_order=bool(row_order), mma_fold=_mma_fold_default(),
         early_read=_env_flag("REPLAYSSM_M2_EARLY_READ"), pdl=common.pdl_default(),
+        order_cursors=ocur,
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS")) + tuple(
@@ -2464,7 +2483,8 @@ def _fake_args(op: Mamba2ReplayDecode, draft_modes: Tuple[int, ...] = ()):
     dA_buf = f(Float32, (slots, H, R), ("dyn", R, 1))
     cur = [f(Int32, (slots,), (1,)) for _ in range(5)]   # write_pos, origin, flush_count, pending, arrive
     seed = f(Int64, (1,), (1,), align_bytes=8) if op.any_sr else None
-    order = f(Int32, (2, common.sym()), ("dyn", 1)) if op.row_order else None
+    order = (f(Int32, (5 if op.order_cursors else 2, common.sym()), ("dyn", 1)) if op.row_order
+             else None)
     return (x, dt, A, B, C, D, z, dt_bias, idx, out, hi, hi_s, hi_g, lo, lo_s, lo_g,
             x_buf, B_buf, dt_buf, dA_buf, *cur, seed, order, Int32(-1), common.fake_stream())
 
@@ -2621,9 +2641,12 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 
 def _launch_args(k, cache, order_ffi=None):
     """A launch entry: ``(ffi function, hi words, hi scale, hi global scale, lo ..., any_sr,
-    order_ffi)`` of the compiled kernel ``k`` on ``cache``'s stored copies; ``order_ffi``: the
-    flush-first order kernel that runs ahead of it (``k`` compiled with ``row_order``), or None."""
-    return (k.ffi, *_copy_views(cache), bool(k.meta["op"].any_sr), order_ffi)
+    order_ffi, order_cursors)`` of the compiled kernel ``k`` on ``cache``'s stored copies;
+    ``order_ffi``: the flush-first order kernel that runs ahead of it (``k`` compiled with
+    ``row_order``), or None; ``order_cursors``: ``k`` takes the cursors from the order too."""
+    op = k.meta["op"]
+    return (k.ffi, *_copy_views(cache), bool(op.any_sr), order_ffi,
+            bool(getattr(op, "order_cursors", False)))
 
 
 #: default: the flush-first order from this many rows. H200, Nemotron-3-Super, L = 16, staggered
@@ -2645,12 +2668,17 @@ def use_row_order(cache, batch: int) -> bool:
     return batch >= ROW_ORDER_MIN_BATCH
 
 
-def order_fn(cache, T: int, has_idx: bool):
+#: the flush-first order also carries the rows' cursors (1; default 0, tuning / A-B): the decode
+#: kernel then reads row, slot and cursors in one round trip
+ORDER_CURSORS_ENV = "REPLAYSSM_M2_ORDER_CURSORS"
+
+
+def order_fn(cache, T: int, has_idx: bool, cursors: bool = False):
     """TVM-FFI function of the flush-first order kernel for ``cache`` and ``T`` appended
-    entries per row."""
+    entries per row (``cursors``: the [5, n] variant)."""
     from .row_order import compile_flush_first_order
 
-    return compile_flush_first_order(cache.buffer_len, cache.ring, T, has_idx).ffi
+    return compile_flush_first_order(cache.buffer_len, cache.ring, T, has_idx, cursors).ffi
 
 
 def _copy_views(cache):
@@ -2674,13 +2702,19 @@ def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
 def _launcher(ent):
     """The launch function of a :func:`_launch_args` entry (the entry unpacked once, into the
     closure): the per-token inputs and the cache's buffers, cursors and seed, read per call."""
-    fn, hw, hs, hg, lw, ls, lg, any_sr, order_ffi = ent
+    fn, hw, hs, hg, lw, ls, lg, any_sr, order_ffi, ocur = ent
 
     def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
         order = None
         if order_ffi is not None:    # the flush-first order first, into the cache's scratch
-            order = cache.row_order
-            order_ffi(state_batch_indices, cache.write_pos, order, x.shape[0], pad_slot_id)
+            if ocur:
+                order = cache.row_order_ext
+                order_ffi(state_batch_indices, cache.write_pos, cache.ring_origin,
+                          cache.flush_count, order, x.shape[0], pad_slot_id)
+            else:
+                order = cache.row_order
+                order_ffi(state_batch_indices, cache.write_pos, None, None, order, x.shape[0],
+                          pad_slot_id)
         fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
            cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
            cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
@@ -2692,7 +2726,8 @@ def _launcher(ent):
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
-              "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV)
+              "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
+              ORDER_CURSORS_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -2711,4 +2746,5 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               heads_per_cta, has_idx, prefetch,
                               min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
                               staged=staged, row_order=ordered)
-    return _launch_args(k, cache, order_fn(cache, 1, has_idx) if ordered else None)
+    ocur = bool(getattr(k.meta["op"], "order_cursors", False))
+    return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

@@ -7,6 +7,7 @@ one flush-CTA lifetime after the non-flush work. This one-CTA kernel, launched r
 replay / verify kernel on the same stream, writes
 
     order[0, i] = batch row of grid position i,   order[1, i] = its cache slot,
+    (``cursors``:) order[2:5, i] = the slot's write_pos, ring_origin, flush_count (0 for pad rows),
 
 flushing rows first (in batch order), then the others (pad rows included) from the back, i.e. in
 reverse batch order -- one pass over the rows, no total needed before the first write. A row
@@ -14,6 +15,8 @@ flushes when ``clamp(write_pos[slot], 0, R - T) + T > L`` -- the kernels' own te
 decode). Only the schedule changes: every row still runs exactly once, with the same work.
 Measured (H200, Nemotron-3-Super, L = 16, staggered rows, b256, rows permuted on the host):
 nvfp4/fp16sr 242.7 -> 194.5 µs per step, fp32 350.1 -> 333.6.
+With ``cursors`` the step kernel takes a row's cursors from the same entry (one round trip for
+row, slot and cursors instead of two dependent ones; the live cursors are not read in that step).
 """
 from __future__ import annotations
 
@@ -35,31 +38,36 @@ _THREADS = 1024
 
 class FlushFirstOrder:
     """Compile-time: ``L`` (buffer length), ``R`` (ring capacity), ``T`` (entries the launch
-    appends per row: 1 for decode, the draft count for verify), ``has_idx``."""
+    appends per row: 1 for decode, the draft count for verify), ``has_idx``, ``cursors`` (also
+    write the rows' cursors: ``mOrder`` is [5, n])."""
 
-    def __init__(self, L: int, R: int, T: int, has_idx: bool):
+    def __init__(self, L: int, R: int, T: int, has_idx: bool, cursors: bool = False):
         self.L, self.R, self.T, self.has_idx = int(L), int(R), int(T), bool(has_idx)
+        self.cursors = bool(cursors)
 
     @cute.jit
-    def __call__(self, mIdx: Optional[cute.Tensor], mWPos: cute.Tensor, mOrder: cute.Tensor,
+    def __call__(self, mIdx: Optional[cute.Tensor], mWPos: cute.Tensor,
+                 mOrig: Optional[cute.Tensor], mFcnt: Optional[cute.Tensor], mOrder: cute.Tensor,
                  batch: Int32, pad_slot_id: Int32, stream: cuda.CUstream):
-        self.kernel(mIdx, mWPos, mOrder, batch, pad_slot_id).launch(
+        self.kernel(mIdx, mWPos, mOrig, mFcnt, mOrder, batch, pad_slot_id).launch(
             grid=[1, 1, 1], block=[_THREADS, 1, 1], stream=stream)
 
     @cute.jit
     def _row_flag(self, mIdx: Optional[cute.Tensor], mWPos: cute.Tensor, r: Int32, batch: Int32,
                   pad_slot_id: Int32):
-        """(slot, flushes) of batch row ``r`` (``r >= batch``: (-1, False))."""
+        """(slot, flushes, valid) of batch row ``r`` (``r >= batch``: (-1, False, False))."""
         slot = Int32(-1)
         f = Boolean(False)
+        ok = Boolean(False)
         if r < batch:
             slot = r
             if const_expr(self.has_idx):
                 slot = mIdx[r]
             if slot != pad_slot_id and slot >= 0 and slot < mWPos.shape[0]:
+                ok = Boolean(True)
                 h = cutlass.max(cutlass.min(mWPos[slot], Int32(self.R - self.T)), Int32(0))
                 f = h + Int32(self.T) > Int32(self.L)
-        return slot, f
+        return slot, f, ok
 
     @cute.jit
     def _chunk_counts(self, f: Boolean, sCnt: cute.Tensor, warp: Int32, lane: Int32):
@@ -80,7 +88,8 @@ class FlushFirstOrder:
         return before, total
 
     @cute.kernel
-    def kernel(self, mIdx: Optional[cute.Tensor], mWPos: cute.Tensor, mOrder: cute.Tensor,
+    def kernel(self, mIdx: Optional[cute.Tensor], mWPos: cute.Tensor,
+               mOrig: Optional[cute.Tensor], mFcnt: Optional[cute.Tensor], mOrder: cute.Tensor,
                batch: Int32, pad_slot_id: Int32):
         tidx, _, _ = cute.arch.thread_idx()
         warp = tidx // 32
@@ -92,7 +101,7 @@ class FlushFirstOrder:
         nbase = Int32(0)             # other rows placed so far (from the back)
         for c in cutlass.range(nchunks, unroll=1):
             r = c * _THREADS + tidx
-            slot, f = self._row_flag(mIdx, mWPos, r, batch, pad_slot_id)
+            slot, f, ok = self._row_flag(mIdx, mWPos, r, batch, pad_slot_id)
             before, t = self._chunk_counts(f, sCnt, warp, lane)
             if r < batch:
                 # rows of the chunk before this one that do not flush: tidx - before
@@ -101,6 +110,17 @@ class FlushFirstOrder:
                     pos = fbase + before
                 mOrder[0, pos] = r
                 mOrder[1, pos] = slot
+                if const_expr(self.cursors):
+                    w = Int32(0)
+                    o = Int32(0)
+                    g = Int32(0)
+                    if ok:
+                        w = mWPos[slot]
+                        o = mOrig[slot]
+                        g = mFcnt[slot]
+                    mOrder[2, pos] = w
+                    mOrder[3, pos] = o
+                    mOrder[4, pos] = g
             fbase = fbase + t
             nbase = nbase + cutlass.min(batch - c * _THREADS, Int32(_THREADS)) - t
 
@@ -111,22 +131,26 @@ _CACHE = KernelCache("row_order")
 def _fake_args(op: FlushFirstOrder):
     batch, slots, cap = common.sym(), common.sym(), common.sym()
     f = common.fake_tensor
-    return (f(Int32, (batch,), (1,)) if op.has_idx else None, f(Int32, (slots,), (1,)),
-            f(Int32, (2, cap), ("dyn", 1)), Int32(1), Int32(-1), common.fake_stream())
+    cur = (f(Int32, (slots,), (1,)), f(Int32, (slots,), (1,))) if op.cursors else (None, None)
+    return (f(Int32, (batch,), (1,)) if op.has_idx else None, f(Int32, (slots,), (1,)), *cur,
+            f(Int32, (5 if op.cursors else 2, cap), ("dyn", 1)), Int32(1), Int32(-1),
+            common.fake_stream())
 
 
-def compile_flush_first_order(L: int, R: int, T: int, has_idx: bool) -> CompiledKernel:
-    """The order kernel (one CTA of 1024 threads) for one (L, R, T, has_idx); TVM-FFI call
-    ``k.ffi(state_batch_indices or None, write_pos, order [2, >= batch] int32, batch,
-    pad_slot_id)``."""
-    key = ("row_order", common.arch_key(), int(L), int(R), int(T), bool(has_idx))
-    return common.compile_tvm_ffi_cached(_CACHE, key, lambda: FlushFirstOrder(L, R, T, has_idx),
-                                         _fake_args)
+def compile_flush_first_order(L: int, R: int, T: int, has_idx: bool,
+                              cursors: bool = False) -> CompiledKernel:
+    """The order kernel (one CTA of 1024 threads) for one (L, R, T, has_idx, cursors); TVM-FFI
+    call ``k.ffi(state_batch_indices or None, write_pos, ring_origin, flush_count (both None
+    without cursors), order [2 (5 with cursors), >= batch] int32, batch, pad_slot_id)``."""
+    key = ("row_order", common.arch_key(), int(L), int(R), int(T), bool(has_idx), bool(cursors))
+    return common.compile_tvm_ffi_cached(
+        _CACHE, key, lambda: FlushFirstOrder(L, R, T, has_idx, cursors), _fake_args)
 
 
 def flush_first_order_ref(write_pos, state_batch_indices, batch: int, L: int, R: int, T: int,
-                          pad_slot_id: int = -1):
-    """Torch reference of the kernel: ``[2, batch]`` int32 (rows, slots)."""
+                          pad_slot_id: int = -1, ring_origin=None, flush_count=None):
+    """Torch reference of the kernel: ``[2, batch]`` int32 (rows, slots); with ``ring_origin``
+    and ``flush_count`` ``[5, batch]`` (rows, slots, the slots' cursors, 0 for pad rows)."""
     import torch
 
     rows = torch.arange(batch, dtype=torch.int64, device=write_pos.device)
@@ -135,4 +159,9 @@ def flush_first_order_ref(write_pos, state_batch_indices, batch: int, L: int, R:
     h = write_pos.to(torch.int64)[slots.clamp(0, write_pos.shape[0] - 1)].clamp(0, R - T)
     flush = ok & (h + T > L)
     perm = torch.cat([rows[flush], rows[~flush].flip(0)])
-    return torch.stack([perm, slots[perm]]).to(torch.int32)
+    out = [perm, slots[perm]]
+    if ring_origin is not None:
+        sc = slots.clamp(0, write_pos.shape[0] - 1)
+        for c in (write_pos, ring_origin, flush_count):
+            out.append(torch.where(ok, c.to(torch.int64)[sc], torch.zeros_like(sc))[perm])
+    return torch.stack(out).to(torch.int32)

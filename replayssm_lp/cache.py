@@ -15,7 +15,9 @@ A cache is a pool of ``num_slots`` sequences (rows of a batch address them throu
   ``pending`` (drafts appended by the last verify and not yet committed), and ``arrive``, a kernel
   scratch counter (0 between launches) that lets the last CTA of a row move the cursors,
 * ``row_order`` (int32 ``[2, num_slots]``), kernel scratch: the flush-first order of a launch's
-  rows (row, slot), written by ``cute_kernels.row_order`` right before the step that reads it,
+  rows (row, slot), written by ``cute_kernels.row_order`` right before the step that reads it;
+  a view of ``row_order_ext`` (``[5, num_slots]``: with the rows' cursors, for the kernels that
+  take them from the order, ``REPLAYSSM_M2_ORDER_CURSORS``),
 * the SR ``seed`` (int64 ``[1]``).
 
 Nothing a step needs lives on the host, so a decode loop captures in a CUDA graph.
@@ -80,7 +82,8 @@ class ReplayCache:
         z = lambda: torch.zeros(num_slots, dtype=torch.int32, device=dev)  # noqa: E731
         self.write_pos, self.ring_origin, self.flush_count, self.pending = z(), z(), z(), z()
         self.arrive = z()
-        self.row_order = torch.zeros(2, num_slots, dtype=torch.int32, device=dev)
+        self.row_order_ext = torch.zeros(5, num_slots, dtype=torch.int32, device=dev)
+        self.row_order = self.row_order_ext[:2]
         self.seed = torch.tensor([int(seed)], dtype=torch.int64, device=dev)
         from .library import register_cache
         self._handle = register_cache(self)

@@ -13,10 +13,11 @@ from .test_gpu_ops import M2, _twin_steps
 pytestmark = requires_sm90
 
 
+@pytest.mark.parametrize("cursors", [False, True])
 @pytest.mark.parametrize("batch", [1, 37, 1024, 1500])
 @pytest.mark.parametrize("T", [1, 3])
 @pytest.mark.parametrize("has_idx", [True, False])
-def test_order_kernel_matches_reference(batch, T, has_idx, seed):
+def test_order_kernel_matches_reference(batch, T, has_idx, cursors, seed):
     from cute_kernels.row_order import compile_flush_first_order, flush_first_order_ref
 
     L, R_ = 8, 8 + max(T, 1)
@@ -30,19 +31,27 @@ def test_order_kernel_matches_reference(batch, T, has_idx, seed):
         sbi[torch.rand(batch, device=dev) < 0.05] = slots + 5                   # out of range
     elif batch > slots:
         pytest.skip("rows map to slots 0..batch-1")
-    order = torch.full((2, slots + 8), -77, dtype=torch.int32, device=dev)   # poisoned
-    fn = compile_flush_first_order(L, R_, T, has_idx).ffi
-    fn(sbi, wpos, order, batch, -1)
+    nrow = 5 if cursors else 2
+    order = torch.full((nrow, slots + 8), -77, dtype=torch.int32, device=dev)   # poisoned
+    fn = compile_flush_first_order(L, R_, T, has_idx, cursors).ffi
+    orig = fcnt = None
+    if cursors:
+        orig = torch.randint(0, R_, (slots,), dtype=torch.int32, device=dev)
+        fcnt = torch.randint(0, 10 ** 6, (slots,), dtype=torch.int32, device=dev)
+    fn(sbi, wpos, orig, fcnt, order, batch, -1)
     torch.cuda.synchronize()
-    exp = flush_first_order_ref(wpos, sbi, batch, L, R_, T)
+    exp = flush_first_order_ref(wpos, sbi, batch, L, R_, T, ring_origin=orig, flush_count=fcnt)
     assert torch.equal(order[:, :batch], exp)
     assert (order[:, batch:] == -77).all(), "entries past the batch must stay untouched"
     assert torch.equal(order[0, :batch].sort().values, torch.arange(batch, device=dev, dtype=torch.int32))
 
 
+@pytest.mark.parametrize("cursors", ["0", "1"])
 @pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr"])
-def test_mamba2_decode_in_flush_first_order_matches_reference(pair, seed, monkeypatch):
+def test_mamba2_decode_in_flush_first_order_matches_reference(pair, cursors, seed, monkeypatch):
+    """(``cursors``: the decode kernel takes the rows' cursors from the order entry.)"""
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER_CURSORS", cursors)
     L = 4
     ct, cc, outs, stats = _twin_steps("mamba2", pair, L, 3 * L + 3)
     worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)

@@ -283,3 +283,28 @@ def test_minblocks_override_is_in_the_compile_key(monkeypatch):
     monkeypatch.setenv("REPLAYSSM_M2_MINBLOCKS", "3")
     k3 = M._resolve(*args)[1]
     assert k0 != k3 and "REPLAYSSM_M2_MINBLOCKS" in M._ENV_NAMES
+
+
+def test_order_cursors_variant(monkeypatch):
+    """REPLAYSSM_M2_ORDER_CURSORS=1 (tuning, off): the decode kernel in flush-first order takes
+    the row's cursors from the [5, n] order entry -- no live cursor loads, no fence before its
+    arrive; without the flush-first order the switch does nothing."""
+    monkeypatch.setenv(M.ORDER_CURSORS_ENV, "1")
+    H, N, G = SMALL["H"], SMALL["N"], SMALL["G"]
+    args = ("nvfp4/fp16sr", "bfloat16", "float32", H, 64, N, G, 16, 17, True, True, True, True, 4,
+            True)
+    kw, key = M._resolve(*args, row_order=True)
+    assert kw["order_cursors"] is True
+    assert M._resolve(*args)[0]["order_cursors"] is False
+    monkeypatch.delenv(M.ORDER_CURSORS_ENV)
+    assert M._resolve(*args, row_order=True)[1] != key
+    monkeypatch.setenv(M.ORDER_CURSORS_ENV, "1")
+    import re
+    with common.dump_ptx() as d:
+        k = M.compile_mamba2_replay(*args[:9], True, True, True, True, 4, True, dump=d,
+                                    row_order=True)
+        ptx = d.read()
+    assert k.meta["op"].order_cursors
+    i = ptx.index("atom.global.add")
+    assert not re.findall(r"\bfence\.|\bmembar\.", ptx[:i])
+    assert M.ORDER_CURSORS_ENV in M._ENV_NAMES

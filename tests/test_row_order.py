@@ -66,6 +66,9 @@ def test_order_kernel_compiles_for_sm90a(has_idx, T):
     st = common.ptx_stats(ptx)
     assert st["ld.local"] == 0 and st["st.local"] == 0
     assert st["st.global.scalar"] == 2                # (row, slot) per row, nothing else
+    op = FlushFirstOrder(16, 16 + T, T, has_idx, cursors=True)
+    k, ptx = common.compile_keep_ptx(op, _fake_args(op), ("row_order_test_cur",), {})
+    assert common.ptx_stats(ptx)["st.global.scalar"] == 5   # + the three cursors
 
 
 @pytest.mark.parametrize("op", ["decode", "verify"])
@@ -81,7 +84,7 @@ def test_ordered_launch_runs_the_order_kernel_first(op, cute_on_meta, monkeypatc
     rec = cute_on_meta
     monkeypatch.setattr(MV, "compile_mamba2_verify", rec.compile)
     order_calls = []
-    monkeypatch.setattr(M, "order_fn", lambda cache, T, has_idx: (
+    monkeypatch.setattr(M, "order_fn", lambda cache, T, has_idx, cursors=False: (
         lambda *a: order_calls.append((len(rec.calls), T, has_idx) + a)))
     monkeypatch.setattr(MV, "order_fn", M.order_fn)
     c = _m2_cache()
@@ -98,7 +101,8 @@ def test_ordered_launch_runs_the_order_kernel_first(op, cute_on_meta, monkeypatc
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
     run(c, *args)
     assert rec.compiles[-1][1]["row_order"] is True
-    (n_before, T_, has_idx, sbi, wpos, order, batch, pad), = order_calls
+    (n_before, T_, has_idx, sbi, wpos, orig, fcnt, order, batch, pad), = order_calls
+    assert orig is None and fcnt is None                      # the [2, n] order
     assert n_before == 0 and len(rec.calls) == 1              # the order kernel went first
     assert (T_, has_idx, batch, pad) == (T, True, 3, -1)
     assert sbi is a["state_batch_indices"] and wpos is c.write_pos and order is c.row_order
@@ -107,3 +111,23 @@ def test_ordered_launch_runs_the_order_kernel_first(op, cute_on_meta, monkeypatc
     run(c, *args)
     assert rec.compiles[-1][1]["row_order"] is False
     assert len(order_calls) == 1 and rec.calls[-1][26] is None and len(rec.calls) == 2
+
+
+def test_reference_with_cursors(seed):
+    """The [5, batch] order: rows and slots as the [2, batch] one, then each row's slot's
+    write_pos, ring_origin, flush_count (0 for pad / out-of-range rows)."""
+    ref = pytest.importorskip("cute_kernels.row_order").flush_first_order_ref
+    slots, batch, L, R_ = 40, 30, 8, 9
+    wpos = torch.randint(0, R_, (slots,), dtype=torch.int32)
+    orig = torch.randint(0, R_, (slots,), dtype=torch.int32)
+    fcnt = torch.randint(0, 1000, (slots,), dtype=torch.int32)
+    sbi = torch.randperm(slots)[:batch].to(torch.int32)
+    sbi[::5] = -1
+    sbi[3] = slots + 2
+    two = ref(wpos, sbi, batch, L, R_, 1)
+    five = ref(wpos, sbi, batch, L, R_, 1, ring_origin=orig, flush_count=fcnt)
+    assert five.shape == (5, batch) and torch.equal(five[:2], two)
+    sl = five[1].long()
+    ok = (sl >= 0) & (sl < slots)
+    for i, c in enumerate((wpos, orig, fcnt)):
+        assert torch.equal(five[2 + i][ok], c[sl[ok]]) and (five[2 + i][~ok] == 0).all()
