@@ -17,7 +17,7 @@ A cache is a pool of ``num_slots`` sequences (rows of a batch address them throu
 * ``row_order`` (int32 ``[2, num_slots]``), kernel scratch: the flush-first order of a launch's
   rows (row, slot), written by ``cute_kernels.row_order`` right before the step that reads it;
   a view of ``row_order_ext`` (``[5, num_slots]``: with the rows' cursors, for the kernels that
-  take them from the order, ``REPLAYSSM_M2_ORDER_CURSORS``),
+  take them from the order: the Mamba-2 decode, ``REPLAYSSM_M2_ORDER_CURSORS``),
 * the SR ``seed`` (int64 ``[1]``).
 
 Nothing a step needs lives on the host, so a decode loop captures in a CUDA graph.

@@ -161,9 +161,11 @@ def test_replay_step_matches_torch_reference(kind, pair, seed):
     assert int(cc.flush_count.max()) >= 3
 
 
-@pytest.mark.parametrize("order", ["0", "1"])
+@pytest.mark.parametrize("order", ["0", "1", "cursors"])
 def test_cuda_graph_capture_replay(order, seed, monkeypatch):
-    monkeypatch.setenv("REPLAYSSM_M2_ORDER", order)     # 1: each step through the flush-first order
+    # 1: each step through the flush-first order; cursors: its entries carry the cursors too
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0" if order == "0" else "1")
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER_CURSORS", "1" if order == "cursors" else "0")
     H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
     dev, L, b = "cuda", 4, 6
     cache = R.Mamba2ReplayCache(8, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=L,

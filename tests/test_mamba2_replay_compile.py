@@ -286,19 +286,20 @@ def test_minblocks_override_is_in_the_compile_key(monkeypatch):
 
 
 def test_order_cursors_variant(monkeypatch):
-    """REPLAYSSM_M2_ORDER_CURSORS=1 (tuning, off): the decode kernel in flush-first order takes
-    the row's cursors from the [5, n] order entry -- no live cursor loads, no fence before its
-    arrive; without the flush-first order the switch does nothing."""
-    monkeypatch.setenv(M.ORDER_CURSORS_ENV, "1")
+    """REPLAYSSM_M2_ORDER_CURSORS (default on; 0 off): the decode kernel in flush-first order
+    takes the row's cursors from the [5, n] order entry -- no live cursor loads, no fence before
+    its arrive; without the flush-first order the switch does nothing."""
+    monkeypatch.delenv(M.ORDER_CURSORS_ENV, raising=False)
     H, N, G = SMALL["H"], SMALL["N"], SMALL["G"]
     args = ("nvfp4/fp16sr", "bfloat16", "float32", H, 64, N, G, 16, 17, True, True, True, True, 4,
             True)
     kw, key = M._resolve(*args, row_order=True)
     assert kw["order_cursors"] is True
     assert M._resolve(*args)[0]["order_cursors"] is False
-    monkeypatch.delenv(M.ORDER_CURSORS_ENV)
+    monkeypatch.setenv(M.ORDER_CURSORS_ENV, "0")
     assert M._resolve(*args, row_order=True)[1] != key
-    monkeypatch.setenv(M.ORDER_CURSORS_ENV, "1")
+    assert M._resolve(*args, row_order=True)[0]["order_cursors"] is False
+    monkeypatch.delenv(M.ORDER_CURSORS_ENV)
     import re
     with common.dump_ptx() as d:
         k = M.compile_mamba2_replay(*args[:9], True, True, True, True, 4, True, dump=d,
