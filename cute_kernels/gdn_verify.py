@@ -60,7 +60,7 @@ from cutlass import Float32, Int32, Uint32, const_expr
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
-from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2,
+from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2,
                          ReplayTileV2,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
@@ -138,7 +138,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
-                 preamble: Optional[int] = None):
+                 preamble: Optional[int] = None, prof: bool = False):
         self.T = int(T)
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
@@ -149,7 +149,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          has_state_batch_indices=has_state_batch_indices, block_v=block_v,
                          min_blocks_per_mp=min_blocks_per_mp, tpw=1,
                          pdl=common.pdl_mode(pdl, verify=True),
-                         preamble=preamble)
+                         preamble=preamble, prof=prof)
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
 
     def _draft_warp(self, t: int) -> int:
@@ -225,6 +225,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
         common.pdl_prologue(self.pdl)
+        if const_expr(self.prof):
+            pg0 = common.sreg64("globaltimer")
+            pc0 = common.sreg64("clock64")              # 0: start
         K, BV, L, RING, T = self.K, self.block_v, self.L, self.ring, self.T
         NT, NW = self.num_threads, self.nwarps
         tl = self.tile
@@ -286,6 +289,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         sTok[TOK_KQ + t] = kq_w
                         sTok[TOK_KINV + t] = kinv_w
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, q / k, gates
             h = sCur[0]
             origin = sCur[1]
             gen = sCur[2]
@@ -312,6 +317,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             # ---- u of the committed entries this lane adds (positions t4 + 4 i < m0)
             rU = self._load_ring_u(mUb, slot, hv, origin, m0, rows, t4)
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 2: decay prefix, ring u issued
             if flush:
                 # ================= flush row: the decode kernel's fold + encode; its output
                 # hook writes e^{G_{t-1}} (S_new kn_t), e^{G_{t-1}} (S_new qn_t) to sSum
@@ -362,6 +369,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
                         sSum[vi * BV + warp * 16 + g4 + 8 * r] = eg * x
             cute.arch.barrier()                              # sKs is reused below
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 3: read dots / flush
             # ---- stage the keys of the coefficient dots: kn_p (p < m0: ring, then drafts)
             for it in cutlass.range((L * K + NT - 1) // NT, unroll=1):
                 e_ = tidx + it * NT
@@ -377,6 +386,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         x = sVec[d * KP + _kq_addr(col)]
                     sKd[p * KD_PITCH + col] = x
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 4: coefficient keys staged
             # ---- coefficients sCo[v, p] = e^{G_{m0+t-1} - G_p} (kn_p . vec_v), p < m0 + t
             for it in cutlass.range((NV * L + NT - 1) // NT, unroll=1):
                 item = tidx + it * NT
@@ -399,6 +410,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         val = w * (a0 + a1)
                     sCo[item] = val
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 5: coefficient dots
             # ---- committed ring terms: sSum[v, row] += sum_{p<m0} sCo[v, p] u_p (lane t4 sums
             # positions t4 (mod 4); one lane of the quad updates)
             if m0 > Int32(0):
@@ -416,6 +429,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                             ia = vi * BV + warp * 16 + g4 + 8 * r
                             sSum[ia] = sSum[ia] + x
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 6: committed ring terms
             # ================= per value row: T x T forward substitution, outputs, appends =====
             if tidx < Int32(BV):
                 vg = v0 + tidx
@@ -454,6 +469,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                     mGb[slot, hv, ph] = sTok[TOK_G + tidx]
                     if const_expr(self.split):
                         mBb[slot, hv, ph] = sTok[TOK_BETA + tidx]
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 7: solve, outputs, appends issued
             # ================= the last-arriving CTA of the row moves the cursors ==============
             if tidx == 0:
                 if old == Int32(self.HV * self.nsplit - 1):
@@ -464,6 +481,15 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         mFcnt[slot] = gen + Int32(1)
                     mPend[slot] = Int32(T)
                     mArr[slot] = Int32(0)
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 8: cursors published (end)
+                pg1 = common.sreg64("globaltimer")
+                cute.arch.barrier()                     # every output store of the CTA is out
+                if tidx == 0:                           # the record over draft 0's output
+                    o32 = cute.recast_tensor(mOut[row_b, 0, hv, None], Int32)
+                    common.prof_store(cute.make_tensor(o32.iterator + v0 // 2,
+                                                       cute.make_layout(32)),
+                                      Int32(_sel(flush, Int32(1), Int32(0))), [pg0, pg1] + pcs)
 
 
 # --------------------------------------------------------------------------------------
@@ -488,7 +514,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
-              pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1))
+              pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1),
+              prof=_env_int(PROF_ENV) == 1)
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -607,7 +634,7 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
 
 #: CTAs per SM hint (register cap) of the verify kernel, for tuning runs
 VERIFY_MINB_ENV = "REPLAYSSM_GDN_VERIFY_MINB"
-_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV)
+_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -626,7 +653,11 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
            batch, block_v, min_blocks_per_mp, _env())
     ent = _LAUNCH.get(key)
     if ent is None:
-        bv = block_v if block_v is not None else choose_block_v_v2(batch, HV, Vd, rf, cf)
+        bv = block_v
+        if bv is None and _env_int(PROF_ENV) == 1:
+            bv = Vd                # profiling build: one CTA (and one record) per (row, head)
+        if bv is None:
+            bv = choose_block_v_v2(batch, HV, Vd, rf, cf)
         if min_blocks_per_mp is None and _env_int(VERIFY_MINB_ENV) is None:
             tile = VerifyTile(rf, cf, K, Vd, bv, L, split, T)
             min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv),

@@ -10,6 +10,10 @@ non-flush, pinned flush, or staggered over 0..L (h = L flushes), and reports per
 lifetimes, the average number of resident CTAs per SM, and the median time of each phase.
 
     python tests/gpu_scripts/prof_mamba2_replay.py [--layer gdn] [--pairs ...] [--batches 1,256]
+    python tests/gpu_scripts/prof_mamba2_replay.py --layer gdn --verify-T 8   # the GDN verify
+
+With ``--verify-T T`` (GDN only) the verify kernel of T drafts is profiled instead (its record sits
+over draft 0's output; pinned non-flush rows hold h = L - T, flush rows h = L).
 """
 import argparse
 import json
@@ -31,11 +35,13 @@ PHASES = ["slot+cursors", "preamble issue", "cb dots", "scan", "read+dot / flush
           "publish"]
 GDN_PHASES = ["slot+cursors+qk", "ring issue+B frags", "read+S0 dots / flush", "coef dots",
               "u,o+appends", "publish"]
+GDN_VERIFY_PHASES = ["slot+cursors+qk", "decays+ring u", "read dots / flush", "stage keys",
+                     "coef dots", "ring terms", "solve+outputs+appends", "publish"]
 
 
-def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8):
+def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8, verify_T=0):
     if traffic.SHAPES[shape]["kind"] == "gdn":
-        return run_gdn(pair, batch, mode, L, shape, steps)
+        return run_gdn(pair, batch, mode, L, shape, steps, verify_T)
     d = traffic.SHAPES[shape]
     H, P, N, G = d["H"], d["P"], d["N"], d["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -63,22 +69,27 @@ def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8):
     return summarize(res, pair, batch, mode, hpc, PHASES)
 
 
-def run_gdn(pair, batch, mode, L, shape, steps):
-    """The GDN v2 replay kernel: one record per (row, value head) CTA (whole heads)."""
+def run_gdn(pair, batch, mode, L, shape, steps, verify_T=0):
+    """The GDN v2 replay kernel (or, ``verify_T`` > 0, the verify kernel of that many drafts):
+    one record per (row, value head) CTA (whole heads)."""
+    T = verify_T
     d = traffic.SHAPES[shape]
     H, HV, K, V = d["H"], d["HV"], d["K"], d["V"]
     dev, act = torch.device("cuda"), torch.bfloat16
     tb = traffic.gdn_bytes(pair, H, HV, K, V, L)
     rot = max(pool_rotation(tb.amortized, batch), steps)
     cache = GDNReplayCache(rot * batch, H, HV, K, V, precision=pair, buffer_len=L, act_dtype=act,
-                           device=dev, seed=1234)
+                           device=dev, seed=1234, **({"max_draft": T} if T else {}))
     cache.init_from_state(list(range(cache.num_slots)),
                           torch.randn(cache.num_slots, HV, V, K, device=dev) * 0.1)
     s = torch.arange(cache.num_slots, device=dev, dtype=torch.int32)
-    held = {"nonflush": torch.full_like(s, L // 2), "flush": torch.full_like(s, L),
+    held = {"nonflush": torch.full_like(s, L - T if T else L // 2), "flush": torch.full_like(s, L),
             "staggered": s % (L + 1)}[mode]
     cache.write_pos.copy_(held)
     inp = _gdn_inputs(batch, H, HV, K, V, act, dev)
+    if T:
+        return _run_gdn_verify(cache, held, inp, T, sets_of(rot, batch, dev), steps, pair, batch,
+                               mode)
     gates = dict(A_log=inp["A_log"], a=inp["a"], dt_bias=inp["dt_bias"], b=inp["b"])
     sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
             for r in range(rot)]
@@ -89,6 +100,29 @@ def run_gdn(pair, batch, mode, L, shape, steps):
                        out=outs[i], backend="cute")
     res = _records(cache, held, step, outs, steps, lambda o: o.view(torch.int32), 7)
     return summarize(res, pair, batch, mode, 1, GDN_PHASES)
+
+
+def sets_of(rot, batch, dev):
+    return [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
+            for r in range(rot)]
+
+
+def _run_gdn_verify(cache, held, inp, T, sets, steps, pair, batch, mode):
+    """Verify calls (no commit: non-flush rows keep h, pending is overwritten) of T drafts; the
+    single-token inputs repeated over the drafts."""
+    HV, V = cache.HV, cache.V
+    rep = lambda x: x.unsqueeze(1).expand(x.shape[0], T, *x.shape[1:]).contiguous()  # noqa: E731
+    q, k, v, a, b = (rep(inp[n]) for n in ("q", "k", "v", "a", "b"))
+    outs = [torch.empty(batch, T, HV, V, dtype=v.dtype, device=v.device) for _ in range(steps)]
+
+    def step(i):
+        ops.gdn_verify(cache, q, k, v, A_log=inp["A_log"], a=a, dt_bias=inp["dt_bias"], b=b,
+                       state_batch_indices=sets[i % len(sets)], out=outs[i], backend="cute")
+    res = _records(cache, held, step, outs, steps, lambda o: o[:, 0].contiguous().view(torch.int32),
+                   9)
+    r = summarize(res, pair, batch, mode, 1, GDN_VERIFY_PHASES)
+    r["T"] = T
+    return r
 
 
 def _records(cache, held, step, outs, steps, per_cta, nclk):
@@ -151,17 +185,22 @@ def main():
     ap.add_argument("--batches", default="1,256")
     ap.add_argument("--modes", default="nonflush,staggered,flush")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
+    ap.add_argument("--verify-T", type=int, default=0, help="GDN: profile the verify of T drafts")
     a = ap.parse_args()
     shape = a.shape or ("qwen3.5-4b" if a.layer == "gdn" else "nemotron3-super")
     names = GDN_PHASES if a.layer == "gdn" else PHASES
+    if a.verify_T:
+        assert a.layer == "gdn", "--verify-T profiles the GDN verify kernel"
+        names = GDN_VERIFY_PHASES
     rows = []
     for batch in [int(b) for b in a.batches.split(",")]:
         for pair in a.pairs.split(","):
             for mode in a.modes.split(","):
-                rows.append(run(pair, batch, mode, shape=shape))
+                rows.append(run(pair, batch, mode, shape=shape, verify_T=a.verify_T))
                 print(json.dumps(rows[-1]), flush=True)
     os.makedirs(a.out, exist_ok=True)
-    json.dump(rows, open(os.path.join(a.out, f"prof_{a.layer}_replay.json"), "w"), indent=1)
+    tag = f"{a.layer}_verify{a.verify_T}" if a.verify_T else f"{a.layer}_replay"
+    json.dump(rows, open(os.path.join(a.out, f"prof_{tag}.json"), "w"), indent=1)
     print("| pair | batch | mode | CTAs | span µs | CTA life med / p90 µs | resident/SM | "
           + " | ".join(names) + " |")
     print("|---|---:|---|---:|---:|---:|---:|" + "---:|" * len(names))
