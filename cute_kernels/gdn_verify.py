@@ -56,6 +56,7 @@ from typing import Optional
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Uint32, const_expr
+from cutlass.cute.nvgpu import cpasync
 
 from . import common
 from . import lowprec as lp
@@ -92,7 +93,7 @@ class VerifyTile(ReplayTileV2):
     key copies (``ks_split``) are kept only where everything fits the static budget."""
 
     def __init__(self, read_fmt: str, rec_fmt: str, K: int, V: int, block_v: int, L: int,
-                 split: bool, T: int):
+                 split: bool, T: int, tail: bool = False):
         super().__init__(read_fmt, rec_fmt, K, V, block_v, L, split, tpw=1)
         if not 1 <= T <= MAX_T:
             raise ValueError(f"verify needs 1 <= T <= {MAX_T}, got T={T}")
@@ -102,9 +103,13 @@ class VerifyTile(ReplayTileV2):
         KP = K + K // 8
         lp_, bv = self.lp, block_v
         own = 4 + 16 + 2 * T * KP + 64 + 32 + 2 * T * L + 2 * T * bv
+        # tail variant: the committed keys (up to 4 B per element) and their kinv, by cp.async
+        self.tail = bool(tail)
+        if self.tail:
+            own += L * K + L
         flush = lp_ * KS_PITCH + lp_ * lp_ + 5 * 32
         nks_split = 1 + self.f5_pieces
-        allocs = 18 * 16                      # alignment slack, 16 B per allocation
+        allocs = 20 * 16                      # alignment slack, 16 B per allocation
         fits_split = 4 * (own + flush + (nks_split - 1) * lp_ * KS_PITCH) + allocs <= SMEM_LIMIT
         self.ks_split = bool(self.ks_split and fits_split)
         extra = (nks_split - 1) * lp_ * KS_PITCH if self.ks_split else 0
@@ -116,7 +121,8 @@ class VerifyTile(ReplayTileV2):
             raise ValueError("staged coefficient keys do not fit the flush key buffer")
 
     def __repr__(self):
-        return (f"VerifyTile(T={self.T}, block_v={self.block_v}, threads={self.num_threads}, "
+        return (f"VerifyTile(T={self.T}, tail={self.tail}, block_v={self.block_v}, "
+                f"threads={self.num_threads}, "
                 f"key tiles={self.nkt}, ks_split={self.ks_split}, smem={self.smem_bytes})")
 
 
@@ -138,8 +144,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
-                 preamble: Optional[int] = None, prof: bool = False):
+                 preamble: Optional[int] = None, prof: bool = False, tail: bool = False):
         self.T = int(T)
+        self._tail_req = bool(tail)
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
         super().__init__(read_fmt, read_rounding, rec_fmt, rec_rounding, split, act_dtype, H, HV,
@@ -151,6 +158,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          pdl=common.pdl_mode(pdl, verify=True),
                          preamble=preamble, prof=prof)
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
+        self.tail = self.tile.tail
 
     def _draft_warp(self, t: int) -> int:
         """The warp that normalizes draft t's q / k: warps 1, 2, ... first (warp 0 waits for the
@@ -163,8 +171,13 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
-        return VerifyTile(self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L, self.split,
-                          self.T)
+        args = (self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L, self.split, self.T)
+        if self._tail_req:
+            try:
+                return VerifyTile(*args, tail=True)
+            except ValueError:                  # over the shared-memory budget (long buffers)
+                pass
+        return VerifyTile(*args)
 
     # ---------------------------------------------------------------- device helpers
     def _draft_gates(self, mG, mBeta, mALog, mA, mDtBias, mB, row, t, hv):
@@ -210,6 +223,50 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             sSum[vi * BV + lrow + 16 * tr] = eg * p0
             sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
 
+    @cute.jit
+    def _stage_committed_keys(self, sKc: cute.Tensor, sKic: cute.Tensor, mKb: cute.Tensor,
+                              mKinvb: cute.Tensor, slot: Int32, hk: Int32, origin: Int32,
+                              m0: Int32, tidx: Int32):
+        """Tail variant: cp.async of the m0 committed keys (16-byte chunks; the cache's key
+        buffer is 16-byte aligned) and their kinv into shared memory, one group, committed;
+        waited for before the barrier that precedes the key staging."""
+        K, L, NT, RING = self.K, self.L, self.num_threads, self.ring
+        EW = self.act_dtype.width
+        CE = 128 // EW                                  # elements per 16-byte chunk
+        NC = L * (K // CE)
+        a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), self.act_dtype, num_bits_per_copy=128)
+        a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+        for it in cutlass.range_constexpr((NC + NT - 1) // NT):
+            c = tidx + it * NT
+            p = c // (K // CE)
+            if (c < Int32(NC)) & (p < m0):
+                ph = _ring(origin, p, RING)
+                cc = c % (K // CE)
+                cute.copy(a16, cute.local_tile(mKb[slot, hk, ph, None], (CE,), (cc,)),
+                          cute.local_tile(sKc[p, None], (CE,), (cc,)))
+        if tidx < m0:
+            cute.copy(a4, cute.local_tile(mKinvb[slot, hk, None], (1,), (_ring(origin, tidx, RING),)),
+                      cute.local_tile(sKic, (1,), (tidx,)))
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def _ring_terms(self, sCo: cute.Tensor, base, rUr: cute.Tensor, m0: Int32) -> Float32:
+        """sum_{p < m0} sCo[base + p] u_p of the row-owner thread (u_p = 0 from m0 on);
+        coefficients read 4 at a time (broadcast: every thread of the warp reads the same)."""
+        L = self.L
+        N4 = L // 4 if L % 4 == 0 else 0              # (16-byte aligned rows of sCo only)
+        acc = [Float32(0.0), Float32(0.0)]
+        for p4 in cutlass.range_constexpr(N4):
+            cf = cute.make_rmem_tensor((4,), Float32)
+            cute.autovec_copy(cute.local_tile(sCo, (4,), (base // 4 + p4,)), cf)
+            for e in cutlass.range_constexpr(4):
+                p = 4 * p4 + e
+                acc[e % 2] = acc[e % 2] + Float32(_sel(Int32(p) < m0, cf[e], Float32(0.0))) \
+                    * rUr[p]
+        for p in cutlass.range_constexpr(4 * N4, L):
+            acc[0] = acc[0] + Float32(_sel(Int32(p) < m0, sCo[base + p], Float32(0.0))) * rUr[p]
+        return acc[0] + acc[1]
+
     # ---------------------------------------------------------------- device side
     @cute.kernel
     def kernel(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
@@ -250,6 +307,11 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         # v2 flush workspace (the staged keys double as the coefficient keys afterwards)
         sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
         sKd = cute.make_tensor(sKs.iterator, cute.make_layout(L * KD_PITCH))
+        if const_expr(self.tail):
+            # committed keys (raw) and their kinv, copied in by cp.async right after the cursors
+            sKc = smem.allocate_tensor(self.act_dtype, cute.make_layout((L, K), stride=(K, 1)),
+                                       byte_alignment=16)
+            sKic = smem.allocate_tensor(Float32, cute.make_layout(L), byte_alignment=16)
         # what the flush hook needs (trace-time context)
         self._vctx = (sVec, sSum, sTok, warp * 16 + g4)
 
@@ -315,7 +377,10 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 if lane < Int32(T):
                     sTok[TOK_EG + lane] = eg
             # ---- u of the committed entries this lane adds (positions t4 + 4 i < m0)
-            rU = self._load_ring_u(mUb, slot, hv, origin, m0, rows, t4)
+            if const_expr(self.tail):
+                self._stage_committed_keys(sKc, sKic, mKb, mKinvb, slot, hk, origin, m0, tidx)
+            else:
+                rU = self._load_ring_u(mUb, slot, hv, origin, m0, rows, t4)
             cute.arch.barrier()
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))    # 2: decay prefix, ring u issued
@@ -368,6 +433,32 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
                         x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
                         sSum[vi * BV + warp * 16 + g4 + 8 * r] = eg * x
+            if const_expr(self.tail):
+                # the finish's global inputs, issued now (their round trip hides behind the key
+                # staging and the coefficient dots): row-owner threads the committed u of their
+                # row and the drafts' v; the drafts' raw keys for the append
+                NKD = T * (K // 8)                           # 8-element chunks of draft keys
+                NKI = (NKD + NT - 1) // NT
+                rUr = cute.make_rmem_tensor((L,), Float32)
+                rUr.fill(0.0)
+                rVr = cute.make_rmem_tensor((T,), self.act_dtype)
+                rKd = cute.make_rmem_tensor((NKI, 8), self.act_dtype)
+                if tidx < Int32(BV):
+                    for pu in cutlass.range_constexpr(L):
+                        if Int32(pu) < m0:
+                            rUr[pu] = mUb[slot, hv, _ring(origin, Int32(pu), RING), v0 + tidx]
+                    for tv in cutlass.range_constexpr(T):
+                        rVr[tv] = mV[row_b, tv, hv, v0 + tidx]
+                if vblk == 0:
+                    if hv % self.group == 0:
+                        for ik in cutlass.range_constexpr(NKI):
+                            ck = tidx + ik * NT
+                            if ck < Int32(NKD):
+                                cute.autovec_copy(cute.local_tile(mK[row_b, ck // (K // 8), hk,
+                                                                     None], (8,),
+                                                                  (ck % (K // 8),)),
+                                                  rKd[ik, None])
+                cute.arch.cp_async_wait_group(0)             # the committed keys are in smem
             cute.arch.barrier()                              # sKs is reused below
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))    # 3: read dots / flush
@@ -380,7 +471,10 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                     x = Float32(0.0)
                     if p < m0:
                         ph = _ring(origin, p, RING)
-                        x = mKb[slot, hk, ph, col].to(Float32) * mKinvb[slot, hk, ph]
+                        if const_expr(self.tail):
+                            x = sKc[p, col].to(Float32) * sKic[p]
+                        else:
+                            x = mKb[slot, hk, ph, col].to(Float32) * mKinvb[slot, hk, ph]
                     else:
                         d = cutlass.min(p - m0, Int32(T - 1))
                         x = sVec[d * KP + _kq_addr(col)]
@@ -413,22 +507,24 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))    # 5: coefficient dots
             # ---- committed ring terms: sSum[v, row] += sum_{p<m0} sCo[v, p] u_p (lane t4 sums
-            # positions t4 (mod 4); one lane of the quad updates)
-            if m0 > Int32(0):
-                for vi in cutlass.range(NV, unroll=1):
-                    for r in cutlass.range_constexpr(R2):
-                        x = Float32(0.0)
-                        for i in cutlass.range_constexpr(NU):
-                            p = t4 + 4 * i
-                            pc = cutlass.min(p, Int32(L - 1))
-                            cf = Float32(_sel(p < m0, sCo[vi * L + pc], Float32(0.0)))
-                            x = x + cf * rU[i, r]
-                        x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
-                        x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
-                        if t4 == Int32(0):
-                            ia = vi * BV + warp * 16 + g4 + 8 * r
-                            sSum[ia] = sSum[ia] + x
-            cute.arch.barrier()
+            # positions t4 (mod 4); one lane of the quad updates). Tail variant: the row-owner
+            # thread adds them in the finish instead (no pass, no barrier)
+            if const_expr(not self.tail):
+                if m0 > Int32(0):
+                    for vi in cutlass.range(NV, unroll=1):
+                        for r in cutlass.range_constexpr(R2):
+                            x = Float32(0.0)
+                            for i in cutlass.range_constexpr(NU):
+                                p = t4 + 4 * i
+                                pc = cutlass.min(p, Int32(L - 1))
+                                cf = Float32(_sel(p < m0, sCo[vi * L + pc], Float32(0.0)))
+                                x = x + cf * rU[i, r]
+                            x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+                            x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
+                            if t4 == Int32(0):
+                                ia = vi * BV + warp * 16 + g4 + 8 * r
+                                sSum[ia] = sSum[ia] + x
+                cute.arch.barrier()
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))    # 6: committed ring terms
             # ================= per value row: T x T forward substitution, outputs, appends =====
@@ -438,10 +534,13 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 for t in cutlass.range_constexpr(T):
                     sk = sSum[t * BV + tidx]
                     sq = sSum[(T + t) * BV + tidx]
+                    if const_expr(self.tail):
+                        sk = sk + self._ring_terms(sCo, t * L, rUr, m0)
+                        sq = sq + self._ring_terms(sCo, (T + t) * L, rUr, m0)
                     for d in cutlass.range_constexpr(t):
                         sk = sk + sCo[t * L + m0 + d] * us[d]
                         sq = sq + sCo[(T + t) * L + m0 + d] * us[d]
-                    vraw = mV[row_b, t, hv, vg]
+                    vraw = rVr[t] if const_expr(self.tail) else mV[row_b, t, hv, vg]
                     u = sTok[TOK_BETA + t] * (vraw.to(Float32) - sTok[TOK_ALPHA + t] * sk)
                     o = sTok[TOK_ALPHA + t] * sq + sTok[TOK_KQ + t] * u
                     ph = _ring(origin2, m0 + Int32(t), RING)
@@ -459,9 +558,10 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                             t = c // (K // 8)
                             cc = c % (K // 8)
                             ph = _ring(origin2, m0 + t, RING)
-                            cute.autovec_copy(cute.local_tile(mK[row_b, t, hk, None], (8,), (cc,)),
-                                              cute.local_tile(mKb[slot, hk, ph, None], (8,),
-                                                              (cc,)))
+                            src = (rKd[it, None] if const_expr(self.tail) else
+                                   cute.local_tile(mK[row_b, t, hk, None], (8,), (cc,)))
+                            cute.autovec_copy(src, cute.local_tile(mKb[slot, hk, ph, None], (8,),
+                                                                   (cc,)))
                     if tidx < Int32(T):
                         mKinvb[slot, hk, _ring(origin2, m0 + tidx, RING)] = sTok[TOK_KINV + tidx]
                 if tidx < Int32(T):
@@ -515,7 +615,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
               pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1),
-              prof=_env_int(PROF_ENV) == 1)
+              prof=_env_int(PROF_ENV) == 1, tail=_env_int(TAIL_ENV) == 1)
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -634,7 +734,11 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
 
 #: CTAs per SM hint (register cap) of the verify kernel, for tuning runs
 VERIFY_MINB_ENV = "REPLAYSSM_GDN_VERIFY_MINB"
-_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV)
+#: the finish's global inputs issued early (committed keys by cp.async after the cursors; ring u,
+#: drafts' v and keys after the read dots) and the committed ring terms added by the row-owner
+#: thread in the finish (1; default 0: A-B)
+TAIL_ENV = "REPLAYSSM_GDN_VERIFY_TAIL"
+_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -98,3 +98,29 @@ def test_gdn_verify_supports_cache():
                                             buffer_len=16, max_draft=8))
     assert not GV.supports_cache(GDNReplayCache(2, 2, 4, 128, 128, buffer_len=4, max_draft=8))
     assert not GV.supports_cache(GDNReplayCache(2, 2, 4, 64, 64, buffer_len=16, max_draft=4))
+
+
+def test_gdn_verify_tail_variant(monkeypatch):
+    """REPLAYSSM_GDN_VERIFY_TAIL=1: committed keys by cp.async after the cursors (16-byte
+    chunks + 4-byte kinv), the committed ring terms in the row-owner finish (no extra pass);
+    part of the compile key; falls back to the plain tail where its keys do not fit the shared
+    budget; L not a multiple of 4 takes the scalar coefficient reads."""
+    import re
+    monkeypatch.delenv(GV.TAIL_ENV, raising=False)
+    args = ("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
+            "float32", "bfloat16", True, True, None)
+    kw0, key0 = GV._resolve(*args)
+    monkeypatch.setenv(GV.TAIL_ENV, "1")
+    kw1, key1 = GV._resolve(*args)
+    assert kw0["tail"] is False and kw1["tail"] is True and key0 != key1
+    assert GV.TAIL_ENV in GV._ENV_NAMES
+    for pair, T, L in (("fp32", 8, 16), ("nvfp4/fp16sr", 3, 6)):
+        k, ptx = GV.compile_only(pair, L=L, T=T, keep_ptx=True)
+        assert k.meta["tile"].tail
+        assert re.search(r"cp\.async\.c[ag]\.shared\.global(\.L2::\w+)?\s+\[[^\]]+\], "
+                         r"\[[^\]]+\], 16(, 16)?;", ptx)        # the 16-byte key chunks
+        assert "cp.async.wait_group" in ptx
+        assert ptx.count("ld.local") == 0 and ptx.count("st.local") == 0
+    # L = 32, T = 8: the committed keys do not fit next to the flush workspace -> plain tail
+    op = GV.GDNVerifyKernel(**dict(kw1, L=32, ring=40))
+    assert not op.tail and op.tile.smem_bytes <= GR.SMEM_LIMIT
