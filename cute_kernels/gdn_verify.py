@@ -93,7 +93,7 @@ class VerifyTile(ReplayTileV2):
     key copies (``ks_split``) are kept only where everything fits the static budget."""
 
     def __init__(self, read_fmt: str, rec_fmt: str, K: int, V: int, block_v: int, L: int,
-                 split: bool, T: int, tail: bool = False):
+                 split: bool, T: int):
         super().__init__(read_fmt, rec_fmt, K, V, block_v, L, split, tpw=1)
         if not 1 <= T <= MAX_T:
             raise ValueError(f"verify needs 1 <= T <= {MAX_T}, got T={T}")
@@ -103,13 +103,9 @@ class VerifyTile(ReplayTileV2):
         KP = K + K // 8
         lp_, bv = self.lp, block_v
         own = 4 + 16 + 2 * T * KP + 64 + 32 + 2 * T * L + 2 * T * bv
-        # tail variant: the committed keys (up to 4 B per element) and their kinv, by cp.async
-        self.tail = bool(tail)
-        if self.tail:
-            own += L * K + L
         flush = lp_ * KS_PITCH + lp_ * lp_ + 5 * 32
         nks_split = 1 + self.f5_pieces
-        allocs = 20 * 16                      # alignment slack, 16 B per allocation
+        allocs = 18 * 16                      # alignment slack, 16 B per allocation
         fits_split = 4 * (own + flush + (nks_split - 1) * lp_ * KS_PITCH) + allocs <= SMEM_LIMIT
         self.ks_split = bool(self.ks_split and fits_split)
         extra = (nks_split - 1) * lp_ * KS_PITCH if self.ks_split else 0
@@ -121,8 +117,7 @@ class VerifyTile(ReplayTileV2):
             raise ValueError("staged coefficient keys do not fit the flush key buffer")
 
     def __repr__(self):
-        return (f"VerifyTile(T={self.T}, tail={self.tail}, block_v={self.block_v}, "
-                f"threads={self.num_threads}, "
+        return (f"VerifyTile(T={self.T}, block_v={self.block_v}, threads={self.num_threads}, "
                 f"key tiles={self.nkt}, ks_split={self.ks_split}, smem={self.smem_bytes})")
 
 
@@ -146,7 +141,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
                  preamble: Optional[int] = None, prof: bool = False, tail: bool = False):
         self.T = int(T)
-        self._tail_req = bool(tail)
+        self.tail = bool(tail)
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
         super().__init__(read_fmt, read_rounding, rec_fmt, rec_rounding, split, act_dtype, H, HV,
@@ -158,7 +153,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          pdl=common.pdl_mode(pdl, verify=True),
                          preamble=preamble, prof=prof)
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
-        self.tail = self.tile.tail
 
     def _draft_warp(self, t: int) -> int:
         """The warp that normalizes draft t's q / k: warps 1, 2, ... first (warp 0 waits for the
@@ -171,13 +165,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
-        args = (self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L, self.split, self.T)
-        if self._tail_req:
-            try:
-                return VerifyTile(*args, tail=True)
-            except ValueError:                  # over the shared-memory budget (long buffers)
-                pass
-        return VerifyTile(*args)
+        return VerifyTile(self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L, self.split,
+                          self.T)
 
     # ---------------------------------------------------------------- device helpers
     def _draft_gates(self, mG, mBeta, mALog, mA, mDtBias, mB, row, t, hv):
@@ -309,9 +298,12 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         sKd = cute.make_tensor(sKs.iterator, cute.make_layout(L * KD_PITCH))
         if const_expr(self.tail):
             # committed keys (raw) and their kinv, copied in by cp.async right after the cursors
-            sKc = smem.allocate_tensor(self.act_dtype, cute.make_layout((L, K), stride=(K, 1)),
-                                       byte_alignment=16)
-            sKic = smem.allocate_tensor(Float32, cute.make_layout(L), byte_alignment=16)
+            # of a non-flush row, into the flush workspace (unused there until the key staging,
+            # which reads them into registers before overwriting it): no extra shared memory,
+            # which at 3 CTAs / SM would shrink the L1 that holds the flush's spills
+            sKc = cute.make_tensor(cute.recast_tensor(sKs, self.act_dtype).iterator,
+                                   cute.make_layout((L, K), stride=(K, 1)))
+            sKic = sA
         # what the flush hook needs (trace-time context)
         self._vctx = (sVec, sSum, sTok, warp * 16 + g4)
 
@@ -463,22 +455,39 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))    # 3: read dots / flush
             # ---- stage the keys of the coefficient dots: kn_p (p < m0: ring, then drafts)
-            for it in cutlass.range((L * K + NT - 1) // NT, unroll=1):
-                e_ = tidx + it * NT
-                if e_ < Int32(L * K):
-                    p = e_ // K
-                    col = e_ % K
-                    x = Float32(0.0)
-                    if p < m0:
-                        ph = _ring(origin, p, RING)
-                        if const_expr(self.tail):
-                            x = sKc[p, col].to(Float32) * sKic[p]
+            if const_expr(self.tail):
+                # the committed keys sit in the buffer sKd overwrites: all read first
+                NIT = (L * K + NT - 1) // NT
+                xs = cute.make_rmem_tensor((NIT,), Float32)
+                for it in cutlass.range_constexpr(NIT):
+                    es = tidx + it * NT
+                    ps = es // K
+                    xv = Float32(0.0)
+                    if es < Int32(L * K):
+                        if ps < m0:
+                            xv = sKc[ps, es % K].to(Float32) * sKic[ps]
                         else:
+                            xv = sVec[cutlass.min(ps - m0, Int32(T - 1)) * KP + _kq_addr(es % K)]
+                    xs[it] = xv
+                cute.arch.barrier()
+                for it in cutlass.range_constexpr(NIT):
+                    es = tidx + it * NT
+                    if es < Int32(L * K):
+                        sKd[(es // K) * KD_PITCH + es % K] = xs[it]
+            else:
+                for it in cutlass.range((L * K + NT - 1) // NT, unroll=1):
+                    e_ = tidx + it * NT
+                    if e_ < Int32(L * K):
+                        p = e_ // K
+                        col = e_ % K
+                        x = Float32(0.0)
+                        if p < m0:
+                            ph = _ring(origin, p, RING)
                             x = mKb[slot, hk, ph, col].to(Float32) * mKinvb[slot, hk, ph]
-                    else:
-                        d = cutlass.min(p - m0, Int32(T - 1))
-                        x = sVec[d * KP + _kq_addr(col)]
-                    sKd[p * KD_PITCH + col] = x
+                        else:
+                            d = cutlass.min(p - m0, Int32(T - 1))
+                            x = sVec[d * KP + _kq_addr(col)]
+                        sKd[p * KD_PITCH + col] = x
             cute.arch.barrier()
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))    # 4: coefficient keys staged

@@ -103,8 +103,8 @@ def test_gdn_verify_supports_cache():
 def test_gdn_verify_tail_variant(monkeypatch):
     """REPLAYSSM_GDN_VERIFY_TAIL=1: committed keys by cp.async after the cursors (16-byte
     chunks + 4-byte kinv), the committed ring terms in the row-owner finish (no extra pass);
-    part of the compile key; falls back to the plain tail where its keys do not fit the shared
-    budget; L not a multiple of 4 takes the scalar coefficient reads."""
+    part of the compile key; no extra shared memory (the keys land in the flush workspace); L
+    not a multiple of 4 takes the scalar coefficient reads."""
     import re
     monkeypatch.delenv(GV.TAIL_ENV, raising=False)
     args = ("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
@@ -116,11 +116,13 @@ def test_gdn_verify_tail_variant(monkeypatch):
     assert GV.TAIL_ENV in GV._ENV_NAMES
     for pair, T, L in (("fp32", 8, 16), ("nvfp4/fp16sr", 3, 6)):
         k, ptx = GV.compile_only(pair, L=L, T=T, keep_ptx=True)
-        assert k.meta["tile"].tail
+        assert k.meta["tile"].smem_bytes == GV.VerifyTile(*GR.pair_key(pair)[0:3:2], 128, 128,
+                                                           128, L, GR.pair_key(pair)[4],
+                                                           T).smem_bytes
         assert re.search(r"cp\.async\.c[ag]\.shared\.global(\.L2::\w+)?\s+\[[^\]]+\], "
                          r"\[[^\]]+\], 16(, 16)?;", ptx)        # the 16-byte key chunks
         assert "cp.async.wait_group" in ptx
         assert ptx.count("ld.local") == 0 and ptx.count("st.local") == 0
-    # L = 32, T = 8: the committed keys do not fit next to the flush workspace -> plain tail
+    # the longest buffer: the committed keys (L x K, activation dtype) fit the flush key buffer
     op = GV.GDNVerifyKernel(**dict(kw1, L=32, ring=40))
-    assert not op.tail and op.tile.smem_bytes <= GR.SMEM_LIMIT
+    assert op.tail and 32 * 128 * 4 <= op.tile.lp * GR.KS_PITCH * 4
