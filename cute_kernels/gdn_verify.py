@@ -139,9 +139,11 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
-                 preamble: Optional[int] = None, prof: bool = False, tail: bool = False):
+                 preamble: Optional[int] = None, prof: bool = False,
+                 tail: Optional[bool] = None):
         self.T = int(T)
-        self.tail = bool(tail)
+        # (None: tail_default; the read format is known only after the base class parsed it)
+        self._tail_req = tail
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
         super().__init__(read_fmt, read_rounding, rec_fmt, rec_rounding, split, act_dtype, H, HV,
@@ -153,6 +155,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          pdl=common.pdl_mode(pdl, verify=True),
                          preamble=preamble, prof=prof)
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
+        self.tail = (tail_default(self.read_fmt, self.T) if self._tail_req is None
+                     else bool(self._tail_req))
 
     def _draft_warp(self, t: int) -> int:
         """The warp that normalizes draft t's q / k: warps 1, 2, ... first (warp 0 waits for the
@@ -624,7 +628,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
               pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1),
-              prof=_env_int(PROF_ENV) == 1, tail=_env_int(TAIL_ENV) == 1)
+              prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T))
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -745,8 +749,23 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
 VERIFY_MINB_ENV = "REPLAYSSM_GDN_VERIFY_MINB"
 #: the finish's global inputs issued early (committed keys by cp.async after the cursors; ring u,
 #: drafts' v and keys after the read dots) and the committed ring terms added by the row-owner
-#: thread in the finish (1; default 0: A-B)
+#: thread in the finish: 0 / 1 force it off / on, unset: :func:`tail_default`
 TAIL_ENV = "REPLAYSSM_GDN_VERIFY_TAIL"
+
+
+def tail_default(read_fmt: str, T: int) -> bool:
+    """Whether the verify kernel issues its finish's inputs early (see TAIL_ENV). Measured on the
+    H200 (Qwen3.5-4B, L = 16, session 8 call4): non-flush rows 1.30-1.84x faster at b1 / b32 /
+    b256 for every read format; flush rows with an 80-register budget (nvfp4 / fp8 read copies,
+    3 CTAs/SM) slower, their spilling flush longer (call5: nvfp4 64 -> 69 µs, fp8 40 -> 63 µs a
+    CTA at T = 8). Whole staggered verify b256: fp32 T = 4 / 8 1.22x / 1.19x, fp8/fp32 1.16x /
+    1.03x, nvfp4/fp16sr 1.05x / 0.88x -- so off for nvfp4 read copies past T = 4."""
+    return not (read_fmt == "nvfp4" and T > 4)
+
+
+def _tail_setting(read_fmt: str, T: int) -> bool:
+    e = _env_int(TAIL_ENV)
+    return tail_default(read_fmt, T) if e is None else e == 1
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV)
 _env = env_reader(_ENV_NAMES)
 

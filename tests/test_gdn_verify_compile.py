@@ -101,28 +101,34 @@ def test_gdn_verify_supports_cache():
 
 
 def test_gdn_verify_tail_variant(monkeypatch):
-    """REPLAYSSM_GDN_VERIFY_TAIL=1: committed keys by cp.async after the cursors (16-byte
-    chunks + 4-byte kinv), the committed ring terms in the row-owner finish (no extra pass);
-    part of the compile key; no extra shared memory (the keys land in the flush workspace); L
-    not a multiple of 4 takes the scalar coefficient reads."""
+    """REPLAYSSM_GDN_VERIFY_TAIL (unset: tail_default -- on, except nvfp4 read copies past
+    T = 4): committed keys by cp.async after the cursors (16-byte chunks + 4-byte kinv), the
+    committed ring terms in the row-owner finish (no extra pass); part of the compile key; no
+    extra shared memory (the keys land in the flush workspace); L not a multiple of 4 takes the
+    scalar coefficient reads."""
     import re
     monkeypatch.delenv(GV.TAIL_ENV, raising=False)
     args = ("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
             "float32", "bfloat16", True, True, None)
-    kw0, key0 = GV._resolve(*args)
-    monkeypatch.setenv(GV.TAIL_ENV, "1")
     kw1, key1 = GV._resolve(*args)
-    assert kw0["tail"] is False and kw1["tail"] is True and key0 != key1
+    assert kw1["tail"] is True
+    assert GV._resolve("nvfp4/fp16sr", *args[1:])[0]["tail"] is False
+    assert GV._resolve("nvfp4/fp16sr", *args[1:8], 4, *args[9:])[0]["tail"] is True
+    monkeypatch.setenv(GV.TAIL_ENV, "0")
+    kw0, key0 = GV._resolve(*args)
+    assert kw0["tail"] is False and key0 != key1
     assert GV.TAIL_ENV in GV._ENV_NAMES
-    for pair, T, L in (("fp32", 8, 16), ("nvfp4/fp16sr", 3, 6)):
+    assert GV.GDNVerifyKernel(**dict(kw0, tail=None)).tail is True         # direct construction
+    monkeypatch.setenv(GV.TAIL_ENV, "1")
+    for pair, T, L in (("fp32", 8, 16), ("nvfp4/fp16sr", 6, 6)):
         k, ptx = GV.compile_only(pair, L=L, T=T, keep_ptx=True)
-        assert k.meta["tile"].smem_bytes == GV.VerifyTile(*GR.pair_key(pair)[0:3:2], 128, 128,
-                                                           128, L, GR.pair_key(pair)[4],
-                                                           T).smem_bytes
         assert re.search(r"cp\.async\.c[ag]\.shared\.global(\.L2::\w+)?\s+\[[^\]]+\], "
                          r"\[[^\]]+\], 16(, 16)?;", ptx)        # the 16-byte key chunks
         assert "cp.async.wait_group" in ptx
         assert ptx.count("ld.local") == 0 and ptx.count("st.local") == 0
+        rf, _, cf, _, split = GR.pair_key(pair)
+        assert k.meta["tile"].smem_bytes == GV.VerifyTile(rf, cf, 128, 128, 128, L, split,
+                                                           T).smem_bytes
     # the longest buffer: the committed keys (L x K, activation dtype) fit the flush key buffer
     op = GV.GDNVerifyKernel(**dict(kw1, L=32, ring=40))
     assert op.tail and 32 * 128 * 4 <= op.tile.lp * GR.KS_PITCH * 4
