@@ -40,6 +40,13 @@ owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte
   (``_flush_out_partials``) dots the fold, still in registers, with all 2T vectors;
 * finish: thread r < block_v solves its row's T x T system, writes outputs, u (and v).
 
+The "tail" (``tail_default``, ``REPLAYSSM_GDN_VERIFY_TAIL``) removes the waits the phase profile
+found (``REPLAYSSM_GDN_PROF=1``, ``tests/gpu_scripts/prof_mamba2_replay.py --verify-T``): the
+committed keys + kinv go by cp.async into the flush workspace right after the cursors (non-flush
+rows only: flush rows have none left), the finish's global inputs (ring u of the thread's row, the
+drafts' v and raw keys) are issued right after the read dots, and the committed ring terms are
+added by the row-owner thread inside the finish instead of a pass of shuffles and barriers.
+
 Shared memory: 2T padded draft vectors, per-draft scalars, the decay prefix, the 2T x L
 coefficient matrix, 2T x block_v row sums, plus the v2 flush workspace (its pre-split key copies
 only where the 47 KiB budget allows; the staged key buffer doubles as the coefficient keys).
