@@ -68,8 +68,8 @@ from cutlass.cute.nvgpu import cpasync
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
-from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2,
-                         ReplayTileV2,
+from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K, V2_MAX_L,
+                         GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
                          _read_chunk_values, _ring,
@@ -147,10 +147,11 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
                  preamble: Optional[int] = None, prof: bool = False,
-                 tail: Optional[bool] = None):
+                 tail: Optional[bool] = None, mma_dots: bool = False):
         self.T = int(T)
         # (None: tail_default; the read format is known only after the base class parsed it)
         self._tail_req = tail
+        self.mma_dots = bool(mma_dots)
         if ring < L + self.T:
             raise ValueError(f"ring={ring} must hold L + T = {L + self.T} entries")
         super().__init__(read_fmt, read_rounding, rec_fmt, rec_rounding, split, act_dtype, H, HV,
@@ -222,6 +223,61 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=2)
             sSum[vi * BV + lrow + 16 * tr] = eg * p0
             sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
+
+    @cute.jit
+    def _read_dots_mma(self, dv: cute.Tensor, sVec: cute.Tensor, sSum: cute.Tensor,
+                       sTok: cute.Tensor, rsc, t4: Int32, g4: Int32, warp: Int32):
+        """Non-flush read dots on the tensor cores (``mma_dots``): the warp's 16 rows times the
+        2T vectors, mma.sync m16n8k8 tf32 (vectors as the 8 columns of an n-tile). The lane's
+        decoded values ``dv`` are the A fragment as they are: k-step s takes its elements 2s
+        (logical k = t) and 2s + 1 (k = t + 4), two adjacent columns, so B is one 8-byte load of
+        the same two columns of vector g. Read copies exact in tf32 (nvfp4 without its global
+        scale, fp8, bf16) take A once and B split in two (2 mma); fp32 / fp16 3xTF32. The D
+        fragment holds whole row sums (rows g, g + 8; vectors 2t, 2t + 1): no lane reduction."""
+        K, T, BV = self.K, self.T, self.block_v
+        NV = 2 * T
+        KP = K + K // 8
+        tl = self.tile
+        CER = 128 // tl.rbits                  # elements per 16-byte chunk
+        UE = min(CER, 16)
+        NUN = CER // UE
+        NJ = (NV + 7) // 8                     # n-tiles of 8 vectors
+        exact = self.read_fmt in ("nvfp4", "fp8", "bf16")
+        z = Float32(0.0)
+        acc = [[z, z, z, z] for _ in range(NJ)]
+        vok = [Int32(8 * j) + g4 < Int32(NV) for j in range(NJ)]
+        vbase = [cutlass.min(Int32(8 * j) + g4, Int32(NV - 1)) * Int32(KP) for j in range(NJ)]
+        for s in cutlass.range_constexpr(K // 8):
+            d0 = 2 * s
+            ii = d0 // (NUN * UE)
+            u = (d0 % (NUN * UE)) // UE
+            col = (Int32(ii * 4) + t4) * Int32(CER) + Int32(UE * u + d0 % UE)
+            av = [dv[d0, 0], dv[d0, 1], dv[d0 + 1, 0], dv[d0 + 1, 1]]
+            if const_expr(exact):
+                ab = [lp.tf32_bits(x) for x in av]
+            else:
+                sp = [lp.split_tf32(x) for x in av]
+                ah = [p_[0] for p_ in sp]
+                al = [p_[1] for p_ in sp]
+            for j in cutlass.range_constexpr(NJ):
+                bb = cute.make_rmem_tensor((2,), Float32)
+                cute.autovec_copy(cute.local_tile(sVec, (2,), ((vbase[j] + _kq_addr(col))
+                                                              // Int32(2),)), bb)
+                b0h, b0l = lp.split_tf32(Float32(_sel(vok[j], bb[0], z)))
+                b1h, b1l = lp.split_tf32(Float32(_sel(vok[j], bb[1], z)))
+                if const_expr(exact):
+                    acc[j] = _mma("tf32", ab, [b0l, b1l], acc[j])
+                    acc[j] = _mma("tf32", ab, [b0h, b1h], acc[j])
+                else:
+                    acc[j] = _mma3_tf32(ah, al, [b0h, b1h], [b0l, b1l], acc[j])
+        for j in cutlass.range_constexpr(NJ):
+            for hc in cutlass.range_constexpr(2):
+                vi = Int32(8 * j + hc) + Int32(2) * t4
+                if vi < Int32(NV):
+                    eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
+                    for rr in cutlass.range_constexpr(2):
+                        sSum[vi * BV + warp * 16 + g4 + 8 * rr] = eg * (acc[j][2 * rr + hc]
+                                                                        * rsc[rr])
 
     @cute.jit
     def _stage_committed_keys(self, sKc: cute.Tensor, sKic: cute.Tensor, mKb: cute.Tensor,
@@ -342,8 +398,13 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 rsc = [mRdS[slot, hv, rows[r]] for r in range(R2)]
             if const_expr(RFMT == "nvfp4"):
                 rsg = mRdG[slot, hv] * Float32(16384.0)
+                bsc = rsg
+                if const_expr(self.mma_dots):
+                    # e2m1 x e4m3 stays exact in tf32; the global scale goes after the dot
+                    bsc = Float32(16384.0)
+                    rsc = [mRdG[slot, hv]] * R2
                 rbs = [lp.e4m3_byte_to_f32(Uint32(mRdS[slot, hv, rows[i // 2], 2 * t4 + (i % 2)]))
-                       * rsg for i in range(2 * R2)]
+                       * bsc for i in range(2 * R2)]
             # ---- q / k of every draft (warp (t + 1) % NW): kn_t, qn_t (padded) in smem, kq, kinv
             for t in cutlass.range_constexpr(T):
                 if warp == Int32(self._draft_warp(t)):
@@ -416,26 +477,29 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                                 if const_expr(RFMT == "nvfp4"):
                                     x = x * rbs[2 * r + u]
                                 dv[(ii * NUN + u) * UE + e, r] = x
-                for vi in cutlass.range(NV, unroll=1):
-                    a = [Float32(0.0), Float32(0.0)]
-                    for ii in cutlass.range_constexpr(RW // 4):
-                        for u in cutlass.range_constexpr(NUN):
-                            col0 = (Int32(ii * 4) + t4) * Int32(CER) + Int32(UE * u)
-                            for j4 in cutlass.range_constexpr(UE // 4):
-                                vv = cute.make_rmem_tensor((4,), Float32)
-                                a4 = vi * Int32(KP // 4) + _kq_addr(col0 + Int32(4 * j4)) \
-                                    // Int32(4)
-                                cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
-                                for e in cutlass.range_constexpr(4):
-                                    jd = (ii * NUN + u) * UE + 4 * j4 + e
-                                    for r in cutlass.range_constexpr(R2):
-                                        a[r] = a[r] + dv[jd, r] * vv[e]
-                    eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
-                    for r in cutlass.range_constexpr(R2):
-                        x = a[r] * rsc[r]
-                        x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
-                        x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
-                        sSum[vi * BV + warp * 16 + g4 + 8 * r] = eg * x
+                if const_expr(self.mma_dots):
+                    self._read_dots_mma(dv, sVec, sSum, sTok, rsc, t4, g4, warp)
+                else:
+                    for vi in cutlass.range(NV, unroll=1):
+                        a = [Float32(0.0), Float32(0.0)]
+                        for ii in cutlass.range_constexpr(RW // 4):
+                            for u in cutlass.range_constexpr(NUN):
+                                col0 = (Int32(ii * 4) + t4) * Int32(CER) + Int32(UE * u)
+                                for j4 in cutlass.range_constexpr(UE // 4):
+                                    vv = cute.make_rmem_tensor((4,), Float32)
+                                    a4 = vi * Int32(KP // 4) + _kq_addr(col0 + Int32(4 * j4)) \
+                                        // Int32(4)
+                                    cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
+                                    for e in cutlass.range_constexpr(4):
+                                        jd = (ii * NUN + u) * UE + 4 * j4 + e
+                                        for r in cutlass.range_constexpr(R2):
+                                            a[r] = a[r] + dv[jd, r] * vv[e]
+                        eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
+                        for r in cutlass.range_constexpr(R2):
+                            x = a[r] * rsc[r]
+                            x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+                            x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
+                            sSum[vi * BV + warp * 16 + g4 + 8 * r] = eg * x
             if const_expr(self.tail):
                 # the finish's global inputs, issued now (their round trip hides behind the key
                 # staging and the coefficient dots): row-owner threads the committed u of their
@@ -635,7 +699,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
               pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1),
-              prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T))
+              prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T),
+              mma_dots=_env_int(MMA_ENV) == 1)
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -773,7 +838,9 @@ def tail_default(read_fmt: str, T: int) -> bool:
 def _tail_setting(read_fmt: str, T: int) -> bool:
     e = _env_int(TAIL_ENV)
     return tail_default(read_fmt, T) if e is None else e == 1
-_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV)
+#: non-flush read dots on the tensor cores (tf32 mma.sync; 1; default 0: A-B)
+MMA_ENV = "REPLAYSSM_GDN_VERIFY_MMA"
+_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

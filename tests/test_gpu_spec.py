@@ -226,16 +226,18 @@ def test_snapshot_kernels_capture_in_cuda_graph(seed):
     assert torch.equal(snapshot_read_slots(idx, acc), idx[:, 1])
 
 
-@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32"])
-def test_fuzz_gdn_verify_tail_variant(pair, seed, monkeypatch):
+@pytest.mark.parametrize("mma", ["0", "1"])
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32", "bf16/fp32"])
+def test_fuzz_gdn_verify_tail_variant(pair, mma, seed, monkeypatch):
     """REPLAYSSM_GDN_VERIFY_TAIL=1 (the verify's finish inputs issued early, ring terms in the
-    finish): the every-pair fuzz with T in {3, 8}, L = 16 (non-flush rows with committed
-    entries)."""
+    finish), with and without REPLAYSSM_GDN_VERIFY_MMA (read dots on the tensor cores): the
+    every-pair fuzz with T in {3, 8}, L = 16 (non-flush rows with committed entries)."""
     monkeypatch.setenv("REPLAYSSM_GDN_VERIFY_TAIL", "1")
+    monkeypatch.setenv("REPLAYSSM_GDN_VERIFY_MMA", mma)
     cfg = dict(L=16, max_draft=8)
     _cute_verify_or_skip("gdn", pair, torch.bfloat16, GDN, **cfg)
     r = spec_fuzz("gdn", pair, 40, backend="cute", device="cuda", dims=GDN, **cfg,
                   batch=6, pool=17, act=torch.bfloat16, seed=seed, drafts=(3, 8),
                   exact_oracle=(pair == "fp32"), exact_rel=2e-2)
-    print(f"gdn tail {pair}: {r}")
+    print(f"gdn tail {pair} mma={mma}: {r}")
     assert r.steps == 40 and r.flush_rows >= 3, r
