@@ -147,7 +147,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
                  preamble: Optional[int] = None, prof: bool = False,
-                 tail: Optional[bool] = None, mma_dots: bool = False):
+                 tail: Optional[bool] = None, mma_dots: bool = True):
         self.T = int(T)
         # (None: tail_default; the read format is known only after the base class parsed it)
         self._tail_req = tail
@@ -700,7 +700,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
               pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1),
               prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T),
-              mma_dots=_env_int(MMA_ENV) == 1)
+              mma_dots=_env_int(MMA_ENV) != 0)
     key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
     return kw, key
 
@@ -838,7 +838,11 @@ def tail_default(read_fmt: str, T: int) -> bool:
 def _tail_setting(read_fmt: str, T: int) -> bool:
     e = _env_int(TAIL_ENV)
     return tail_default(read_fmt, T) if e is None else e == 1
-#: non-flush read dots on the tensor cores (tf32 mma.sync; 1; default 0: A-B)
+#: non-flush read dots on the tensor cores (tf32 mma.sync; default on, 0: the CUDA-core loop).
+#: H200, Qwen3.5-4B, L = 16, session 8 call7 (same run, off / on): non-flush b256 T = 8 fp32
+#: 432.2 -> 393.4 µs, nvfp4/fp16sr 497.6 -> 425.2, fp8/fp32 377.5 -> 319.0; staggered b256 fp32
+#: T = 4 / 8 355.1 -> 341.6 / 580.4 -> 544.1, fp8/fp32 390.4 -> 373.8 / 753.2 -> 749.0,
+#: nvfp4/fp16sr 429.7 -> 427.5 / 839.4 -> 845.3; b32 1.03-1.07x
 MMA_ENV = "REPLAYSSM_GDN_VERIFY_MMA"
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV)
 _env = env_reader(_ENV_NAMES)

@@ -135,15 +135,16 @@ def test_gdn_verify_tail_variant(monkeypatch):
 
 
 def test_gdn_verify_mma_dots_variant(monkeypatch):
-    """REPLAYSSM_GDN_VERIFY_MMA=1: the non-flush read dots on the tensor cores -- 2 tf32 mma per
-    k-step and n-tile for read copies exact in tf32 (nvfp4, fp8, bf16), 3xTF32 for fp32; the
-    flush's own 3xTF32 fold stays; part of the compile key; no local memory."""
+    """REPLAYSSM_GDN_VERIFY_MMA (default on; 0: CUDA cores): the non-flush read dots on the
+    tensor cores -- 2 tf32 mma per k-step and n-tile for read copies exact in tf32 (nvfp4, fp8,
+    bf16), 3xTF32 for fp32; the flush's own 3xTF32 fold stays; part of the compile key; no
+    local memory."""
     monkeypatch.delenv(GV.MMA_ENV, raising=False)
     args = ("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
             "float32", "bfloat16", True, True, None)
-    kw0, key0 = GV._resolve(*args)
-    monkeypatch.setenv(GV.MMA_ENV, "1")
     kw1, key1 = GV._resolve(*args)
+    monkeypatch.setenv(GV.MMA_ENV, "0")
+    kw0, key0 = GV._resolve(*args)
     assert kw0["mma_dots"] is False and kw1["mma_dots"] is True and key0 != key1
     assert GV.MMA_ENV in GV._ENV_NAMES
     for pair, T, per_step in (("fp32", 8, 3), ("nvfp4/fp16sr", 3, 2), ("fp8/fp32", 8, 2)):
