@@ -30,10 +30,12 @@ flush this reuses): one CTA per (batch row, value head, block of ``block_v`` val
 owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte 64 i + 16 t.
 
 * read dot (non-flush rows): the lane's 32 columns of both rows decoded once (fp8 row scale after
-  the dot, nvfp4 values pre-scaled per 16-block), then a run-time loop over the 2T vectors kn_t,
-  qn_t with CUDA-core fp32 FMAs (as accurate as the fp32 reference; the decode kernel's split-fp16
-  tensor-core dot would need 6T B columns and is left for a measured follow-up); a quad
-  butterfly completes the row sums, stored per (vector, row) in shared memory;
+  the dot, nvfp4 values pre-scaled per 16-block); by default on the tensor cores
+  (``_read_dots_mma``: tf32 mma.sync, the decoded values are the A fragment as loaded, 2 mma per
+  k-step for read copies exact in tf32, 3xTF32 for fp32 -- as accurate as the fp32 reference's
+  dot to ~2^-22), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T vectors kn_t,
+  qn_t with CUDA-core fp32 FMAs and a quad butterfly; the row sums go to shared memory per
+  (vector, row);
 * coefficient dots c, d: one thread per (vector, position) item over keys staged in shared memory
   (pitch K + 1: conflict-free across positions); decays from one sequential prefix (warp 0);
 * flush rows: the v2 flush (fold, encoders, SR generation), unchanged; its output hook
