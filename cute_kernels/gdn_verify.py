@@ -32,8 +32,8 @@ owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte
 * read dot (non-flush rows): the lane's 32 columns of both rows decoded once (fp8 row scale after
   the dot, nvfp4 values pre-scaled per 16-block); by default on the tensor cores
   (``_read_dots_mma``: tf32 mma.sync, the decoded values are the A fragment as loaded, 2 mma per
-  k-step for read copies exact in tf32, 3xTF32 for fp32 -- as accurate as the fp32 reference's
-  dot to ~2^-22), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T vectors kn_t,
+  k-step for read copies exact in tf32 (all but fp32), 3xTF32 for fp32 -- as accurate as the fp32
+  reference's dot to ~2^-22), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T vectors kn_t,
   qn_t with CUDA-core fp32 FMAs and a quad butterfly; the row sums go to shared memory per
   (vector, row);
 * coefficient dots c, d: one thread per (vector, position) item over keys staged in shared memory
@@ -92,6 +92,7 @@ __all__ = [
 ]
 
 MAX_T = 8                    # drafts per verify call (compile-time T)
+TAIL_MAX_KEYS = 64           # tail: committed-key values one thread stages (L * K / threads)
 KD_PITCH = V2_K + 1          # staged key rows for the coefficient dots (odd pitch: no conflicts)
 TOK_G, TOK_BETA, TOK_ALPHA, TOK_KQ, TOK_KINV, TOK_EG = 0, 8, 16, 24, 32, 40   # sTok fields
 
@@ -167,6 +168,11 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
         self.tail = (tail_default(self.read_fmt, self.T) if self._tail_req is None
                      else bool(self._tail_req))
+        if (L * K + self.num_threads - 1) // self.num_threads > TAIL_MAX_KEYS:
+            self.tail = False          # its key staging would hold too many values per thread
+        if self.prof and (self.block_v != self.V or self.act_dtype.width != 16):
+            raise ValueError("the verify profiling build writes its record over a whole head's "
+                             "16-bit output row: block_v must be V and the activations 16-bit")
 
     def _draft_warp(self, t: int) -> int:
         """The warp that normalizes draft t's q / k: warps 1, 2, ... first (warp 0 waits for the
@@ -234,7 +240,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         decoded values ``dv`` are the A fragment as they are: k-step s takes its elements 2s
         (logical k = t) and 2s + 1 (k = t + 4), two adjacent columns, so B is one 8-byte load of
         the same two columns of vector g. Read copies exact in tf32 (nvfp4 without its global
-        scale, fp8, bf16) take A once and B split in two (2 mma); fp32 / fp16 3xTF32. The D
+        scale, fp8, bf16, fp16) take A once and B split in two (2 mma); fp32 3xTF32. The D
         fragment holds whole row sums (rows g, g + 8; vectors 2t, 2t + 1): no lane reduction."""
         K, T, BV = self.K, self.T, self.block_v
         NV = 2 * T
@@ -244,7 +250,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         UE = min(CER, 16)
         NUN = CER // UE
         NJ = (NV + 7) // 8                     # n-tiles of 8 vectors
-        exact = self.read_fmt in ("nvfp4", "fp8", "bf16")
+        exact = self.read_fmt in ("nvfp4", "fp8", "bf16", "fp16")   # <= 11 significant bits
         z = Float32(0.0)
         acc = [[z, z, z, z] for _ in range(NJ)]
         vok = [Int32(8 * j) + g4 < Int32(NV) for j in range(NJ)]

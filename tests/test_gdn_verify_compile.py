@@ -126,12 +126,15 @@ def test_gdn_verify_tail_variant(monkeypatch):
                          r"\[[^\]]+\], 16(, 16)?;", ptx)        # the 16-byte key chunks
         assert "cp.async.wait_group" in ptx
         assert ptx.count("ld.local") == 0 and ptx.count("st.local") == 0
-        rf, _, cf, _, split = GR.pair_key(pair)
-        assert k.meta["tile"].smem_bytes == GV.VerifyTile(rf, cf, 128, 128, 128, L, split,
-                                                           T).smem_bytes
     # the longest buffer: the committed keys (L x K, activation dtype) fit the flush key buffer
     op = GV.GDNVerifyKernel(**dict(kw1, L=32, ring=40))
     assert op.tail and 32 * 128 * 4 <= op.tile.lp * GR.KS_PITCH * 4
+    # one-warp CTAs at L = 32 would stage 128 key values per thread: no tail there
+    assert not GV.GDNVerifyKernel(**dict(kw1, L=32, ring=40, block_v=16)).tail
+    assert GV.GDNVerifyKernel(**dict(kw1, block_v=16)).tail                 # 64 at L = 16
+    # the profiling build needs whole-head CTAs (its record spans the head's output row)
+    with pytest.raises(ValueError, match="profiling build"):
+        GV.GDNVerifyKernel(**dict(kw1, block_v=64, prof=True))
 
 
 def test_gdn_verify_mma_dots_variant(monkeypatch):
@@ -147,7 +150,8 @@ def test_gdn_verify_mma_dots_variant(monkeypatch):
     kw0, key0 = GV._resolve(*args)
     assert kw0["mma_dots"] is False and kw1["mma_dots"] is True and key0 != key1
     assert GV.MMA_ENV in GV._ENV_NAMES
-    for pair, T, per_step in (("fp32", 8, 3), ("nvfp4/fp16sr", 3, 2), ("fp8/fp32", 8, 2)):
+    for pair, T, per_step in (("fp32", 8, 3), ("nvfp4/fp16sr", 3, 2), ("fp8/fp32", 8, 2),
+                              ("fp16/fp32", 4, 2)):
         monkeypatch.setenv(GV.MMA_ENV, "0")
         r0 = GV.compile_report(pair, T)
         monkeypatch.setenv(GV.MMA_ENV, "1")
