@@ -1,4 +1,4 @@
-"""Static SASS per profiled phase of the GDN v2 replay kernel (CPU only, no GPU).
+"""Static SASS per profiled phase of the GDN v2 replay / verify kernel (CPU only, no GPU).
 
 Builds the profiling variant (``REPLAYSSM_GDN_PROF=1``: its ``%clock64`` stamps become
 ``SR_CLOCKLO`` reads that mark the phase boundaries) with the DSL's own cubin kept
@@ -8,6 +8,11 @@ markers, the instruction count and mix: spill loads / stores, barriers, global l
 
     python tests/gpu_scripts/sass_phases.py nvfp4/fp16sr 4 [first last]   # pair, CTAs per SM;
                                                                          # + a raw listing
+    python tests/gpu_scripts/sass_phases.py nvfp4/fp16sr 3 --verify 8 --loops   # the verify kernel
+                                                                         # (T = 8), its loops
+
+``--loops`` lists every backward branch (a loop: its first and last instruction, the phase it
+starts in, spill loads / stores and mma inside), the static view of where spills repeat.
 """
 import glob
 import os
@@ -22,20 +27,49 @@ os.environ["REPLAYSSM_PDL"] = "0"
 os.environ["REPLAYSSM_GDN_PROF"] = "1"
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from cute_kernels import gdn_replay  # noqa: E402
+from cute_kernels import gdn_replay, gdn_verify  # noqa: E402
 
 NVDISASM = os.environ.get("NVDISASM", "/tmp/cuobj/nvidia/cu13/bin/nvdisasm")
 SHOWN = ("LDL", "STL", "BAR", "LDG", "HMMA")
 
 
-def sass_lines(pair: str, ctas_per_sm: int):
-    """The kernel's SASS instructions (one string each), compiled for ``ctas_per_sm``."""
+def sass_lines(pair: str, ctas_per_sm: int, verify_T: int = 0):
+    """The kernel's SASS instructions (one string each; label lines ``.L_x_N:`` kept, they mark
+    branch targets), compiled for ``ctas_per_sm`` (``verify_T``: the verify kernel of T drafts)."""
     d = tempfile.mkdtemp()
-    gdn_replay.compile_only(pair, min_blocks_per_mp=ctas_per_sm, dump_dir=d)
+    if verify_T:
+        gdn_verify.compile_only(pair, T=verify_T, min_blocks_per_mp=ctas_per_sm, dump_dir=d)
+    else:
+        gdn_replay.compile_only(pair, min_blocks_per_mp=ctas_per_sm, dump_dir=d)
     cubin = sorted(glob.glob(os.path.join(d, "**", "*.cubin"), recursive=True))[-1]
     text = subprocess.run([NVDISASM, "-c", cubin], capture_output=True, text=True,
                           check=True).stdout
-    return [ln for ln in text.split("\n") if re.search(r"/\*[0-9a-f]{4,}\*/", ln)]
+    return [ln for ln in text.split("\n")
+            if re.search(r"/\*[0-9a-f]{4,}\*/", ln) or re.match(r"\s*\.L_x_\d+:", ln)]
+
+
+def split_labels(lines):
+    """(instructions, {label: index of the instruction it precedes})."""
+    ins, labels = [], {}
+    for ln in lines:
+        m = re.match(r"\s*(\.L_x_\d+):", ln)
+        if m:
+            labels[m.group(1)] = len(ins)
+        else:
+            ins.append(ln)
+    return ins, labels
+
+
+def loops(ins, labels, marks):
+    """Backward branches: (first, last, phase, Counter of opcodes) per loop."""
+    out = []
+    for i, ln in enumerate(ins):
+        m = re.search(r"BRA\s.*`\((\.L_x_\d+)\)", ln)
+        if m and labels.get(m.group(1), i + 1) <= i:
+            a = labels[m.group(1)]
+            out.append((a, i, sum(1 for k in marks if k <= a),
+                        Counter(opcode(x) for x in ins[a:i + 1])))
+    return out
 
 
 def opcode(line: str) -> str:
@@ -47,16 +81,26 @@ def opcode(line: str) -> str:
 
 
 def main():
-    pair, ctas = sys.argv[1], int(sys.argv[2])
-    lines = sass_lines(pair, ctas)
+    args = sys.argv[1:]
+    verify_T, show_loops = 0, "--loops" in args
+    if "--verify" in args:
+        verify_T = int(args[args.index("--verify") + 1])
+        del args[args.index("--verify"):args.index("--verify") + 2]
+    args = [a for a in args if a != "--loops"]
+    pair, ctas = args[0], int(args[1])
+    lines, labels = split_labels(sass_lines(pair, ctas, verify_T))
     marks = [i for i, ln in enumerate(lines) if "SR_CLOCKLO" in ln]
     print(f"{pair} at {ctas} CTAs/SM: {len(lines)} instructions, phase markers at {marks}")
     for a, b in zip(marks, marks[1:]):
         mix = Counter(opcode(ln) for ln in lines[a:b])
         shown = " ".join(f"{k}={mix.get(k, 0)}" for k in SHOWN)
         print(f"[{a}:{b}] n={b - a} {shown} top={mix.most_common(8)}")
-    if len(sys.argv) > 4:
-        for ln in lines[int(sys.argv[3]):int(sys.argv[4])]:
+    if show_loops:
+        for a, b, ph, mix in loops(lines, labels, marks):
+            print(f"loop [{a}:{b}] from phase {ph} n={b - a + 1} "
+                  + " ".join(f"{k}={mix.get(k, 0)}" for k in SHOWN))
+    if len(args) > 3:
+        for ln in lines[int(args[2]):int(args[3])]:
             print(re.sub(r"\s+", " ", ln.strip())[:110])
 
 
