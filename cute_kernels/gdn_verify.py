@@ -33,9 +33,9 @@ owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte
   the dot, nvfp4 values pre-scaled per 16-block); by default on the tensor cores
   (``_read_dots_mma``: tf32 mma.sync, the decoded values are the A fragment as loaded, 2 mma per
   k-step for read copies exact in tf32 (all but fp32), 3xTF32 for fp32 -- as accurate as the fp32
-  reference's dot to ~2^-22), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T vectors kn_t,
-  qn_t with CUDA-core fp32 FMAs and a quad butterfly; the row sums go to shared memory per
-  (vector, row);
+  reference's dot to ~2^-22), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T
+  vectors kn_t, qn_t with CUDA-core fp32 FMAs and a quad butterfly; the row sums go to shared
+  memory per (vector, row);
 * coefficient dots c, d: one thread per (vector, position) item over keys staged in shared memory
   (pitch K + 1: conflict-free across positions); decays from one sequential prefix (warp 0);
 * flush rows: the v2 flush (fold, encoders, SR generation), unchanged; its output hook
@@ -309,7 +309,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 cute.copy(a16, cute.local_tile(mKb[slot, hk, ph, None], (CE,), (cc,)),
                           cute.local_tile(sKc[p, None], (CE,), (cc,)))
         if tidx < m0:
-            cute.copy(a4, cute.local_tile(mKinvb[slot, hk, None], (1,), (_ring(origin, tidx, RING),)),
+            cute.copy(a4, cute.local_tile(mKinvb[slot, hk, None], (1,),
+                                          (_ring(origin, tidx, RING),)),
                       cute.local_tile(sKic, (1,), (tidx,)))
         cute.arch.cp_async_commit_group()
 
