@@ -652,6 +652,12 @@ def prof_store(o32: cute.Tensor, flag, words) -> None:
         o32[3 + 2 * i] = Int32(words[i] >> Int64(32))
 
 
+def row_arrive(mArr: cute.Tensor, slot: Int32) -> Int32:
+    """Arrive (+1, relaxed, gpu scope) on the row's counter ``mArr[slot]``: its old value."""
+    return cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1), sem="relaxed",
+                                scope="gpu")
+
+
 @cute.jit
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,
@@ -681,13 +687,13 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
                                            Int32(1) + ((w | o | f) >> Int32(30)),
                                            sem="relaxed", scope="gpu")
         else:
+            # (loads and stores interleaved: the order the GPU-timed builds have)
             sCur[0] = mWpos[slot]
             sCur[1] = mOrig[slot]
             sCur[2] = mFcnt[slot]
             if const_expr(mArr is not None):
                 cute.arch.fence_acq_rel_gpu()
-                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr, Int32(1),
-                                           sem="relaxed", scope="gpu")
+                old = row_arrive(mArr, slot)
     return old
 
 

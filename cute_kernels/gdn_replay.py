@@ -984,6 +984,14 @@ def preamble_level(read_fmt: str) -> int:
     return 2 if read_fmt == "nvfp4" else 1
 
 
+def _prof_record(out_row: cute.Tensor, v0, flush, words) -> None:
+    """The profiling build's record over the 16-bit output row ``out_row`` of a whole-head CTA
+    (int32 words from value row ``v0``): ``common.prof_store``."""
+    o32 = cute.recast_tensor(out_row, Int32)
+    common.prof_store(cute.make_tensor(o32.iterator + v0 // 2, cute.make_layout(32)),
+                      Int32(_sel(flush, Int32(1), Int32(0))), words)
+
+
 def _env_int(name):
     v = os.environ.get(name)
     return int(v) if v else None
@@ -1891,10 +1899,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 pg1 = common.sreg64("globaltimer")
                 cute.arch.barrier()                     # every output store of the CTA is out
                 if tidx == 0:
-                    o32 = cute.recast_tensor(mOut[row_b, hv, None], Int32)
-                    common.prof_store(cute.make_tensor(o32.iterator + v0 // 2,
-                                                       cute.make_layout(32)),
-                                      Int32(_sel(flush, Int32(1), Int32(0))), [pg0, pg1] + pcs)
+                    _prof_record(mOut[row_b, hv, None], v0, flush, [pg0, pg1] + pcs)
 
     # ---------------------------------------------------------------- flush (v2)
     @cute.jit

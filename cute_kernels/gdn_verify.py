@@ -72,7 +72,7 @@ from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
 from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K, V2_MAX_L,
                          GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32,
-                         _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes,
+                         _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes, _prof_record,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
                          _read_chunk_values, _ring,
                          _sel, _seq_prefix, choose_block_v_v2, pair_key, preamble_level,
@@ -679,10 +679,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 pg1 = common.sreg64("globaltimer")
                 cute.arch.barrier()                     # every output store of the CTA is out
                 if tidx == 0:                           # the record over draft 0's output
-                    o32 = cute.recast_tensor(mOut[row_b, 0, hv, None], Int32)
-                    common.prof_store(cute.make_tensor(o32.iterator + v0 // 2,
-                                                       cute.make_layout(32)),
-                                      Int32(_sel(flush, Int32(1), Int32(0))), [pg0, pg1] + pcs)
+                    _prof_record(mOut[row_b, 0, hv, None], v0, flush, [pg0, pg1] + pcs)
 
 
 # --------------------------------------------------------------------------------------

@@ -963,8 +963,7 @@ class Mamba2ReplayDecode:
             old = Int32(0)
             if const_expr(self.early_arrive and self.cfg.ctas_per_row > 1):
                 if tidx == 0:
-                    old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
-                                               sem="relaxed", scope="gpu")
+                    old = common.row_arrive(mArrive, slot)
             h, origin, gen = pre
         elif const_expr(self.early_arrive):
             old = common.read_cursors_and_arrive(
@@ -995,8 +994,7 @@ class Mamba2ReplayDecode:
             if const_expr(cfg.ctas_per_row > 1):
                 if const_expr(not self.early_arrive):
                     cute.arch.fence_acq_rel_gpu()
-                    old = cute.arch.atomic_add((mArrive.iterator + slot).llvm_ptr, Int32(1),
-                                               sem="relaxed", scope="gpu")
+                    old = common.row_arrive(mArrive, slot)
                     cute.arch.fence_acq_rel_gpu()
                 last = old == Int32(cfg.ctas_per_row - 1)
                 if const_expr(self.early_arrive):
