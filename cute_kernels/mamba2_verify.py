@@ -100,6 +100,7 @@ from .mamba2_replay import (
     _mma_fold_default,
     _opaque_i32,
     _pow2_f32,
+    _prof_default,
     _sel_i32,
     _silu_gate,
     _warp_inclusive_scan,
@@ -301,6 +302,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         H, P, N, L, R = self.H, self.P, self.N, self.L, self.R
         T, TP, EM, HPC, NT = self.T, self.TP, self.EM, self.hpc, cfg.nt
         common.pdl_prologue(self.pdl)
+        if const_expr(self.prof):
+            pg0 = common.sreg64("globaltimer")
+            pc0 = common.sreg64("clock64")              # 0: start
         tidx, _, _ = cute.arch.thread_idx()
         hc, gpos, _ = cute.arch.block_idx()
         warp = tidx // 32
@@ -368,12 +372,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     if t == 0:
                         sC[n] = cv
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, C of the queries
             if const_expr(self.mma_any and dtype_name(self.act_dtype) == "bfloat16"):
                 self._mma_col_exponents(sCT, sPw, warp, lane)
 
             # ------------------------------------------------------------ cb[e, t] = B_e . C_t
             self._cb_dots(mB, mBBuf, sCT, sCB, row, slot, group, origin, h, E, warp, lane)
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 2: cb dots
 
             # ------------------------------------------------------------ per head: decay scan
             for i in cutlass.range_constexpr(-(-HPC // 4)):
@@ -383,6 +391,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                     sG, row, slot, head0 + k, k, origin, origin2, h, hb, E, flush,
                                     lane)
             cute.arch.barrier()
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 3: decay scans, coefficients
 
             # ------------------------------------------------------------ outputs, per head
             bfr = cute.make_rmem_tensor((16,), Int32)
@@ -421,6 +431,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                     sKey, sSink, None, None, row, slot, head0, group, origin, h,
                                     gen, tidx, sSlab)
 
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 4: read + outputs (flush rows: flush)
             # ------------------------------------------------------------ append the drafts
             # (dt' / dA went out in the scan); positions h'..h'+T-1 of the new ring hold no entry
             # any CTA of this call reads
@@ -442,8 +454,17 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
 
             # ------------------------------------------------------------ cursors (last CTA)
             # nothing committed (write_pos = h'), the T drafts pending
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 5: append issued
             self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, hb, 0, T,
                                   origin2, flush, gen, tidx, old)
+            if const_expr(self.prof):
+                pcs.append(common.sreg64("clock64"))    # 6: cursors published (end)
+                pg1 = common.sreg64("globaltimer")
+                cute.arch.barrier()                     # every output store of the CTA is out
+                if tidx == 0:                           # the record over draft 0's first head
+                    common.prof_store(cute.recast_tensor(mOut[row, 0, head0, None], Int32),
+                                      _sel_i32(flush, Int32(1), Int32(0)), [pg0, pg1] + pcs)
 
     # ------------------------------------------------------------------ outputs
     @cute.jit
@@ -902,7 +923,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         row_order=bool(row_order), pdl=common.pdl_default(verify=True),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
-           _early_arrive_default(), _mma_fold_default(), _out_ilp_default()) + tuple(
+           _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
+           _prof_default()) + tuple(
         kw.values())
     return kw, key
 

@@ -12,8 +12,9 @@ lifetimes, the average number of resident CTAs per SM, and the median time of ea
     python tests/gpu_scripts/prof_mamba2_replay.py [--layer gdn] [--pairs ...] [--batches 1,256]
     python tests/gpu_scripts/prof_mamba2_replay.py --layer gdn --verify-T 8   # the GDN verify
 
-With ``--verify-T T`` (GDN only) the verify kernel of T drafts is profiled instead (its record sits
-over draft 0's output; pinned non-flush rows hold h = L - T, flush rows h = L).
+With ``--verify-T T`` the verify kernel of T drafts is profiled instead (its record sits over
+draft 0's output; pinned non-flush rows hold h = L - T, flush rows h = L); Mamba-2's needs
+``REPLAYSSM_M2_PROF=1`` as well, which this script sets.
 """
 import argparse
 import json
@@ -35,6 +36,8 @@ PHASES = ["slot+cursors", "preamble issue", "cb dots", "scan", "read+dot / flush
           "publish"]
 GDN_PHASES = ["slot+cursors+qk", "ring issue+B frags", "read+S0 dots / flush", "coef dots",
               "u,o+appends", "publish"]
+M2_VERIFY_PHASES = ["cursors+C", "cb dots", "decay scans", "read+outputs / flush+outputs",
+                    "append", "publish"]
 GDN_VERIFY_PHASES = ["slot+cursors+qk", "decays+ring u", "read dots / flush", "stage keys",
                      "coef dots", "ring terms", "solve+outputs+appends", "publish"]
 
@@ -42,6 +45,8 @@ GDN_VERIFY_PHASES = ["slot+cursors+qk", "decays+ring u", "read dots / flush", "s
 def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8, verify_T=0):
     if traffic.SHAPES[shape]["kind"] == "gdn":
         return run_gdn(pair, batch, mode, L, shape, steps, verify_T)
+    if verify_T:
+        return run_mamba2_verify(pair, batch, mode, L, shape, steps, verify_T)
     d = traffic.SHAPES[shape]
     H, P, N, G = d["H"], d["P"], d["N"], d["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -67,6 +72,40 @@ def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8, verify_T=0):
     res = _records(cache, held, step, outs, steps,
                    lambda o: o.view(torch.int32).view(batch, H, P // 2)[:, ::hpc], 8)
     return summarize(res, pair, batch, mode, hpc, PHASES)
+
+
+def run_mamba2_verify(pair, batch, mode, L, shape, steps, T):
+    """The Mamba-2 verify kernel of T drafts (no commit: non-flush rows keep h); the single-token
+    inputs repeated over the drafts; one record per CTA (its first head)."""
+    d = traffic.SHAPES[shape]
+    H, P, N, G = d["H"], d["P"], d["N"], d["G"]
+    dev, act = torch.device("cuda"), torch.bfloat16
+    tb = traffic.mamba2_bytes(pair, H, P, N, G, L)
+    rot = max(pool_rotation(tb.amortized, batch), steps)
+    cache = Mamba2ReplayCache(rot * batch, H, P, N, G, precision=pair, buffer_len=L,
+                              max_draft=T, act_dtype=act, device=dev, seed=1234)
+    cache.init_from_state(list(range(cache.num_slots)),
+                          torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
+    s = torch.arange(cache.num_slots, device=dev, dtype=torch.int32)
+    held = {"nonflush": torch.full_like(s, L - T), "flush": torch.full_like(s, L),
+            "staggered": s % (L + 1)}[mode]
+    cache.write_pos.copy_(held)
+    inp = _mamba2_inputs(batch, H, P, N, G, act, dev)
+    rep = lambda x: x.unsqueeze(1).expand(x.shape[0], T, *x.shape[1:]).contiguous()  # noqa: E731
+    x, dt, B, C = (rep(inp[n]) for n in ("x", "dt", "B", "C"))
+    sets = sets_of(rot, batch, dev)
+    outs = [torch.empty(batch, T, H, P, dtype=act, device=dev) for _ in range(steps)]
+
+    def step(i):
+        ops.mamba2_verify(cache, x, dt, inp["A"], B, C, inp["D"], None, inp["dt_bias"], True,
+                          sets[i % rot], out=outs[i], backend="cute")
+    hpc = _hpc(batch, H, G)
+    res = _records(cache, held, step, outs, steps,
+                   lambda o: o[:, 0].contiguous().view(torch.int32).view(batch, H, P // 2)[:, ::hpc],
+                   7)
+    r = summarize(res, pair, batch, mode, hpc, M2_VERIFY_PHASES)
+    r["T"] = T
+    return r
 
 
 def run_gdn(pair, batch, mode, L, shape, steps, verify_T=0):
@@ -185,13 +224,12 @@ def main():
     ap.add_argument("--batches", default="1,256")
     ap.add_argument("--modes", default="nonflush,staggered,flush")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
-    ap.add_argument("--verify-T", type=int, default=0, help="GDN: profile the verify of T drafts")
+    ap.add_argument("--verify-T", type=int, default=0, help="profile the verify of T drafts")
     a = ap.parse_args()
     shape = a.shape or ("qwen3.5-4b" if a.layer == "gdn" else "nemotron3-super")
     names = GDN_PHASES if a.layer == "gdn" else PHASES
     if a.verify_T:
-        assert a.layer == "gdn", "--verify-T profiles the GDN verify kernel"
-        names = GDN_VERIFY_PHASES
+        names = GDN_VERIFY_PHASES if a.layer == "gdn" else M2_VERIFY_PHASES
     rows = []
     for batch in [int(b) for b in a.batches.split(",")]:
         for pair in a.pairs.split(","):
