@@ -992,6 +992,12 @@ def _prof_record(out_row: cute.Tensor, v0, flush, words) -> None:
                       Int32(_sel(flush, Int32(1), Int32(0))), words)
 
 
+def _fstamp(rFs, i: int) -> None:
+    """Profiling build: %clock64 into flush sub-phase slot ``i`` of ``rFs`` (None: no-op)."""
+    if rFs is not None:
+        rFs[i] = common.sreg64("clock64")
+
+
 def _env_int(name):
     v = os.environ.get(name)
     return int(v) if v else None
@@ -1658,6 +1664,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 p2 = Int64(0)
                 p3 = Int64(0)
                 p4 = Int64(0)
+                rFs = cute.make_rmem_tensor((12,), Int64)    # flush sub-phases, generic votes
+                rFs.fill(0)
             h = sCur[0]
             origin = sCur[1]
             gen = sCur[2]
@@ -1678,7 +1686,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mSeed,
                             wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
                             sBeta, sAm, rP,
-                            slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4)
+                            slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
+                            rFs if const_expr(self.prof) else None)
                 if const_expr(self.prof):
                     p3 = common.sreg64("clock64")
                     p4 = p3
@@ -1900,6 +1909,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 cute.arch.barrier()                     # every output store of the CTA is out
                 if tidx == 0:
                     _prof_record(mOut[row_b, hv, None], v0, flush, [pg0, pg1] + pcs)
+                    _prof_record(mOut[row_b, hv, None], v0 + Int32(64), flush,
+                                 [rFs[i] for i in range(12)])
 
     # ---------------------------------------------------------------- flush (v2)
     @cute.jit
@@ -1987,10 +1998,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                sA: cute.Tensor, sGv: cute.Tensor, sEG: cute.Tensor, sW: cute.Tensor,
                sBeta: cute.Tensor, sAm: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32,
                hk: Int32, row0: Int32, origin: Int32, hf: Int32, gen: Int32, tidx: Int32,
-               lane: Int32, warp: Int32, g4: Int32, t4: Int32):
+               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None):
         K, L, RING = self.K, self.L, self.ring
         NT, NW = self.num_threads, self.nwarps
         NKT, LP = self.tile.nkt, self.tile.lp
+        _fstamp(rFs, 0)                                 # profiling build: flush sub-phases
         TPW = self.tile.tpw
         R2 = 2 * TPW
         HFMT = self.rec_fmt
@@ -2078,6 +2090,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             if lane == 0:
                 sScal[8] = eTl
         cute.arch.barrier()
+        _fstamp(rFs, 1)                                 # ring values, keys, gates staged
         if const_expr(self.split):
             # ---- Gram: A_ji = beta_j e^{G_j - G_i} kn_i.kn_j (i < j), halves of K per lane pair
             NP = LP * (LP - 1) // 2
@@ -2112,6 +2125,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         av = sBeta[jc] * dec * dot
                         sA[jc * LP + icl] = Float32(_sel(jc < hf, av, Float32(0.0)))
             cute.arch.barrier()
+        _fstamp(rFs, 2)                                 # Gram matrix (split pairs)
         eT = sScal[8]
         S = cute.make_rmem_tensor((2, 32), Float32)
         amx = Float32(0.0)
@@ -2179,6 +2193,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         for rr in cutlass.range_constexpr(2):
                             r = 2 * tr + rr
                             rU[e, tau, r] = bj * (rU[e, tau, r] - egj * P[2 * rr + e, tau])
+                _fstamp(rFs, 3)                         # hi tile landed, P = S_hi Kn^T
                 # ---- forward substitution u_j = R_j - sum_{i<j} A_ji u_i across the quad
                 for j in cutlass.range_constexpr(LP):
                     tau_o, rem = divmod(j, 8)
@@ -2193,6 +2208,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             for rr in cutlass.range_constexpr(2):
                                 r = 2 * tr + rr
                                 rU[e, tau, r] = rU[e, tau, r] - a * uj[rr]
+            _fstamp(rFs, 4)                             # forward substitution
             # ---- U diag(w) for this tile's rows, then the fold
             for tau in cutlass.range_constexpr(NKT):
                 for e in cutlass.range_constexpr(2):
@@ -2200,8 +2216,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     for rr in cutlass.range_constexpr(2):
                         rU[e, tau, 2 * tr + rr] = rU[e, tau, 2 * tr + rr] * wj
             self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
+            _fstamp(rFs, 5)                             # fold
             # ---- output partials S_new kn, S_new qn (this lane's 32 columns of each row)
             self._flush_out_partials(S, rP, sKn, sQn, tr, t4)
+            _fstamp(rFs, 6)                             # output hook
             if const_expr(two_pass):
                 for r in cutlass.range_constexpr(2):
                     for k in cutlass.range_constexpr(32):
@@ -2211,7 +2229,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     fmt, sr, sid = copies[ci]
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                 Float32(0.0))
+                                 Float32(0.0), rFs)
+                    _fstamp(rFs, 8 + ci)                # encode + stores of copy ci issued
         if const_expr(two_pass):
             # ---- the nvfp4 global scale needs the whole fold: CTA amax, then encode every copy
             # (from S as it stands with one tile per warp, else each tile folded again)
@@ -2223,6 +2242,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             for w in cutlass.range_constexpr(1, NW):
                 amx = lp.fmax_nq(amx, sAm[w])
             s_glob = lp.nvfp4_global_scale(amx)
+            _fstamp(rFs, 7)                             # CTA amax (two-pass)
             if tidx == 0:
                 if const_expr(HFMT == "nvfp4"):
                     mHiG[slot, hv] = s_glob
@@ -2239,7 +2259,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     fmt, sr, sid = copies[ci]
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                 s_glob)
+                                 s_glob, rFs)
+                    _fstamp(rFs, 8 + ci)
 
     def _flush_out_partials(self, S, rP, sKn, sQn, tr, t4):
         """rP[0 / 1, rows of tile tr] = this lane's partial dots of the fresh fold S with kn / qn
@@ -2264,7 +2285,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def _encode(self, S: cute.Tensor, fmt: cutlass.Constexpr, sr: cutlass.Constexpr,
                 stream_id: cutlass.Constexpr, wDst: cute.Tensor, mDS: Optional[cute.Tensor],
                 mSeed: Optional[cute.Tensor], slot: Int32, hv: Int32, rt: Int32, gen: Int32,
-                t4: Int32, s_glob: Float32):
+                t4: Int32, s_glob: Float32, rFs=None):
         """Encode rows rt, rt + 8 (S[r, 16 q + e] = column 64 q + 16 t + e) into ``fmt``
         (formats.encode bit for bit; nvfp4: ``s_glob`` = the matrix's global scale)."""
         K = self.K
@@ -2327,6 +2348,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             use_generic = Boolean(False)
             if const_expr(needs_fallback):
                 use_generic = cute.arch.vote_any_sync(special)
+        if const_expr(rFs is not None):                 # profiling build: warp 0 went generic
+            rFs[10 + stream_id] = Int64(Int32(_sel(use_generic, Int32(1), Int32(0))))
         if use_generic:
             # generic per-element path (formats.encode bit for bit), runs in a run-time loop
             for rq in cutlass.range(NRUN, unroll=1):

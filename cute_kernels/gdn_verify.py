@@ -64,7 +64,7 @@ from typing import Optional
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Uint32, const_expr
+from cutlass import Float32, Int32, Int64, Uint32, const_expr
 from cutlass.cute.nvgpu import cpasync
 
 from . import common
@@ -426,6 +426,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             cute.arch.barrier()
             if const_expr(self.prof):
                 pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, q / k, gates
+                rFs = cute.make_rmem_tensor((12,), Int64)   # flush sub-phases, generic votes
+                rFs.fill(0)
             h = sCur[0]
             origin = sCur[1]
             gen = sCur[2]
@@ -465,7 +467,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                             wHi, wLo, sScal, sVec, sVec, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
                             sBeta, sAm, rPd,
                             slot, hv, hk, row0, origin, cutlass.min(h, Int32(L)), gen, tidx,
-                            lane, warp, g4, t4)
+                            lane, warp, g4, t4, rFs if const_expr(self.prof) else None)
             else:
                 # ================= non-flush row: S0 = the read copy, one pass for 2T vectors
                 # (the committed ring terms are added once the coefficients exist)
@@ -680,6 +682,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 cute.arch.barrier()                     # every output store of the CTA is out
                 if tidx == 0:                           # the record over draft 0's output
                     _prof_record(mOut[row_b, 0, hv, None], v0, flush, [pg0, pg1] + pcs)
+                    _prof_record(mOut[row_b, 0, hv, None], v0 + Int32(64), flush,
+                                 [rFs[i] for i in range(12)])
 
 
 # --------------------------------------------------------------------------------------

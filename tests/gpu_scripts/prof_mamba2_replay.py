@@ -181,10 +181,45 @@ def _records(cache, held, step, outs, steps, per_cta, nclk):
     nw = 2 + 2 * (2 + nclk)
     res = []
     for o in outs:
-        w = per_cta(o)[..., :nw].reshape(-1, nw).cpu().long() & 0xFFFFFFFF
+        w = per_cta(o)
+        full = w.shape[-1]
+        w = w[..., :nw].reshape(-1, nw).cpu().long() & 0xFFFFFFFF
         q = (w[:, 2::2] | (w[:, 3::2] << 32))        # g0, g1, c0..c(nclk-1)
-        res.append(dict(sm=w[:, 0], flush=w[:, 1], g0=q[:, 0], g1=q[:, 1], c=q[:, 2:]))
+        r = dict(sm=w[:, 0], flush=w[:, 1], g0=q[:, 0], g1=q[:, 1], c=q[:, 2:])
+        if full >= 32 + 2 + 2 * len(FLUSH_SUB):
+            # GDN: the flush sub-phase record over words 32.. (stamps 0..9, generic votes 10, 11)
+            ws = per_cta(o)[..., 32:32 + 2 + 2 * 12].reshape(-1, 26).cpu().long() & 0xFFFFFFFF
+            r["sub"] = ws[:, 2::2] | (ws[:, 3::2] << 32)
+        res.append(r)
     return res
+
+
+FLUSH_SUB = ["stage ring+keys+gates", "Gram", "hi tile+P dots", "solve", "fold", "output hook",
+             "CTA amax", "encode hi", "encode lo"]
+
+
+def flush_sub(res):
+    """Median µs of each flush sub-phase over the flush CTAs (missing stamps = 0 length) and the
+    fraction of flush CTAs whose warp 0 took the generic encode path per copy."""
+    durs, votes = [], []
+    for r in res[1:]:
+        if "sub" not in r:
+            return None
+        fl = r["flush"] == 1
+        if not fl.any():
+            continue
+        c = r["c"].double()
+        rate = ((c[:, -1] - c[:, 0]).sum() / (r["g1"] - r["g0"]).double().sum()).item()
+        st = r["sub"][fl, :10].clone()
+        for i in range(1, 10):                       # a phase not compiled in: zero length
+            st[:, i] = torch.where(st[:, i] == 0, st[:, i - 1], st[:, i])
+        durs.append((st[:, 1:] - st[:, :-1]).double() / rate / 1e3)
+        votes.append(r["sub"][fl, 10:12].double())
+    if not durs:
+        return None
+    d, v = torch.cat(durs), torch.cat(votes)
+    return dict(sub_med_us={n: d[:, i].median().item() for i, n in enumerate(FLUSH_SUB)},
+                generic_frac_hi=v[:, 0].mean().item(), generic_frac_lo=v[:, 1].mean().item())
 
 
 def _hpc(batch, H, G):
@@ -213,7 +248,8 @@ def summarize(res, pair, batch, mode, hpc, names):
                 life_p90_us=life.quantile(0.9).item(), resident_per_sm=sorted(resident)[len(resident) // 2],
                 flush_frac=sum(flushfrac) / len(flushfrac),
                 phases_med_us={n: med(ph[:, i]) for i, n in enumerate(names)},
-                phases_mean_us={n: ph[:, i].mean().item() for i, n in enumerate(names)})
+                phases_mean_us={n: ph[:, i].mean().item() for i, n in enumerate(names)},
+                flush_sub=flush_sub(res))
 
 
 def main():
@@ -246,6 +282,17 @@ def main():
         print(f"| {r['pair']} | {r['batch']} | {r['mode']} | {r['ctas']} | {r['span_us']:.1f} | "
               f"{r['life_med_us']:.2f} / {r['life_p90_us']:.2f} | {r['resident_per_sm']:.2f} | "
               + " | ".join(f"{r['phases_med_us'][n]:.2f}" for n in names) + " |")
+    subs = [r for r in rows if r.get("flush_sub")]
+    if subs:
+        print("\nflush sub-phases (median µs over flush CTAs; generic = warp 0 took the exact "
+              "per-element encode)\n")
+        print("| pair | batch | mode | " + " | ".join(FLUSH_SUB) + " | generic hi / lo |")
+        print("|---|---:|---|" + "---:|" * (len(FLUSH_SUB) + 1))
+        for r in subs:
+            f = r["flush_sub"]
+            print(f"| {r['pair']} | {r['batch']} | {r['mode']} | "
+                  + " | ".join(f"{f['sub_med_us'][n]:.2f}" for n in FLUSH_SUB)
+                  + f" | {f['generic_frac_hi']:.2f} / {f['generic_frac_lo']:.2f} |")
 
 
 if __name__ == "__main__":
