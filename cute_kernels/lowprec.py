@@ -47,7 +47,7 @@ from typing import Tuple
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int64, Uint32
+from cutlass import Float32, Int32, Int64, Uint32
 from cutlass._mlir.dialects import llvm
 from cutlass._mlir_helpers.arith import bitcast as _bitcast
 from cutlass.cutlass_dsl import T
@@ -242,6 +242,26 @@ def round_to_grid(x, fmt: str, sr: bool = False, word=None) -> Float32:
         out_mag = sel_u32(tiny, sel_u32(up, s_bits, 0), out_mag)
     out = bits_f32(out_mag | sign)
     return sel_f32(is_nan, x, out)
+
+
+def round_f16_sr(x, w) -> Float32:
+    """``round_to_grid(x, 'fp16', sr=True, word=w)`` bit for bit, in fewer operations:
+    the clamp to +-65504 on the magnitude bits (an unsigned min; NaN is restored at the end, inf
+    becomes 65504 as in the reference), ``k = max(126 - expfield, 13)`` dropped bits (the fp16
+    subnormal range widens it), |x| < 2^-24 (``expfield < 103``) by the reference's tiny rule
+    (2^-24 iff ``float(w >> 8) < |x|·2^48``)."""
+    xb = f32_bits(x)
+    mag0 = xb & Uint32(0x7FFFFFFF)
+    mag = sel_u32(mag0 < Uint32(0x477FE000), mag0, Uint32(0x477FE000))
+    expf = Int32(mag >> Uint32(23))
+    kk = cutlass.max(Int32(126) - expf, Int32(13))
+    low = (Uint32(1) << Uint32(cutlass.min(kk, Int32(31)))) - Uint32(1)
+    out_mag = (mag + (Uint32(w) & low)) & ~low
+    thr = mul_rn(bits_f32(mag), Float32(2.0 ** 48))
+    up = (Uint32(w) >> Uint32(8)).to(Float32) < thr
+    out_mag = sel_u32(expf < Int32(103), sel_u32(up, Uint32(0x33800000), Uint32(0)), out_mag)
+    out = bits_f32(out_mag | (xb & Uint32(0x80000000)))
+    return sel_f32(mag0 > Uint32(0x7F800000), x, out)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -575,26 +575,6 @@ def _div_nv(x, r1, nd) -> Float32:
                                      Float32(nd).ir_value()]))
 
 
-def _round_f16_sr(x, w) -> Float32:
-    """``lowprec.round_to_grid(x, 'fp16', sr=True, word=w)`` bit for bit, in fewer operations:
-    the clamp to +-65504 on the magnitude bits (an unsigned min; NaN is restored at the end, inf
-    becomes 65504 as in the reference), ``k = max(126 - expfield, 13)`` dropped bits (the fp16
-    subnormal range widens it), |x| < 2^-24 (``expfield < 103``) by the reference's tiny rule
-    (2^-24 iff ``float(w >> 8) < |x|·2^48``)."""
-    xb = lp.f32_bits(x)
-    mag0 = xb & Uint32(0x7FFFFFFF)
-    mag = lp.sel_u32(mag0 < Uint32(0x477FE000), mag0, Uint32(0x477FE000))
-    expf = Int32(mag >> Uint32(23))
-    kk = cutlass.max(Int32(126) - expf, Int32(13))
-    low = (Uint32(1) << Uint32(cutlass.min(kk, Int32(31)))) - Uint32(1)
-    out_mag = (mag + (Uint32(w) & low)) & ~low
-    thr = lp.mul_rn(lp.bits_f32(mag), Float32(2.0 ** 48))
-    up = (Uint32(w) >> Uint32(8)).to(Float32) < thr
-    out_mag = lp.sel_u32(expf < Int32(103), lp.sel_u32(up, Uint32(0x33800000), Uint32(0)), out_mag)
-    out = lp.bits_f32(out_mag | (xb & Uint32(0x80000000)))
-    return lp.sel_f32(mag0 > Uint32(0x7F800000), x, out)
-
-
 def _e2m1_rn_code(q, x) -> Uint32:
     """4-bit code of ``round_e2m1(clamp(q, +-6))`` (RN, ties to even; NaN -> magnitude 0), sign from
     the fp32 sign bit of ``x`` -- equal to ``e2m1_code(round_to_grid(clamp(q), 'e2m1', RN))`` for
@@ -1211,7 +1191,7 @@ class Mamba2ReplayDecode:
                     x = _dep_f32(x, tok)
                 if fmt == "fp16" or fmt == "bf16":
                     if fmt == "fp16" and sr:
-                        q.append(_round_f16_sr(x, w[i]))
+                        q.append(lp.round_f16_sr(x, w[i]))
                     else:
                         q.append(lp.round_to_grid(x, fmt, sr, w[i]))
                 elif fmt == "fp8":

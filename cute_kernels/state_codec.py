@@ -191,7 +191,10 @@ class StateEncode(_CodecBase):
                     for j in cutlass.range_constexpr(CHUNK):
                         rW[j] = lp.f32_bits(rX[j]).to(Int32)
                 elif const_expr(fmt == "fp16" or fmt == "bf16"):
-                    vals = [lp.round_to_grid(rX[j], fmt, self.sr, words[j] if self.sr else None)
+                    # fp16 SR: the flush kernels' rounding (check_state_codec tests it bit-exact)
+                    vals = [lp.round_f16_sr(rX[j], words[j]) if fmt == "fp16" and self.sr
+                            else lp.round_to_grid(rX[j], fmt, self.sr,
+                                                  words[j] if self.sr else None)
                             for j in range(CHUNK)]
                     for j in cutlass.range_constexpr(CHUNK // 2):
                         if const_expr(fmt == "fp16"):
