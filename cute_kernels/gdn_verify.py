@@ -70,8 +70,8 @@ from cutlass.cute.nvgpu import cpasync
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
-from .gdn_replay import (KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K, V2_MAX_L,
-                         GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32,
+from .gdn_replay import (ENCODE_ENV, KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K,
+                         V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes, _prof_record,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
                          _read_chunk_values, _ring,
@@ -214,23 +214,61 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         sVec, sSum, sTok, lrow = self._vctx
         T, BV = self.T, self.block_v
         KP = self.K + self.K // 8
-        for vi in cutlass.range(2 * T, unroll=1):       # run-time loop: small code
-            p0 = Float32(0.0)
-            p1 = Float32(0.0)
+        VPI = hook_vpi()
+        if const_expr(VPI > 1):
+            self._flush_hook_multi(S, sVec, sSum, sTok, lrow, tr, t4, VPI)
+        else:
+            for vi in cutlass.range(2 * T, unroll=1):       # run-time loop: small code
+                p0 = Float32(0.0)
+                p1 = Float32(0.0)
+                for k4 in cutlass.range_constexpr(8):
+                    vv = cute.make_rmem_tensor((4,), Float32)
+                    a4 = vi * Int32(KP // 4) + _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
+                    cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
+                    for e in cutlass.range_constexpr(4):
+                        p0 = p0 + S[0, 4 * k4 + e] * vv[e]
+                        p1 = p1 + S[1, 4 * k4 + e] * vv[e]
+                eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
+                p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=1)
+                p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=2)
+                p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=1)
+                p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=2)
+                sSum[vi * BV + lrow + 16 * tr] = eg * p0
+                sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
+
+    @cute.jit
+    def _flush_hook_multi(self, S: cute.Tensor, sVec: cute.Tensor, sSum: cute.Tensor,
+                          sTok: cute.Tensor, lrow: Int32, tr: cutlass.Constexpr, t4: Int32,
+                          VPI: cutlass.Constexpr):
+        """The flush hook with VPI draft vectors per run-time iteration: each S value read once
+        per iteration, 2·VPI independent chains (vectors past 2T: clamped loads, no store)."""
+        T, BV = self.T, self.block_v
+        KP = self.K + self.K // 8
+        NV = 2 * T
+        for it in cutlass.range((NV + VPI - 1) // VPI, unroll=1):
+            acc = [[Float32(0.0), Float32(0.0)] for _ in range(VPI)]
+            vis = [cutlass.min(it * Int32(VPI) + Int32(j), Int32(NV - 1)) for j in range(VPI)]
             for k4 in cutlass.range_constexpr(8):
-                vv = cute.make_rmem_tensor((4,), Float32)
-                a4 = vi * Int32(KP // 4) + _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
-                cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
-                for e in cutlass.range_constexpr(4):
-                    p0 = p0 + S[0, 4 * k4 + e] * vv[e]
-                    p1 = p1 + S[1, 4 * k4 + e] * vv[e]
-            eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
-            p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=1)
-            p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=2)
-            p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=1)
-            p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=2)
-            sSum[vi * BV + lrow + 16 * tr] = eg * p0
-            sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
+                col4 = _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
+                for j in cutlass.range_constexpr(VPI):
+                    vv = cute.make_rmem_tensor((4,), Float32)
+                    cute.autovec_copy(cute.local_tile(sVec, (4,), (vis[j] * Int32(KP // 4)
+                                                                   + col4,)), vv)
+                    for e in cutlass.range_constexpr(4):
+                        acc[j][0] = acc[j][0] + S[0, 4 * k4 + e] * vv[e]
+                        acc[j][1] = acc[j][1] + S[1, 4 * k4 + e] * vv[e]
+            for j in cutlass.range_constexpr(VPI):
+                vi = it * Int32(VPI) + Int32(j)
+                eg = sTok[Int32(TOK_EG) + vis[j] % Int32(T)]
+                ps = []
+                for r in cutlass.range_constexpr(2):
+                    p = acc[j][r]
+                    p = p + cute.arch.shuffle_sync_bfly(p, offset=1)
+                    p = p + cute.arch.shuffle_sync_bfly(p, offset=2)
+                    ps.append(p)
+                if vi < Int32(NV):
+                    sSum[vi * BV + lrow + 16 * tr] = eg * ps[0]
+                    sSum[vi * BV + lrow + 16 * tr + 8] = eg * ps[1]
 
     @cute.jit
     def _read_dots_mma(self, dv: cute.Tensor, sVec: cute.Tensor, sSum: cute.Tensor,
@@ -854,7 +892,18 @@ def _tail_setting(read_fmt: str, T: int) -> bool:
 #: T = 4 / 8 355.1 -> 341.6 / 580.4 -> 544.1, fp8/fp32 390.4 -> 373.8 / 753.2 -> 749.0,
 #: nvfp4/fp16sr 429.7 -> 427.5 / 839.4 -> 845.3; b32 1.03-1.07x
 MMA_ENV = "REPLAYSSM_GDN_VERIFY_MMA"
-_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV)
+#: draft vectors per iteration of the flush hook's run-time loop (1 / 2 / 4; A-B runs): more share
+#: each read of the fold S (which spills at 80 registers) and give independent FMA chains
+HOOK_VPI_ENV = "REPLAYSSM_GDN_VERIFY_HOOK_VPI"
+
+
+def hook_vpi() -> int:
+    v = _env_int(HOOK_VPI_ENV)
+    return v if v in (1, 2, 4) else 1
+
+
+_ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
+              HOOK_VPI_ENV, ENCODE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
