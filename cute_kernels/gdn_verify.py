@@ -97,6 +97,17 @@ KD_PITCH = V2_K + 1          # staged key rows for the coefficient dots (odd pit
 TOK_G, TOK_BETA, TOK_ALPHA, TOK_KQ, TOK_KINV, TOK_EG = 0, 8, 16, 24, 32, 40   # sTok fields
 
 
+#: the flush's pre-split tf32 key copies (``ks_split``) also when they take the CTA past the 47 KB
+#: budget, up to KSPLIT_SMEM_LIMIT (3 CTAs/SM still fit the SM's 228 KB): 1 on, 0 the session-8
+#: rule (T = 8 then splits every key operand again inside the P dots and the fold)
+KSPLIT_ENV = "REPLAYSSM_GDN_VERIFY_KSPLIT"
+KSPLIT_SMEM_LIMIT = 72 * 1024
+
+
+def ksplit_big() -> bool:
+    return _env_int(KSPLIT_ENV) == 1
+
+
 class VerifyTile(ReplayTileV2):
     """v2 tiling (one 16-row tile per warp) plus the verify's shared memory: the 2T draft vectors,
     per-draft scalars, decay prefix, coefficient matrix and per-row sums. The flush's pre-split
@@ -116,11 +127,12 @@ class VerifyTile(ReplayTileV2):
         flush = lp_ * KS_PITCH + lp_ * lp_ + 5 * 32
         nks_split = 1 + self.f5_pieces
         allocs = 18 * 16                      # alignment slack, 16 B per allocation
-        fits_split = 4 * (own + flush + (nks_split - 1) * lp_ * KS_PITCH) + allocs <= SMEM_LIMIT
+        split_limit = KSPLIT_SMEM_LIMIT if ksplit_big() else SMEM_LIMIT
+        fits_split = 4 * (own + flush + (nks_split - 1) * lp_ * KS_PITCH) + allocs <= split_limit
         self.ks_split = bool(self.ks_split and fits_split)
         extra = (nks_split - 1) * lp_ * KS_PITCH if self.ks_split else 0
         self.smem_bytes = 4 * (own + flush + extra) + allocs
-        if self.smem_bytes > SMEM_LIMIT:
+        if self.smem_bytes > (split_limit if self.ks_split else SMEM_LIMIT):
             raise ValueError(f"verify shared memory {self.smem_bytes} B over budget "
                              f"(T={T}, L={L}, block_v={block_v})")
         if L * KD_PITCH > lp_ * KS_PITCH:
@@ -214,61 +226,23 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         sVec, sSum, sTok, lrow = self._vctx
         T, BV = self.T, self.block_v
         KP = self.K + self.K // 8
-        VPI = hook_vpi()
-        if const_expr(VPI > 1):
-            self._flush_hook_multi(S, sVec, sSum, sTok, lrow, tr, t4, VPI)
-        else:
-            for vi in cutlass.range(2 * T, unroll=1):       # run-time loop: small code
-                p0 = Float32(0.0)
-                p1 = Float32(0.0)
-                for k4 in cutlass.range_constexpr(8):
-                    vv = cute.make_rmem_tensor((4,), Float32)
-                    a4 = vi * Int32(KP // 4) + _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
-                    cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
-                    for e in cutlass.range_constexpr(4):
-                        p0 = p0 + S[0, 4 * k4 + e] * vv[e]
-                        p1 = p1 + S[1, 4 * k4 + e] * vv[e]
-                eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
-                p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=1)
-                p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=2)
-                p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=1)
-                p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=2)
-                sSum[vi * BV + lrow + 16 * tr] = eg * p0
-                sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
-
-    @cute.jit
-    def _flush_hook_multi(self, S: cute.Tensor, sVec: cute.Tensor, sSum: cute.Tensor,
-                          sTok: cute.Tensor, lrow: Int32, tr: cutlass.Constexpr, t4: Int32,
-                          VPI: cutlass.Constexpr):
-        """The flush hook with VPI draft vectors per run-time iteration: each S value read once
-        per iteration, 2·VPI independent chains (vectors past 2T: clamped loads, no store)."""
-        T, BV = self.T, self.block_v
-        KP = self.K + self.K // 8
-        NV = 2 * T
-        for it in cutlass.range((NV + VPI - 1) // VPI, unroll=1):
-            acc = [[Float32(0.0), Float32(0.0)] for _ in range(VPI)]
-            vis = [cutlass.min(it * Int32(VPI) + Int32(j), Int32(NV - 1)) for j in range(VPI)]
+        for vi in cutlass.range(2 * T, unroll=1):       # run-time loop: small code
+            p0 = Float32(0.0)
+            p1 = Float32(0.0)
             for k4 in cutlass.range_constexpr(8):
-                col4 = _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
-                for j in cutlass.range_constexpr(VPI):
-                    vv = cute.make_rmem_tensor((4,), Float32)
-                    cute.autovec_copy(cute.local_tile(sVec, (4,), (vis[j] * Int32(KP // 4)
-                                                                   + col4,)), vv)
-                    for e in cutlass.range_constexpr(4):
-                        acc[j][0] = acc[j][0] + S[0, 4 * k4 + e] * vv[e]
-                        acc[j][1] = acc[j][1] + S[1, 4 * k4 + e] * vv[e]
-            for j in cutlass.range_constexpr(VPI):
-                vi = it * Int32(VPI) + Int32(j)
-                eg = sTok[Int32(TOK_EG) + vis[j] % Int32(T)]
-                ps = []
-                for r in cutlass.range_constexpr(2):
-                    p = acc[j][r]
-                    p = p + cute.arch.shuffle_sync_bfly(p, offset=1)
-                    p = p + cute.arch.shuffle_sync_bfly(p, offset=2)
-                    ps.append(p)
-                if vi < Int32(NV):
-                    sSum[vi * BV + lrow + 16 * tr] = eg * ps[0]
-                    sSum[vi * BV + lrow + 16 * tr + 8] = eg * ps[1]
+                vv = cute.make_rmem_tensor((4,), Float32)
+                a4 = vi * Int32(KP // 4) + _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
+                cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
+                for e in cutlass.range_constexpr(4):
+                    p0 = p0 + S[0, 4 * k4 + e] * vv[e]
+                    p1 = p1 + S[1, 4 * k4 + e] * vv[e]
+            eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
+            p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=1)
+            p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=2)
+            p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=1)
+            p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=2)
+            sSum[vi * BV + lrow + 16 * tr] = eg * p0
+            sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
 
     @cute.jit
     def _read_dots_mma(self, dv: cute.Tensor, sVec: cute.Tensor, sSum: cute.Tensor,
@@ -892,18 +866,8 @@ def _tail_setting(read_fmt: str, T: int) -> bool:
 #: T = 4 / 8 355.1 -> 341.6 / 580.4 -> 544.1, fp8/fp32 390.4 -> 373.8 / 753.2 -> 749.0,
 #: nvfp4/fp16sr 429.7 -> 427.5 / 839.4 -> 845.3; b32 1.03-1.07x
 MMA_ENV = "REPLAYSSM_GDN_VERIFY_MMA"
-#: draft vectors per iteration of the flush hook's run-time loop (1 / 2 / 4; A-B runs): more share
-#: each read of the fold S (which spills at 80 registers) and give independent FMA chains
-HOOK_VPI_ENV = "REPLAYSSM_GDN_VERIFY_HOOK_VPI"
-
-
-def hook_vpi() -> int:
-    v = _env_int(HOOK_VPI_ENV)
-    return v if v in (1, 2, 4) else 1
-
-
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
-              HOOK_VPI_ENV, ENCODE_ENV)
+              ENCODE_ENV, KSPLIT_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
