@@ -98,14 +98,31 @@ TOK_G, TOK_BETA, TOK_ALPHA, TOK_KQ, TOK_KINV, TOK_EG = 0, 8, 16, 24, 32, 40   # 
 
 
 #: the flush's pre-split tf32 key copies (``ks_split``) also when they take the CTA past the 47 KB
-#: budget, up to KSPLIT_SMEM_LIMIT (3 CTAs/SM still fit the SM's 228 KB): 1 on, 0 the session-8
-#: rule (T = 8 then splits every key operand again inside the P dots and the fold)
+#: budget, up to KSPLIT_SMEM_LIMIT (3 CTAs/SM still fit the SM's 228 KB); without them T = 8 (and
+#: T = 4 with a fp32 recurrence copy) splits every key operand again inside the P dots and the
+#: fold. Default: for read copies narrower than fp32 (their kernel has 80 registers and spills);
+#: 1 / 0 force on / off. H200, Qwen3.5-4B, L = 16, session9_gpu/call4 (same run, off / on, µs):
+#: b256 T = 8 nvfp4/fp16sr 771.3 -> 738.2 (flush only 1792 -> 1199), fp8/fp32 749.1 -> 698.3,
+#: T = 4 fp8/fp32 372.0 -> 355.5; fp32 reads lose (128 registers, no spills: 550.3 -> 559.9)
 KSPLIT_ENV = "REPLAYSSM_GDN_VERIFY_KSPLIT"
 KSPLIT_SMEM_LIMIT = 72 * 1024
 
 
-def ksplit_big() -> bool:
-    return _env_int(KSPLIT_ENV) == 1
+def ksplit_big(read_fmt: str) -> bool:
+    e = _env_int(KSPLIT_ENV)
+    return read_fmt != "fp32" if e is None else e == 1
+
+
+def verify_min_blocks(tile: "VerifyTile", read_fmt: str, rec_fmt: str,
+                      ctas: Optional[int] = None) -> int:
+    """CTAs per SM hint of the verify kernel: the decode kernel's rule
+    (:func:`cute_kernels.gdn_replay.v2_default_min_blocks`), except fp8 read copies with T >= 4 at
+    2 per SM (128 registers: their flush stops spilling). session9_gpu/call4 (same run, pre-split
+    keys on, 3 -> 2 per SM): b256 T = 8 698.3 -> 634.1 µs, T = 4 355.5 -> 342.2, b32 equal;
+    nvfp4 read copies lose (738.2 -> 764.1)."""
+    if read_fmt == "fp8" and tile.T >= 4 and tile.tpw == 1:
+        return 2
+    return v2_default_min_blocks(tile, read_fmt, rec_fmt, ctas, verify=True)
 
 
 class VerifyTile(ReplayTileV2):
@@ -127,7 +144,7 @@ class VerifyTile(ReplayTileV2):
         flush = lp_ * KS_PITCH + lp_ * lp_ + 5 * 32
         nks_split = 1 + self.f5_pieces
         allocs = 18 * 16                      # alignment slack, 16 B per allocation
-        split_limit = KSPLIT_SMEM_LIMIT if ksplit_big() else SMEM_LIMIT
+        split_limit = KSPLIT_SMEM_LIMIT if ksplit_big(read_fmt) else SMEM_LIMIT
         fits_split = 4 * (own + flush + (nks_split - 1) * lp_ * KS_PITCH) + allocs <= split_limit
         self.ks_split = bool(self.ks_split and fits_split)
         extra = (nks_split - 1) * lp_ * KS_PITCH if self.ks_split else 0
@@ -193,7 +210,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         return t % NW if self.preamble == 0 else (t + 1) % NW
 
     def _default_min_blocks(self):
-        return v2_default_min_blocks(self.tile, self.read_fmt, self.rec_fmt, verify=True)
+        return verify_min_blocks(self.tile, self.read_fmt, self.rec_fmt)
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
@@ -716,7 +733,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     if min_blocks_per_mp is None:
         min_blocks_per_mp = _env_int(VERIFY_MINB_ENV)
     if min_blocks_per_mp is None:
-        min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, verify=True)
+        min_blocks_per_mp = verify_min_blocks(tile, rf, cf)
     kw = _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
@@ -893,8 +910,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
             bv = choose_block_v_v2(batch, HV, Vd, rf, cf)
         if min_blocks_per_mp is None and _env_int(VERIFY_MINB_ENV) is None:
             tile = VerifyTile(rf, cf, K, Vd, bv, L, split, T)
-            min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv),
-                                                      verify=True)
+            min_blocks_per_mp = verify_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
         kern = compile_gdn_verify(
             cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes, use_qk_l2norm,
             state_batch_indices is not None, bv, min_blocks_per_mp)

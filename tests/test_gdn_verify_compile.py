@@ -80,11 +80,20 @@ def test_gdn_verify_tiles():
                             GV.VerifyTile(rf, cf, 128, 128, bv, L, split, T)
                         continue
                     t = GV.VerifyTile(rf, cf, 128, 128, bv, L, split, T)
-                    assert t.smem_bytes <= GR.SMEM_LIMIT, t
+                    # over the 47 KB budget only for the pre-split keys (3 CTAs/SM still fit)
+                    assert t.smem_bytes <= (GV.KSPLIT_SMEM_LIMIT if t.ks_split
+                                            else GR.SMEM_LIMIT), t
+                    if rf != "fp32" and t.lp <= 16 and bv == 128:
+                        assert t.ks_split, t          # narrow read copies: keys pre-split
                     assert t.num_threads == 2 * bv and t.tpw == 1
                     assert L * GV.KD_PITCH <= t.lp * GR.KS_PITCH
     with pytest.raises(ValueError, match="T <= 8"):
         GV.VerifyTile("fp32", "fp32", 128, 128, 128, 16, False, 9)
+    # fp8 read copies from T = 4: 2 CTAs/SM (128 registers); others as the decode rule
+    t8 = GV.VerifyTile("fp8", "fp32", 128, 128, 128, 16, True, 8)
+    assert GV.verify_min_blocks(t8, "fp8", "fp32", 8192) == 2
+    tn = GV.VerifyTile("nvfp4", "fp16", 128, 128, 128, 16, True, 8)
+    assert GV.verify_min_blocks(tn, "nvfp4", "fp16", 8192) == 3
     assert GV.verify_supported("nvfp4", "fp16", 128, 128, 16, 8)
     assert not GV.verify_supported("fp32", "fp32", 64, 64, 16, 2)      # K = 128 only
     assert not GV.verify_supported("fp32", "fp32", 128, 128, 48, 2)    # L <= 32
