@@ -42,27 +42,35 @@ GDN_VERIFY_PHASES = ["slot+cursors+qk", "decays+ring u", "read dots / flush", "s
                      "coef dots", "ring terms", "solve+outputs+appends", "publish"]
 
 
-def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8, verify_T=0):
-    if traffic.SHAPES[shape]["kind"] == "gdn":
-        return run_gdn(pair, batch, mode, L, shape, steps, verify_T)
-    if verify_T:
-        return run_mamba2_verify(pair, batch, mode, L, shape, steps, verify_T)
+def _mamba2_setup(pair, batch, mode, L, shape, steps, T=0):
+    """A Mamba-2 cache over a pool larger than L2 (``rot`` batches of slots) with every slot's
+    cursor held non-flush (h = L // 2, or L - T for a verify of T drafts), flush (h = L) or
+    staggered over 0..L (slot mod L + 1), and the sweep's single-token inputs."""
     d = traffic.SHAPES[shape]
     H, P, N, G = d["H"], d["P"], d["N"], d["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
     tb = traffic.mamba2_bytes(pair, H, P, N, G, L)
     rot = max(pool_rotation(tb.amortized, batch), steps)
     cache = Mamba2ReplayCache(rot * batch, H, P, N, G, precision=pair, buffer_len=L,
-                              act_dtype=act, device=dev, seed=1234)
+                              act_dtype=act, device=dev, seed=1234,
+                              **({"max_draft": T} if T else {}))
     cache.init_from_state(list(range(cache.num_slots)),
                           torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
     s = torch.arange(cache.num_slots, device=dev, dtype=torch.int32)
-    held = {"nonflush": torch.full_like(s, L // 2), "flush": torch.full_like(s, L),
+    held = {"nonflush": torch.full_like(s, L - T if T else L // 2), "flush": torch.full_like(s, L),
             "staggered": s % (L + 1)}[mode]           # h = L: flushes (1 row in L + 1)
     cache.write_pos.copy_(held)
-    inp = _mamba2_inputs(batch, H, P, N, G, act, dev)        # the sweep's inputs
-    sets = [torch.arange(r * batch, (r + 1) * batch, device=dev, dtype=torch.int32)
-            for r in range(rot)]
+    return cache, held, _mamba2_inputs(batch, H, P, N, G, act, dev), rot, (H, P, N, G), dev, act
+
+
+def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8, verify_T=0):
+    if traffic.SHAPES[shape]["kind"] == "gdn":
+        return run_gdn(pair, batch, mode, L, shape, steps, verify_T)
+    if verify_T:
+        return run_mamba2_verify(pair, batch, mode, L, shape, steps, verify_T)
+    cache, held, inp, rot, (H, P, N, G), dev, act = _mamba2_setup(pair, batch, mode, L, shape,
+                                                                  steps)
+    sets = sets_of(rot, batch, dev)
     outs = [torch.empty(batch, H, P, dtype=act, device=dev) for _ in range(steps)]
 
     def step(i):
@@ -77,20 +85,8 @@ def run(pair, batch, mode, L=16, shape="nemotron3-super", steps=8, verify_T=0):
 def run_mamba2_verify(pair, batch, mode, L, shape, steps, T):
     """The Mamba-2 verify kernel of T drafts (no commit: non-flush rows keep h); the single-token
     inputs repeated over the drafts; one record per CTA (its first head)."""
-    d = traffic.SHAPES[shape]
-    H, P, N, G = d["H"], d["P"], d["N"], d["G"]
-    dev, act = torch.device("cuda"), torch.bfloat16
-    tb = traffic.mamba2_bytes(pair, H, P, N, G, L)
-    rot = max(pool_rotation(tb.amortized, batch), steps)
-    cache = Mamba2ReplayCache(rot * batch, H, P, N, G, precision=pair, buffer_len=L,
-                              max_draft=T, act_dtype=act, device=dev, seed=1234)
-    cache.init_from_state(list(range(cache.num_slots)),
-                          torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
-    s = torch.arange(cache.num_slots, device=dev, dtype=torch.int32)
-    held = {"nonflush": torch.full_like(s, L - T), "flush": torch.full_like(s, L),
-            "staggered": s % (L + 1)}[mode]
-    cache.write_pos.copy_(held)
-    inp = _mamba2_inputs(batch, H, P, N, G, act, dev)
+    cache, held, inp, rot, (H, P, N, G), dev, act = _mamba2_setup(pair, batch, mode, L, shape,
+                                                                  steps, T)
     rep = lambda x: x.unsqueeze(1).expand(x.shape[0], T, *x.shape[1:]).contiguous()  # noqa: E731
     x, dt, B, C = (rep(inp[n]) for n in ("x", "dt", "B", "C"))
     sets = sets_of(rot, batch, dev)
