@@ -78,7 +78,7 @@ from typing import Optional, Tuple
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Float32, Int32, Uint32, const_expr
+from cutlass import Boolean, Float32, Int32, Int64, Uint32, const_expr
 
 from replayssm_lp._validate import cache_plan, env_reader
 from replayssm_lp.pairs import parse_pair
@@ -397,6 +397,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             # ------------------------------------------------------------ outputs, per head
             bfr = cute.make_rmem_tensor((16,), Int32)
             cpw = cute.make_rmem_tensor((2,), Float32)
+            if const_expr(self.prof):
+                rAcc = cute.make_rmem_tensor((2,), Int64)   # per-head sums: dots, outputs
+                rAcc.fill(0)
             if const_expr(self.mma_any):
                 self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
             if const_expr(self.flush_dots):
@@ -418,7 +421,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 else:
                     self._read_outputs(False, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo,
                                        mLoS, mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw,
-                                       row, slot, head0, origin, h, E, tidx)
+                                       row, slot, head0, origin, h, E, tidx,
+                                       rAcc if const_expr(self.prof) else None)
             else:
                 # v1 flush: every row's outputs from its read state (flush rows: hi before the
                 # flush rewrites it), then the flush
@@ -464,7 +468,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 cute.arch.barrier()                     # every output store of the CTA is out
                 if tidx == 0:                           # the record over draft 0's first head
                     common.prof_store(cute.recast_tensor(mOut[row, 0, head0, None], Int32),
-                                      _sel_i32(flush, Int32(1), Int32(0)), [pg0, pg1] + pcs)
+                                      _sel_i32(flush, Int32(1), Int32(0)),
+                                      [pg0, pg1] + pcs + [rAcc[0], rAcc[1]])
 
     # ------------------------------------------------------------------ outputs
     @cute.jit
@@ -475,12 +480,15 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                       mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, sCT: cute.Tensor,
                       sDot: cute.Tensor, sXE: cute.Tensor, sCoefT: cute.Tensor, sG: cute.Tensor,
                       bfr: cute.Tensor, cpw: cute.Tensor, row: Int32, slot: Int32, head0: Int32,
-                      origin: Int32, h: Int32, E: Int32, tidx: Int32):
+                      origin: Int32, h: Int32, E: Int32, tidx: Int32, rAcc=None):
         """Per head: the T dots of the stored state (the read copy; hi for shared pairs, and --
         ``hi_when_flush``, the v1 flush -- for flush rows of split pairs, before the flush
-        rewrites it), the x of every entry staged, the outputs."""
+        rewrites it), the x of every entry staged, the outputs. ``rAcc`` (profiling build):
+        thread 0's clocks summed over the heads -- [0] dots + x staged, [1] outputs."""
         for k in cutlass.range(self.hpc, unroll=1):
             head = _opaque_i32(head0 + k)
+            if const_expr(rAcc is not None):
+                c0 = common.sreg64("clock64")
             if const_expr(self.split):
                 if const_expr(hi_when_flush):
                     if flush:
@@ -495,8 +503,13 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot, head, tidx)
             self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
             cute.arch.barrier()
+            if const_expr(rAcc is not None):
+                c1 = common.sreg64("clock64")
+                rAcc[0] = rAcc[0] + (c1 - c0)
             self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0, tidx)
             cute.arch.barrier()          # sDot / sXE are rewritten by the next head (or flush)
+            if const_expr(rAcc is not None):
+                rAcc[1] = rAcc[1] + (common.sreg64("clock64") - c1)
 
     # ------------------------------------------------------------------ flush rows
     @cute.jit

@@ -98,9 +98,20 @@ def run_mamba2_verify(pair, batch, mode, L, shape, steps, T):
     hpc = _hpc(batch, H, G)
     res = _records(cache, held, step, outs, steps,
                    lambda o: o[:, 0].contiguous().view(torch.int32).view(batch, H, P // 2)[:, ::hpc],
-                   7)
+                   7, nextra=2)
     r = summarize(res, pair, batch, mode, hpc, M2_VERIFY_PHASES)
     r["T"] = T
+    # non-flush CTAs: thread 0's clocks summed over the heads (dots + x staged, outputs)
+    ex = []
+    for q in res[1:]:
+        c = q["c"].double()
+        rate = ((c[:, -1] - c[:, 0]).sum() / (q["g1"] - q["g0"]).double().sum()).item()
+        nf = q["flush"] == 0
+        if nf.any():
+            ex.append(q["extra"][nf].double() / rate / 1e3)
+    if ex:
+        e = torch.cat(ex)
+        r["heads_med_us"] = {"dots+x": e[:, 0].median().item(), "outputs": e[:, 1].median().item()}
     return r
 
 
@@ -160,7 +171,7 @@ def _run_gdn_verify(cache, held, inp, T, sets, steps, pair, batch, mode):
     return r
 
 
-def _records(cache, held, step, outs, steps, per_cta, nclk):
+def _records(cache, held, step, outs, steps, per_cta, nclk, nextra=0):
     """Graph of ``steps`` steps with the cursors pinned to ``held``; the profiling record of every
     CTA of every step (``per_cta(out)``: [.., words], one CTA per leading index)."""
     step(0)                                          # compile + warm
@@ -174,14 +185,15 @@ def _records(cache, held, step, outs, steps, per_cta, nclk):
         cache.write_pos.copy_(held)
         g.replay()
     torch.cuda.synchronize()
-    nw = 2 + 2 * (2 + nclk)
+    nw = 2 + 2 * (2 + nclk + nextra)
     res = []
     for o in outs:
         w = per_cta(o)
         full = w.shape[-1]
         w = w[..., :nw].reshape(-1, nw).cpu().long() & 0xFFFFFFFF
         q = (w[:, 2::2] | (w[:, 3::2] << 32))        # g0, g1, c0..c(nclk-1)
-        r = dict(sm=w[:, 0], flush=w[:, 1], g0=q[:, 0], g1=q[:, 1], c=q[:, 2:])
+        r = dict(sm=w[:, 0], flush=w[:, 1], g0=q[:, 0], g1=q[:, 1], c=q[:, 2:2 + nclk],
+                 extra=q[:, 2 + nclk:])
         if full >= 32 + 2 + 2 * len(FLUSH_SUB):
             # GDN: the flush sub-phase record over words 32.. (stamps 0..9, generic votes 10, 11)
             ws = per_cta(o)[..., 32:32 + 2 + 2 * 12].reshape(-1, 26).cpu().long() & 0xFFFFFFFF
@@ -278,6 +290,10 @@ def main():
         print(f"| {r['pair']} | {r['batch']} | {r['mode']} | {r['ctas']} | {r['span_us']:.1f} | "
               f"{r['life_med_us']:.2f} / {r['life_p90_us']:.2f} | {r['resident_per_sm']:.2f} | "
               + " | ".join(f"{r['phases_med_us'][n]:.2f}" for n in names) + " |")
+    for r in rows:
+        if r.get("heads_med_us"):
+            print(f"{r['pair']} b{r['batch']} {r['mode']}: per CTA, summed over its heads: "
+                  + ", ".join(f"{k} {v:.2f} µs" for k, v in r["heads_med_us"].items()))
     subs = [r for r in rows if r.get("flush_sub")]
     if subs:
         print("\nflush sub-phases (median µs over flush CTAs; generic = warp 0 took the exact "
