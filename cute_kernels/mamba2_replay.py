@@ -154,7 +154,7 @@ class ReplayTile:
     """
 
     def __init__(self, read_fmt: str, H: int, P: int, N: int, G: int, L: int, R: int,
-                 heads_per_cta: int, num_threads: int = NUM_THREADS):
+                 heads_per_cta: int, num_threads: int = NUM_THREADS, tn: Optional[int] = None):
         if H % G:
             raise ValueError(f"nheads={H} must be a multiple of ngroups={G}")
         hpg = H // G
@@ -178,7 +178,9 @@ class ReplayTile:
                              f"(16-byte chunks)")
         self.words_read = N * bits // 32
         nc = N // self.vec
-        self.tn = _pow2_le(nc, 32)
+        self.tn = _pow2_le(nc, 32) if tn is None else int(tn)   # tn: a forced lane count
+        if nc % self.tn or self.tn > 32:
+            raise ValueError(f"{self.tn} lanes per row do not divide the {nc} chunks of a row")
         self.cn = nc // self.tn
         self.rpp = num_threads // self.tn
         self.rpt = -(-P // self.rpp)

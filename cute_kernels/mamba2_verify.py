@@ -79,6 +79,8 @@ from typing import Optional, Tuple
 import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Float32, Int32, Int64, Uint32, const_expr
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T as IRT
 
 from replayssm_lp._validate import cache_plan, env_reader
 from replayssm_lp.pairs import parse_pair
@@ -126,6 +128,38 @@ def _mma_default() -> bool:
     """``REPLAYSSM_M2V_MMA`` (0 / 1; default 1): nvfp4 state dots on the tensor cores (16-bit
     acts, T <= 8); 0 = the CUDA-core FMA path everywhere (fallback / A-B runs)."""
     return os.environ.get("REPLAYSSM_M2V_MMA", "1") != "0"
+
+
+def _mma_wide_default() -> bool:
+    """``REPLAYSSM_M2V_MMA_WIDE`` (0 / 1; default 0 until measured): fp32 / fp16 / bf16 / fp8 read
+    copies' state dots on the tensor cores as well (tf32 m16n8k8; see ``_mma_wide_dot``)."""
+    return os.environ.get("REPLAYSSM_M2V_MMA_WIDE", "0") == "1"
+
+
+WIDE_FMTS = ("fp32", "fp16", "bf16", "fp8")
+
+
+def _mma_tf32_1688(a0, a1, a2, a3, b0, b1, c):
+    """``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` (lane = 4g + t: a0 = A[g][t],
+    a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]; b0 = B[t][g], b1 = B[t+4][g]; c0/c1 =
+    D[g][2t, 2t+1], c2/c3 = D[g+8][2t, 2t+1]); volatile as the f16 one (warp-collective)."""
+    st = llvm.StructType.get_literal([IRT.f32()] * 4)
+    res = llvm.inline_asm(
+        st, [Uint32(v).ir_value() for v in (a0, a1, a2, a3, b0, b1)]
+        + [Float32(v).ir_value() for v in c],
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, "
+        "{$8, $9}, {$10, $11, $12, $13};",
+        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=True, is_align_stack=False)
+    return [Float32(llvm.extractvalue(IRT.f32(), res, [i])) for i in range(4)]
+
+
+def _split3_trunc(x):
+    """fp32 x = hi + mid + lo exactly, each piece with <= 11 significant bits (tf32-exact):
+    truncate the low 13 bits twice (the subtractions are exact)."""
+    hb = lp.f32_bits(x) & Uint32(0xFFFFE000)
+    r1 = Float32(x) - lp.bits_f32(hb)
+    mb = lp.f32_bits(r1) & Uint32(0xFFFFE000)
+    return hb, mb, lp.f32_bits(r1 - lp.bits_f32(mb))
 
 
 def _out_ilp_default() -> bool:
@@ -232,6 +266,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.mma_lo = self.use_mma and self._mma_tile_ok(self.read_fmt, self.cfg)
         self.mma_hi = self.use_mma and self._mma_tile_ok(self.rec_fmt, self.tile_hi)
         self.mma_any = self.mma_lo or self.mma_hi
+        # the other read formats on the tensor cores (tf32; non-flush reads of the read copy, N =
+        # 128): a tile of 4 lanes per state row (rows g, g + 8 of an m16 tile per thread pair)
+        self.mma_w = bool(self.use_mma and _mma_wide_default() and self.read_fmt in WIDE_FMTS
+                          and self.N == 128)
+        self.tile_w = (ReplayTile(self.read_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
+                                  self.hpc, tn=4) if self.mma_w else None)
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
@@ -395,13 +435,15 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 pcs.append(common.sreg64("clock64"))    # 3: decay scans, coefficients
 
             # ------------------------------------------------------------ outputs, per head
-            bfr = cute.make_rmem_tensor((16,), Int32)
+            bfr = cute.make_rmem_tensor((32 if self.mma_w else 16,), Int32)
             cpw = cute.make_rmem_tensor((2,), Float32)
             if const_expr(self.prof):
                 rAcc = cute.make_rmem_tensor((2,), Int64)   # per-head sums: dots, outputs
                 rAcc.fill(0)
             if const_expr(self.mma_any):
                 self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
+            if const_expr(self.mma_w):
+                self._mma_wide_b_frags(sCT, bfr, lane)
             if const_expr(self.flush_dots):
                 # flush rows (v2 flush): the flush first -- its fold S_new gives the T dots
                 # (sDotF) -- then the outputs from S_new and the drafts only
@@ -739,6 +781,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         copy ``mRd`` (hi when ``use_hi``, else lo)."""
         fmt = self.rec_fmt if const_expr(use_hi) else self.read_fmt
         tile = self.tile_hi if const_expr(use_hi) else self.cfg
+        wide = self.mma_w and (not use_hi or not self.split)     # the read copy's non-flush dot
+        if const_expr(wide):
+            tile = self.tile_w
         T, P = self.T, self.P
         TN, RPT, RPP = tile.tn, tile.rpt, tile.rpp
         lir = tidx % TN
@@ -753,6 +798,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          tile=tile)
         if const_expr(self.mma_hi if use_hi else self.mma_lo):
             self._mma_dot(raw, bsc, gsc, bfr, cpw, sDot, tile, rp, lir)
+        elif const_expr(wide):
+            self._mma_wide_dot(fmt, raw, rsc, bfr, sDot, tile, rp, lir)
         else:
             self._fma_dot(fmt, tile, raw, rsc, bsc, gsc, sCT, sDot, rp, lir)
 
@@ -844,6 +891,67 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     for j in cutlass.range_constexpr(2):
                         q = 2 * lir + j
                         v = (acc[2 * r + j] + acc[4 + 2 * r + j]) * cpw[j] * gs
+                        if q < T:
+                            if p < P:
+                                sDot[q, p] = v
+
+    def _mma_wide_b_frags(self, sCT, bw, lane):
+        """B fragments of the tf32 dot (once per CTA; C is shared by the CTA's heads): lane (g, tq)
+        holds C_g (query g; zero for g >= T) at the 32 columns of its own A values, value m of a
+        row being column (tq + 4 (m // vec))·vec + m % vec (the tile's 16-byte chunk order); k-step
+        s takes m = 2s (k = tq) and 2s + 1 (k = tq + 4). C is bf16 / fp16: exact in tf32."""
+        T, TP, vec = self.T, self.TP, self.tile_w.vec
+        g = lane // 4
+        tq = lane % 4
+        gc = cutlass.min(g, Int32(T - 1))
+        live = g < Int32(T)
+        for m in range(self.N // 4):
+            col = (tq + 4 * (m // vec)) * vec + (m % vec)
+            bw[m] = lp.f32_bits(lp.sel_f32(live, sCT[col * TP + gc], Float32(0.0))).to(Int32)
+
+    @cute.jit
+    def _mma_wide_dot(self, fmt: cutlass.Constexpr, raw: cute.Tensor, rsc: cute.Tensor,
+                      bw: cute.Tensor, sDot: cute.Tensor, tile: cutlass.Constexpr, rp: Int32,
+                      lir: Int32):
+        """fp32 / fp16 / bf16 / fp8 state dot on the tensor cores (tf32 mma.sync.m16n8k8): the
+        thread's rows (2m, 2m+1) are rows g, g+8 of an m16 tile (lane = 4g + tq owns 16-byte chunks
+        tq, tq + 4, ... of each, as loaded), the 8 columns are the queries, N/8 k-steps. A: fp16 /
+        bf16 / e4m3 values are exact in tf32 (one mma per k-step); fp32 values as three exact tf32
+        pieces (three mmas); B = C_t exact: every product is exact, the sums fp32 (tensor-core
+        accumulation, two chains). fp8: the row scale after the sum, as the CUDA-core path."""
+        T, P, N = self.T, self.P, self.N
+        RPT, RPP, CN = tile.rpt, tile.rpp, tile.cn
+        for m in cutlass.range_constexpr(-(-RPT // 2)):
+            vals = []
+            for i in cutlass.range_constexpr(2 * m, 2 * m + 2):
+                rv = [Float32(0.0)] * (N // 4)
+                if const_expr(i < RPT):
+                    rv = []
+                    for cc in cutlass.range_constexpr(CN):
+                        for w in cutlass.range_constexpr(4):
+                            rv += self._decode_word(fmt, Uint32(raw[i, cc, w]), None)
+                vals.append(rv)
+            acc = [[Float32(0.0)] * 4, [Float32(0.0)] * 4]      # two chains: k-step parity
+            for s_ in cutlass.range_constexpr(N // 8):
+                xs = (vals[0][2 * s_], vals[1][2 * s_], vals[0][2 * s_ + 1], vals[1][2 * s_ + 1])
+                b0, b1 = bw[2 * s_], bw[2 * s_ + 1]
+                if const_expr(fmt == "fp32"):
+                    pieces = [_split3_trunc(x) for x in xs]
+                    for pc in cutlass.range_constexpr(3):
+                        acc[s_ % 2] = _mma_tf32_1688(pieces[0][pc], pieces[1][pc], pieces[2][pc],
+                                                     pieces[3][pc], b0, b1, acc[s_ % 2])
+                else:
+                    acc[s_ % 2] = _mma_tf32_1688(*[lp.f32_bits(x) for x in xs], b0, b1,
+                                                 acc[s_ % 2])
+            for r in cutlass.range_constexpr(2):
+                i = 2 * m + r
+                if const_expr(i < RPT):
+                    p = rp + RPP * i
+                    for j in cutlass.range_constexpr(2):
+                        q = 2 * lir + j
+                        v = acc[0][2 * r + j] + acc[1][2 * r + j]
+                        if const_expr(fmt == "fp8"):
+                            v = v * rsc[i]
                         if q < T:
                             if p < P:
                                 sDot[q, p] = v
@@ -1040,7 +1148,8 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 
 
 #: environment variables the launch decisions read (part of the launch memo key)
-_ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2_HEADS_PER_CTA",
+_ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE",
+              "REPLAYSSM_M2_HEADS_PER_CTA",
               "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER",
               "REPLAYSSM_M2_MMA_FOLD", "REPLAYSSM_M2V_OUT_ILP", common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)

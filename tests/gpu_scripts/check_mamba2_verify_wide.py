@@ -1,0 +1,80 @@
+#!/usr/bin/env python
+"""GPU check: the Mamba-2 verify with ``REPLAYSSM_M2V_MMA_WIDE=1`` (fp32 / fp16 / bf16 / fp8 read
+copies' state dots on tf32 tensor cores) against the same kernel with the CUDA-core dots, on
+identical caches and inputs (bf16 acts, T = 8, rows staggered over 0..L so some flush), several
+calls with commits in between. Both must agree to the bf16 rounding of the outputs (the dots
+differ only in fp32 summation order); stored copies and cursors must be bit-identical (the
+switch touches only the non-flush dots). Prints one line per pair; exit status 1 on a mismatch.
+
+    python tests/gpu_scripts/check_mamba2_verify_wide.py [--pairs fp32,fp8/fp32,bf16/fp32]
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import torch  # noqa: E402
+
+import replayssm_lp as R  # noqa: E402
+from replayssm_lp.library import cache_tensors  # noqa: E402
+
+ENV = "REPLAYSSM_M2V_MMA_WIDE"
+
+
+def run(pair, H=16, P=64, N=128, G=2, L=16, T=8, batch=24, pool=40, calls=6, seed=0):
+    dev, act = "cuda", torch.bfloat16
+    g = torch.Generator(device=dev).manual_seed(seed)
+    r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+    caches = []
+    for _ in range(2):
+        c = R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L, max_draft=T,
+                                act_dtype=act, device=dev, seed=7)
+        caches.append(c)
+    S0 = r(pool, H, P, N) * 0.3
+    for c in caches:
+        c.init_from_state(list(range(pool)), S0)
+    slots = torch.randperm(pool, device=dev, generator=g)[:batch].to(torch.int32)
+    worst, frac = 0.0, 0.0
+    for call in range(calls):
+        x, z = r(batch, T, H, P).to(act), r(batch, T, H, P).to(act)
+        dt = r(batch, T, H)
+        B, C = r(batch, T, G, N).to(act), r(batch, T, G, N).to(act)
+        A, D, dtb = -torch.rand(H, device=dev, generator=g) - 0.1, r(H), r(H) * 0.3
+        acc = torch.randint(0, T + 1, (batch,), device=dev, generator=g, dtype=torch.int32)
+        outs = []
+        for c, wide in zip(caches, ("0", "1")):
+            os.environ[ENV] = wide
+            out = torch.full((batch, T, H, P), float("nan"), device=dev, dtype=act)
+            R.mamba2_verify(c, x, dt, A, B, C, D, z, dtb, True, slots, out=out, backend="cute")
+            R.commit(c, acc, slots)
+            outs.append(out.float())
+        torch.cuda.synchronize()
+        a, b = outs
+        if torch.isnan(a).any() or torch.isnan(b).any():
+            return False, f"NaN in the outputs (call {call})"
+        d = (a - b).abs()
+        worst = max(worst, (d.max() / a.abs().max()).item())
+        frac = max(frac, (d > 0).float().mean().item())
+        for ta, tb in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
+            if not torch.equal(ta, tb):
+                return False, f"cache tensors differ after call {call}"
+    ok = worst < 2 ** -7
+    return ok, f"outputs: max |diff| / max |out| {worst:.2e}, elements differing {frac:.4f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", default="fp32,fp8/fp32,bf16/fp32,fp16/fp32")
+    a = ap.parse_args()
+    bad = 0
+    for pair in a.pairs.split(","):
+        ok, msg = run(pair)
+        print(f"{pair:12s} {'ok ' if ok else 'FAIL'} {msg}", flush=True)
+        bad += not ok
+    os.environ.pop(ENV, None)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
