@@ -2534,7 +2534,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               pdl=common.pdl_default(),
               prof=impl == "v2" and _env_int(PROF_ENV) == 1,
               preamble=preamble_level(rf) if impl == "v2" else 1)
-    key = ("gdn_replay", common.arch_key()) + tuple(kw.values())
+    # encode_mode() is read while tracing (not a constructor argument): part of the key
+    key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
 
 

@@ -71,7 +71,7 @@ from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
 from .gdn_replay import (ENCODE_ENV, KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K,
-                         V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32,
+                         V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32, encode_mode,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes, _prof_record,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
                          _read_chunk_values, _ring,
@@ -740,7 +740,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1),
               prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T),
               mma_dots=_env_int(MMA_ENV) != 0)
-    key = ("gdn_verify", common.arch_key()) + tuple(kw.values())
+    # switches read while tracing (not constructor arguments) are part of the key
+    key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
     return kw, key
 
 

@@ -49,7 +49,13 @@ consecutive heads of one group (:func:`cute_kernels.mamba2_replay.choose_heads_p
      (exact for fp16 acts; bf16 acts: C_t scaled by an exact power of two per query), so every
      product is exact and the sums are fp32 tensor-core accumulation; 8 k-steps per 16 rows, the
      row sums land in the lanes finished (no lane reduction);
-   * every other format (fp32 / fp16 / bf16 / fp8, nvfp4 with fp32 acts or T > 8): CUDA cores,
+   * fp32 / fp16 / bf16 / fp8 copies with 16-bit acts, T <= 8, N = 128 (``mma_w``, env
+     ``REPLAYSSM_M2V_MMA_WIDE``, default on): tf32 ``mma.sync.m16n8k8`` over a tile of 4 lanes
+     per state row (the thread's two rows are rows g, g+8 of an m16 tile, each lane's own 32
+     columns its k slots, B = C_t at the same columns); fp16 / bf16 / e4m3 values are exact in
+     tf32, fp32 values go as three exact tf32 pieces (three mmas), C_t is exact: every product
+     exact, fp32 accumulation (``_mma_wide_dot``);
+   * every other case (nvfp4 with fp32 acts or T > 8, fp32 acts, N != 128): CUDA cores,
      each element decoded once and multiplied with the T columns of C in fp32 FMA (one vector smem
      load of C per column, shared by a group of rows), the rows·T sums reduced over the TN lanes
      with one transposed butterfly -- no tf32 / fp16 rounding of fp32 and 16-bit copies;
@@ -131,9 +137,13 @@ def _mma_default() -> bool:
 
 
 def _mma_wide_default() -> bool:
-    """``REPLAYSSM_M2V_MMA_WIDE`` (0 / 1; default 0 until measured): fp32 / fp16 / bf16 / fp8 read
-    copies' state dots on the tensor cores as well (tf32 m16n8k8; see ``_mma_wide_dot``)."""
-    return os.environ.get("REPLAYSSM_M2V_MMA_WIDE", "0") == "1"
+    """``REPLAYSSM_M2V_MMA_WIDE`` (0 / 1; default 1): fp32 / fp16 / bf16 / fp8 read copies' state
+    dots on the tensor cores as well (tf32 m16n8k8, 16-bit acts; see ``_mma_wide_dot``). H200,
+    Nemotron-3-Super, L = 16, T = 8, b256 (bench/results/session9_gpu call8, same run, off / on):
+    fp32 1104.6 -> 933.1 µs (non-flush only 957.2 -> 686.9), fp8/fp32 1067.3 -> 855.1, bf16/fp32
+    1101.5 -> 873.9. Found by the profiling build's per-head split (call7): the CUDA-core dots
+    were 38 of a fp32 non-flush CTA's 45 µs of read + outputs."""
+    return os.environ.get("REPLAYSSM_M2V_MMA_WIDE", "1") != "0"
 
 
 WIDE_FMTS = ("fp32", "fp16", "bf16", "fp8")
@@ -1045,7 +1055,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
-           _prof_default()) + tuple(
+           _prof_default(), _mma_wide_default()) + tuple(
         kw.values())
     return kw, key
 

@@ -73,6 +73,7 @@ def _compile_one(v):
         "smem": op.smem_bytes(), "minblk": op.min_blocks_per_mp,
         "mma": ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
         "mma_lo": op.mma_lo, "mma_hi": op.mma_hi, "read_fmt": op.read_fmt, "rec_fmt": op.rec_fmt,
+        "mma_w": op.mma_w, "mma_tf32": ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32"),
     }
 
 
@@ -121,6 +122,9 @@ def test_compile_variant(compiled, v):
     assert r["mma_lo"] == (want and r["read_fmt"] == "nvfp4")
     assert r["mma_hi"] == (want and r["rec_fmt"] == "nvfp4")
     assert (r["mma"] > 0) == (r["mma_lo"] or r["mma_hi"])
+    # the tf32 dot of the other read formats (N = 128 here): 16 k-steps, fp32 in 3 pieces
+    assert r["mma_w"] == (want and r["read_fmt"] in MV.WIDE_FMTS)
+    assert r["mma_tf32"] == ((48 if r["read_fmt"] == "fp32" else 16) if r["mma_w"] else 0)
 
 
 def test_compile_report():
