@@ -112,8 +112,8 @@ def default_configs(pairs, level="default"):
     """(pair, L, act, heads_per_cta, mode, dims, pool, batch, max_draft, fixed_T, use_idx, impl).
 
     quick: one random-mode config per pair (L = 4, max_draft = 4, T fixed per pair and rotating
-    over 1..4 so every T meets several formats: one compile per pair; fp32 acts, 16-bit acts for
-    nvfp4 read copies: the tensor-core dot).
+    over 1..4 so every T meets several formats: one compile per pair; 16-bit acts for nvfp4 read
+    copies and every other pair: the tensor-core dots; fp32 acts for the rest).
     default: plus per pair T random in 1..2 (L = 8, bf16 acts, 1 or 4 heads per CTA), T random in
     1..8 at L = 16 for fp32 (fp32 acts) and nvfp4/fp16sr (bf16 acts, tensor-core dot), exact mode
     (bit-exact hi / lo) for a few pairs, P = 80 without state_batch_indices, the CUDA-core
@@ -123,9 +123,10 @@ def default_configs(pairs, level="default"):
     small = (8, 64, 128, 2)
     out = []
     for i, name in enumerate(pairs):
-        # nvfp4 read copies with 16-bit acts take the tensor-core dot: cover it here too
+        # 16-bit acts take the tensor-core dots (nvfp4: f16 mma; the other read formats: tf32,
+        # every other pair) -- cover them here too; fp32 acts the CUDA-core dots
         act = (torch.float16 if i % 2 else torch.bfloat16) if name.startswith("nvfp4") \
-            else torch.float32
+            else (torch.bfloat16 if i % 2 else torch.float32)
         out.append((name, 4, act, 1 + (i % 2), "random", small, 23, 7, 4, 1 + i % 4, True, {}))
     if level == "quick":
         return out
