@@ -121,7 +121,8 @@ def verify_min_blocks(tile: "VerifyTile", read_fmt: str, rec_fmt: str,
     keys on, 3 -> 2 per SM): b256 T = 8 698.3 -> 634.1 µs, T = 4 355.5 -> 342.2, b32 equal;
     nvfp4 read copies lose (738.2 -> 764.1)."""
     if read_fmt == "fp8" and tile.T >= 4 and tile.tpw == 1:
-        return 2
+        # never below the tile's own cap (block_v < 128: 128 / 64 threads -> 4 / 8 per SM)
+        return max(2, 65536 // (tile.num_threads * tile.reg_cap))
     return v2_default_min_blocks(tile, read_fmt, rec_fmt, ctas, verify=True)
 
 

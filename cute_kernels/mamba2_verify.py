@@ -1159,9 +1159,9 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE",
-              "REPLAYSSM_M2_HEADS_PER_CTA",
-              "REPLAYSSM_M2V_MINBLOCKS", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER",
-              "REPLAYSSM_M2_MMA_FOLD", "REPLAYSSM_M2V_OUT_ILP", common.PDL_ENV)
+              "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
+              "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
+              "REPLAYSSM_M2V_OUT_ILP", common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
