@@ -78,11 +78,12 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
   with the buffered u. nvfp4 copies need the matrix amax first: with one row tile per warp
   (the default) the fold stays in registers across the CTA amax, then every copy is encoded;
   with two, each tile is folded again from the still unwritten hi after the amax;
-* encoders: hardware RN converts (fp16 / bf16 / e4m3 satfinite, after the same clamps), SR fp16 /
-  bf16 by adding the random bits then ``cvt.rz``, nvfp4 RN by fast IEEE division (the div.rn
-  fast path with a per-block refined reciprocal) + magic-number rounding + fp16 bit layout for
-  the codes; bit-identical to formats.encode, with the generic per-element code as a warp-level
-  fallback for NaN / inf, fp16-SR values in (0, 2^-14) and divisors outside [2^-100, 2^100].
+* encoders: hardware RN converts (fp16 / bf16 / e4m3 satfinite, after the same clamps), SR fp16
+  by ``lowprec.round_f16_sr`` (exact for every input, its subnormal range included), SR bf16 by
+  adding the random bits then ``cvt.rz``, nvfp4 RN by fast IEEE division (the div.rn fast path
+  with a per-block refined reciprocal) + magic-number rounding + fp16 bit layout for the codes;
+  bit-identical to formats.encode, with the generic per-element code as a warp-level fallback
+  for NaN / inf and divisors outside [2^-100, 2^100] (RN fp8 / nvfp4) and for fp8 / nvfp4 SR.
   Philox is unchanged (10 rounds, straight-line);
 * occupancy (:func:`v2_default_min_blocks`): read copies narrower than fp32 run 3 CTAs per SM (4
   for an nvfp4 read copy with a 16-bit recurrence) once a launch has ``OCC_MIN_CTAS`` CTAs -- the
