@@ -425,13 +425,15 @@ def split_tf32(x):
     return h, tf32_bits(r)
 
 
-def mma_sync(kind, a, b, c):
+def mma_sync(kind, a, b, c, volatile: bool = False):
     """One warp-level ``mma.sync`` (m16n8k16 f16/bf16 or m16n8k8 tf32), fp32 accumulate.
-    a: 4 x b32, b: 2 x b32, c: 4 x f32 -> 4 x f32 (PTX fragment layouts)."""
+    a: 4 x b32, b: 2 x b32, c: 4 x f32 -> 4 x f32 (PTX fragment layouts). ``volatile``: keep the
+    compiler from sinking the warp-collective op into a lane-divergent branch."""
     st = llvm.StructType.get_literal([T.f32()] * 4)
     r = llvm.inline_asm(
         st, [Uint32(x).ir_value() for x in a] + [Uint32(x).ir_value() for x in b]
         + [Float32(x).ir_value() for x in c],
         MMA_OPS[kind] + " {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
-        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=False, is_align_stack=False)
+        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=bool(volatile),
+        is_align_stack=False)
     return [Float32(llvm.extractvalue(T.f32(), r, [i])) for i in range(4)]

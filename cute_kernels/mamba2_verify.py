@@ -85,8 +85,6 @@ from typing import Optional, Tuple
 import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Float32, Int32, Int64, Uint32, const_expr
-from cutlass._mlir.dialects import llvm
-from cutlass.cutlass_dsl import T as IRT
 
 from replayssm_lp._validate import cache_plan, env_reader
 from replayssm_lp.pairs import parse_pair
@@ -147,20 +145,6 @@ def _mma_wide_default() -> bool:
 
 
 WIDE_FMTS = ("fp32", "fp16", "bf16", "fp8")
-
-
-def _mma_tf32_1688(a0, a1, a2, a3, b0, b1, c):
-    """``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` (lane = 4g + t: a0 = A[g][t],
-    a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]; b0 = B[t][g], b1 = B[t+4][g]; c0/c1 =
-    D[g][2t, 2t+1], c2/c3 = D[g+8][2t, 2t+1]); volatile as the f16 one (warp-collective)."""
-    st = llvm.StructType.get_literal([IRT.f32()] * 4)
-    res = llvm.inline_asm(
-        st, [Uint32(v).ir_value() for v in (a0, a1, a2, a3, b0, b1)]
-        + [Float32(v).ir_value() for v in c],
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, "
-        "{$8, $9}, {$10, $11, $12, $13};",
-        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", has_side_effects=True, is_align_stack=False)
-    return [Float32(llvm.extractvalue(IRT.f32(), res, [i])) for i in range(4)]
 
 
 def _split3_trunc(x):
@@ -889,21 +873,30 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         significant bits, lowest bit >= 2^-22), B = C'_t in fp16, so every product is exact and
         the sums are fp32 (tensor-core accumulation). D[g][2tq + j] is the finished row sum of
         row 2m, query 2tq + j (no lane reduction)."""
-        T, P = self.T, self.P
         RPT, RPP = tile.rpt, tile.rpp
         gs = gsc[0]
         for m in cutlass.range_constexpr(-(-RPT // 2)):
             acc = _mma_nvfp4_tile(raw, bsc, bfr, RPT, m)
-            for r in cutlass.range_constexpr(2):
-                i = 2 * m + r
-                if const_expr(i < RPT):
-                    p = rp + RPP * i
-                    for j in cutlass.range_constexpr(2):
-                        q = 2 * lir + j
-                        v = (acc[2 * r + j] + acc[4 + 2 * r + j]) * cpw[j] * gs
-                        if q < T:
-                            if p < P:
-                                sDot[q, p] = v
+            self._store_mtile(sDot, lambda r, j, i: (acc[2 * r + j] + acc[4 + 2 * r + j])
+                              * cpw[j] * gs, rp, lir, RPP, RPT, m)
+
+    @cute.jit
+    def _store_mtile(self, sDot: cute.Tensor, value, rp: Int32, lir: Int32,
+                     RPP: cutlass.Constexpr, RPT: cutlass.Constexpr, m: cutlass.Constexpr):
+        """``sDot[q, p] = value(r, j, i)`` for m-tile m of a tensor-core dot: the thread's row
+        i = 2m + r (p = rp + RPP·i), query q = 2·lir + j; rows past RPT / P and queries past T
+        are not stored."""
+        T, P = self.T, self.P
+        for r in cutlass.range_constexpr(2):
+            i = 2 * m + r
+            if const_expr(i < RPT):
+                p = rp + RPP * i
+                for j in cutlass.range_constexpr(2):
+                    q = 2 * lir + j
+                    v = value(r, j, i)
+                    if q < T:
+                        if p < P:
+                            sDot[q, p] = v
 
     def _mma_wide_b_frags(self, sCT, bw, lane):
         """B fragments of the tf32 dot (once per CTA; C is shared by the CTA's heads): lane (g, tq)
@@ -929,7 +922,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         bf16 / e4m3 values are exact in tf32 (one mma per k-step); fp32 values as three exact tf32
         pieces (three mmas); B = C_t exact: every product is exact, the sums fp32 (tensor-core
         accumulation, two chains). fp8: the row scale after the sum, as the CUDA-core path."""
-        T, P, N = self.T, self.P, self.N
+        N = self.N
         RPT, RPP, CN = tile.rpt, tile.rpp, tile.cn
         for m in cutlass.range_constexpr(-(-RPT // 2)):
             vals = []
@@ -948,23 +941,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 if const_expr(fmt == "fp32"):
                     pieces = [_split3_trunc(x) for x in xs]
                     for pc in cutlass.range_constexpr(3):
-                        acc[s_ % 2] = _mma_tf32_1688(pieces[0][pc], pieces[1][pc], pieces[2][pc],
-                                                     pieces[3][pc], b0, b1, acc[s_ % 2])
+                        acc[s_ % 2] = lp.mma_sync("tf32", [pc_[pc] for pc_ in pieces], [b0, b1],
+                                                  acc[s_ % 2], volatile=True)
                 else:
-                    acc[s_ % 2] = _mma_tf32_1688(*[lp.f32_bits(x) for x in xs], b0, b1,
-                                                 acc[s_ % 2])
-            for r in cutlass.range_constexpr(2):
-                i = 2 * m + r
-                if const_expr(i < RPT):
-                    p = rp + RPP * i
-                    for j in cutlass.range_constexpr(2):
-                        q = 2 * lir + j
-                        v = acc[0][2 * r + j] + acc[1][2 * r + j]
-                        if const_expr(fmt == "fp8"):
-                            v = v * rsc[i]
-                        if q < T:
-                            if p < P:
-                                sDot[q, p] = v
+                    acc[s_ % 2] = lp.mma_sync("tf32", [lp.f32_bits(x) for x in xs], [b0, b1],
+                                              acc[s_ % 2], volatile=True)
+            if const_expr(fmt == "fp8"):          # the row scale after the sum
+                value = lambda r, j, i: (acc[0][2 * r + j] + acc[1][2 * r + j]) * rsc[i]  # noqa: E731
+            else:
+                value = lambda r, j, i: acc[0][2 * r + j] + acc[1][2 * r + j]  # noqa: E731
+            self._store_mtile(sDot, value, rp, lir, RPP, RPT, m)
 
     @cute.jit
     def _stage_x(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXE: cute.Tensor, row: Int32,
