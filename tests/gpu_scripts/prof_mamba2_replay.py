@@ -104,11 +104,9 @@ def run_mamba2_verify(pair, batch, mode, L, shape, steps, T):
     # non-flush CTAs: thread 0's clocks summed over the heads (dots + x staged, outputs)
     ex = []
     for q in res[1:]:
-        c = q["c"].double()
-        rate = ((c[:, -1] - c[:, 0]).sum() / (q["g1"] - q["g0"]).double().sum()).item()
         nf = q["flush"] == 0
         if nf.any():
-            ex.append(q["extra"][nf].double() / rate / 1e3)
+            ex.append(q["extra"][nf].double() / _clock_rate(q) / 1e3)
     if ex:
         e = torch.cat(ex)
         r["heads_med_us"] = {"dots+x": e[:, 0].median().item(), "outputs": e[:, 1].median().item()}
@@ -216,8 +214,7 @@ def flush_sub(res):
         fl = r["flush"] == 1
         if not fl.any():
             continue
-        c = r["c"].double()
-        rate = ((c[:, -1] - c[:, 0]).sum() / (r["g1"] - r["g0"]).double().sum()).item()
+        rate = _clock_rate(r)
         st = r["sub"][fl, :10].clone()
         for i in range(1, 10):                       # a phase not compiled in: zero length
             st[:, i] = torch.where(st[:, i] == 0, st[:, i - 1], st[:, i])
@@ -235,6 +232,12 @@ def _hpc(batch, H, G):
     return choose_heads_per_cta(batch, H, G)
 
 
+def _clock_rate(r):
+    """%clock64 cycles per %globaltimer ns over the CTAs of one step's records."""
+    c = r["c"].double()
+    return ((c[:, -1] - c[:, 0]).sum() / (r["g1"] - r["g0"]).double().sum()).item()
+
+
 def summarize(res, pair, batch, mode, hpc, names):
     spans, life, resident, ph, flushfrac = [], [], [], [], []
     for r in res[1:]:                                # step 0 follows the pinning copy
@@ -245,7 +248,7 @@ def summarize(res, pair, batch, mode, hpc, names):
         life.append(lt)
         nsm = int(r["sm"].max().item()) + 1
         resident.append((lt.sum() / (span * nsm)).item())
-        rate = (c[:, -1] - c[:, 0]).sum() / lt.sum()   # cycles per ns
+        rate = _clock_rate(r)
         ph.append((c[:, 1:] - c[:, :-1]) / rate / 1e3)  # µs per phase per CTA
         flushfrac.append(r["flush"].double().mean().item())
     life = torch.cat(life) / 1e3
