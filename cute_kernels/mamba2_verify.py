@@ -146,6 +146,18 @@ def _mma_wide_default() -> bool:
 
 WIDE_FMTS = ("fp32", "fp16", "bf16", "fp8")
 
+PREFETCH_ENV = "REPLAYSSM_M2V_PREFETCH"
+
+
+def _prefetch_default() -> int:
+    """``REPLAYSSM_M2V_PREFETCH`` (0 / 1 / 2; default 0): non-flush rows' read-copy loads issued
+    early, into the same registers (a reorder, no extra state registers): 1 = head k+1's loads
+    right after head k's dots (in flight during head k's x staging, outputs and barriers);
+    2 = also head 0's right after the cursors (in flight during the C loads, cb dots and decay
+    scans). 0 = each head's loads just before its dots."""
+    v = os.environ.get(PREFETCH_ENV, "0")
+    return int(v) if v in ("0", "1", "2") else 0
+
 
 def _split3_trunc(x):
     """fp32 x = hi + mid + lo exactly, each piece with <= 11 significant bits (tf32-exact):
@@ -266,6 +278,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                           and self.N == 128)
         self.tile_w = (ReplayTile(self.read_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
                                   self.hpc, tn=4) if self.mma_w else None)
+        # early read-copy loads of non-flush rows (v2 flush only: v1 reads hi for flush rows)
+        self.pf = _prefetch_default() if self.flush_dots else 0
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
@@ -394,6 +408,13 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 origin2 = self._phys(origin, h)
             head0 = hc * HPC
             group = head0 // self.hpg
+            rd = None                    # non-flush rows' read registers (prefetch builds)
+            if const_expr(self.pf > 0):
+                rd = self._read_regs(not self.split)
+            if const_expr(self.pf == 2):
+                if not flush:            # head 0's loads fly during the preamble
+                    self._head_issue(not self.split, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
+                                     head0, tidx)
 
             # ------------------------------------------------------------ C of every query
             for i in cutlass.range_constexpr(-(-(T * N) // NT)):
@@ -455,10 +476,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                        row, head, k, h, h, tidx)
                         cute.arch.barrier()
                 else:
-                    self._read_outputs(False, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo,
-                                       mLoS, mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw,
-                                       row, slot, head0, origin, h, E, tidx,
-                                       rAcc if const_expr(self.prof) else None)
+                    if const_expr(self.pf > 0):
+                        self._read_outputs_pf(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
+                                              mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw, rd,
+                                              row, slot, head0, origin, h, E, tidx,
+                                              rAcc if const_expr(self.prof) else None)
+                    else:
+                        self._read_outputs(False, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo,
+                                           mLoS, mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr,
+                                           cpw, row, slot, head0, origin, h, E, tidx,
+                                           rAcc if const_expr(self.prof) else None)
             else:
                 # v1 flush: every row's outputs from its read state (flush rows: hi before the
                 # flush rewrites it), then the flush
@@ -525,18 +552,17 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             head = _opaque_i32(head0 + k)
             if const_expr(rAcc is not None):
                 c0 = common.sreg64("clock64")
+            cp = (mHi, mHiS, mHiG, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot, head, tidx)
             if const_expr(self.split):
                 if const_expr(hi_when_flush):
                     if flush:
-                        self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot, head,
-                                       tidx)
+                        self._head_dot(True, *cp)
                     else:
-                        self._head_dot(False, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot, head,
-                                       tidx)
+                        self._head_dot(False, *cp)
                 else:
-                    self._head_dot(False, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot, head, tidx)
+                    self._head_dot(False, *cp)
             else:
-                self._head_dot(True, mHi, mHiS, mHiG, sCT, sDot, bfr, cpw, slot, head, tidx)
+                self._head_dot(True, *cp)
             self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
             cute.arch.barrier()
             if const_expr(rAcc is not None):
@@ -544,6 +570,41 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 rAcc[0] = rAcc[0] + (c1 - c0)
             self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0, tidx)
             cute.arch.barrier()          # sDot / sXE are rewritten by the next head (or flush)
+            if const_expr(rAcc is not None):
+                rAcc[1] = rAcc[1] + (common.sreg64("clock64") - c1)
+
+    @cute.jit
+    def _read_outputs_pf(self, mX: cute.Tensor, mZ: Optional[cute.Tensor],
+                         mD: Optional[cute.Tensor], mOut: cute.Tensor, mHi: cute.Tensor,
+                         mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+                         mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+                         mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, sCT: cute.Tensor,
+                         sDot: cute.Tensor, sXE: cute.Tensor, sCoefT: cute.Tensor,
+                         sG: cute.Tensor, bfr: cute.Tensor, cpw: cute.Tensor, rd, row: Int32,
+                         slot: Int32, head0: Int32, origin: Int32, h: Int32, E: Int32,
+                         tidx: Int32, rAcc=None):
+        """:meth:`_read_outputs` of a non-flush row (v2 flush) with the loads one head ahead:
+        head k+1's read copy goes into the registers ``rd`` as soon as head k's dots have consumed
+        them, so it is in flight during head k's x staging, outputs and barriers (head 0's was
+        issued after the cursors when ``pf == 2``)."""
+        use_hi = not self.split
+        if const_expr(self.pf == 1):
+            self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head0, tidx)
+        for k in cutlass.range(self.hpc, unroll=1):
+            head = _opaque_i32(head0 + k)
+            if const_expr(rAcc is not None):
+                c0 = common.sreg64("clock64")
+            self._head_compute(use_hi, rd, sCT, sDot, bfr, cpw, tidx)
+            if k + 1 < self.hpc:
+                self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
+                                 _opaque_i32(head0 + k + 1), tidx)
+            self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
+            cute.arch.barrier()
+            if const_expr(rAcc is not None):
+                c1 = common.sreg64("clock64")
+                rAcc[0] = rAcc[0] + (c1 - c0)
+            self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0, tidx)
+            cute.arch.barrier()          # sDot / sXE are rewritten by the next head
             if const_expr(rAcc is not None):
                 rAcc[1] = rAcc[1] + (common.sreg64("clock64") - c1)
 
@@ -767,35 +828,59 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 out.append(v)
         return out
 
-    @cute.jit
-    def _head_dot(self, use_hi: cutlass.Constexpr, mRd: cute.Tensor, mRdS: Optional[cute.Tensor],
-                  mRdG: Optional[cute.Tensor], sCT: cute.Tensor, sDot: cute.Tensor,
-                  bfr: cute.Tensor, cpw: cute.Tensor, slot: Int32, head: Int32, tidx: Int32):
-        """``sDot[t, p] = Σ_n S[p, n]·C_t[n]`` (decoded, every scale applied) of one head, S the
-        copy ``mRd`` (hi when ``use_hi``, else lo)."""
-        fmt = self.rec_fmt if const_expr(use_hi) else self.read_fmt
-        tile = self.tile_hi if const_expr(use_hi) else self.cfg
+    def _read_tile(self, use_hi):
+        """(format, :class:`ReplayTile`, tf32 path?) of the state dot of the copy hi (``use_hi``)
+        or lo."""
+        fmt = self.rec_fmt if use_hi else self.read_fmt
+        tile = self.tile_hi if use_hi else self.cfg
         wide = self.mma_w and (not use_hi or not self.split)     # the read copy's non-flush dot
-        if const_expr(wide):
+        if wide:
             tile = self.tile_w
-        T, P = self.T, self.P
-        TN, RPT, RPP = tile.tn, tile.rpt, tile.rpp
-        lir = tidx % TN
-        rp = tidx // TN
-        raw = cute.make_rmem_tensor(cute.make_ordered_layout((RPT, tile.cn, 4), order=(2, 1, 0)),
-                                    Int32)
-        rsc = cute.make_rmem_tensor((RPT,), Float32)
-        bsc = cute.make_rmem_tensor((RPT, tile.cn), Int32)
-        gsc = cute.make_rmem_tensor((1,), Float32)
-        # the decode kernel's non-flush read set, for the format of this copy
-        self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir, fmt=fmt,
-                         tile=tile)
+        return fmt, tile, wide
+
+    def _read_regs(self, use_hi):
+        """The registers of one head's read set for this thread: (raw 16-byte chunks, fp8 row
+        scales, nvfp4 block-scale pairs, nvfp4 global scale)."""
+        _, tile, _ = self._read_tile(use_hi)
+        raw = cute.make_rmem_tensor(cute.make_ordered_layout((tile.rpt, tile.cn, 4),
+                                                             order=(2, 1, 0)), Int32)
+        return (raw, cute.make_rmem_tensor((tile.rpt,), Float32),
+                cute.make_rmem_tensor((tile.rpt, tile.cn), Int32),
+                cute.make_rmem_tensor((1,), Float32))
+
+    def _head_issue(self, use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head, tidx):
+        """Issue one head's read set of hi (``use_hi``) or lo into ``rd`` (nothing waits here)."""
+        fmt, tile, _ = self._read_tile(use_hi)
+        mRd, mRdS, mRdG = (mHi, mHiS, mHiG) if use_hi else (mLo, mLoS, mLoG)
+        raw, rsc, bsc, gsc = rd
+        self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, tidx // tile.tn,
+                         tidx % tile.tn, fmt=fmt, tile=tile)
+
+    def _head_compute(self, use_hi, rd, sCT, sDot, bfr, cpw, tidx):
+        """``sDot[t, p] = Σ_n S[p, n]·C_t[n]`` (decoded, every scale applied) from the read set
+        in ``rd``."""
+        fmt, tile, wide = self._read_tile(use_hi)
+        raw, rsc, bsc, gsc = rd
+        lir = tidx % tile.tn
+        rp = tidx // tile.tn
         if const_expr(self.mma_hi if use_hi else self.mma_lo):
             self._mma_dot(raw, bsc, gsc, bfr, cpw, sDot, tile, rp, lir)
         elif const_expr(wide):
             self._mma_wide_dot(fmt, raw, rsc, bfr, sDot, tile, rp, lir)
         else:
             self._fma_dot(fmt, tile, raw, rsc, bsc, gsc, sCT, sDot, rp, lir)
+
+    @cute.jit
+    def _head_dot(self, use_hi: cutlass.Constexpr, mHi: cute.Tensor,
+                  mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+                  mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+                  mLoG: Optional[cute.Tensor], sCT: cute.Tensor, sDot: cute.Tensor,
+                  bfr: cute.Tensor, cpw: cute.Tensor, slot: Int32, head: Int32, tidx: Int32):
+        """``sDot[t, p] = Σ_n S[p, n]·C_t[n]`` (decoded, every scale applied) of one head, S the
+        copy hi (``use_hi``) or lo, loaded just before."""
+        rd = self._read_regs(use_hi)
+        self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head, tidx)
+        self._head_compute(use_hi, rd, sCT, sDot, bfr, cpw, tidx)
 
     @cute.jit
     def _fma_dot(self, fmt: cutlass.Constexpr, tile: cutlass.Constexpr, raw: cute.Tensor,
@@ -1041,7 +1126,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
-           _prof_default(), _mma_wide_default()) + tuple(
+           _prof_default(), _mma_wide_default(), _prefetch_default()) + tuple(
         kw.values())
     return kw, key
 
@@ -1147,7 +1232,7 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE",
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
-              "REPLAYSSM_M2V_OUT_ILP", common.PDL_ENV)
+              "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
