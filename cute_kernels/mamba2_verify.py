@@ -85,6 +85,7 @@ from typing import Optional, Tuple
 import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Float32, Int32, Int64, Uint32, const_expr
+from cutlass.cute.nvgpu import cpasync
 
 from replayssm_lp._validate import cache_plan, env_reader
 from replayssm_lp.pairs import parse_pair
@@ -147,6 +148,18 @@ def _mma_wide_default() -> bool:
 WIDE_FMTS = ("fp32", "fp16", "bf16", "fp8")
 
 PREFETCH_ENV = "REPLAYSSM_M2V_PREFETCH"
+
+
+XSTAGE_ENV = "REPLAYSSM_M2V_XSTAGE"
+
+
+def _xstage_default() -> bool:
+    """``REPLAYSSM_M2V_XSTAGE`` (0 / 1; default 0): non-flush rows stage the x of every entry of
+    every head of the CTA in shared memory (act dtype) right after the cursors -- ring entries
+    by cp.async, drafts by plain loads stored once the C loads are in -- so the per-head loop
+    waits on no global load but the state's; the append then takes the drafts' x from there.
+    0 = each head's x staged after its dots (a global round trip per head)."""
+    return os.environ.get(XSTAGE_ENV, "0") == "1"
 
 
 def _prefetch_default() -> int:
@@ -280,6 +293,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                   self.hpc, tn=4) if self.mma_w else None)
         # early read-copy loads of non-flush rows (v2 flush only: v1 reads hi for flush rows)
         self.pf = _prefetch_default() if self.flush_dots else 0
+        # every head's x entries staged at the start (non-flush rows, v2 flush; 16-byte rows)
+        self.xs = bool(_xstage_default() and self.flush_dots
+                       and (self.P * self.act_dtype.width // 8) % 16 == 0)
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
@@ -315,6 +331,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         off["dot"] = 0
         off["xe"] = al(4 * self.T * self.P)
         size = max(size, off["xe"] + al(4 * self.EM * self.P))
+        # non-flush rows' staged x (xs builds; flush rows use xe, never both in one CTA)
+        off["xa"] = off["xe"]
+        size = max(size, off["xa"] + al(self.hpc * self.EM * self.P * self.act_dtype.width // 8))
         return off, size
 
     def smem_bytes(self) -> int:
@@ -389,6 +408,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sB, sWX, sS, sHW, sHS, sXR, sSlab = self._flush_views(uview)
         sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
         sXE = uview("xe", Float32, cute.make_layout((EM, P), stride=(P, 1)))
+        sXA = None
+        if const_expr(self.xs):
+            sXA = uview("xa", self.act_dtype, cute.make_layout((HPC, EM, P),
+                                                               stride=(EM * P, P, 1)))
 
         row, slot = self._grid_row_slot(mIdx, mOrder, gpos)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
@@ -415,6 +438,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 if not flush:            # head 0's loads fly during the preamble
                     self._head_issue(not self.split, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
                                      head0, tidx)
+            xdr = None                   # the drafts' x (xs builds), stored after the C loads
+            if const_expr(self.xs):
+                xdr = cute.make_rmem_tensor((-(-(HPC * T * P) // NT),), self.act_dtype)
+                if not flush:
+                    self._xs_issue(mX, mXBuf, sXA, xdr, row, slot, head0, origin, h, tidx)
 
             # ------------------------------------------------------------ C of every query
             for i in cutlass.range_constexpr(-(-(T * N) // NT)):
@@ -426,6 +454,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     sCT[n * TP + t] = cv
                     if t == 0:
                         sC[n] = cv
+            if const_expr(self.xs):
+                if not flush:
+                    self._xs_drafts(sXA, xdr, h, tidx)
             cute.arch.barrier()
             if const_expr(self.prof):
                 pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, C of the queries
@@ -476,9 +507,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                        row, head, k, h, h, tidx)
                         cute.arch.barrier()
                 else:
-                    if const_expr(self.pf > 0):
+                    if const_expr(self.pf > 0 or self.xs):
                         self._read_outputs_pf(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
-                                              mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw, rd,
+                                              mXBuf, sCT, sDot, sXE, sXA, sCoefT, sG, bfr, cpw, rd,
                                               row, slot, head0, origin, h, E, tidx,
                                               rAcc if const_expr(self.prof) else None)
                     else:
@@ -510,7 +541,13 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 p = idx % P
                 if k < HPC:
                     ph = self._phys(origin2, hb + t)
-                    mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
+                    if const_expr(self.xs):
+                        if flush:
+                            mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
+                        else:            # staged at the start (non-flush: hb = h)
+                            mXBuf[slot, head0 + k, ph, p] = sXA[k, h + t, p]
+                    else:
+                        mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
             if hc % cfg.ctas_per_group == 0:
                 for i in cutlass.range_constexpr(-(-(T * N) // NT)):
                     idx = tidx + i * NT
@@ -579,34 +616,90 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
                          mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
                          mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, sCT: cute.Tensor,
-                         sDot: cute.Tensor, sXE: cute.Tensor, sCoefT: cute.Tensor,
-                         sG: cute.Tensor, bfr: cute.Tensor, cpw: cute.Tensor, rd, row: Int32,
-                         slot: Int32, head0: Int32, origin: Int32, h: Int32, E: Int32,
-                         tidx: Int32, rAcc=None):
-        """:meth:`_read_outputs` of a non-flush row (v2 flush) with the loads one head ahead:
+                         sDot: cute.Tensor, sXE: cute.Tensor, sXA: Optional[cute.Tensor],
+                         sCoefT: cute.Tensor, sG: cute.Tensor, bfr: cute.Tensor,
+                         cpw: cute.Tensor, rd, row: Int32, slot: Int32, head0: Int32,
+                         origin: Int32, h: Int32, E: Int32, tidx: Int32, rAcc=None):
+        """:meth:`_read_outputs` of a non-flush row (v2 flush) with early global loads: ``pf`` >= 1,
         head k+1's read copy goes into the registers ``rd`` as soon as head k's dots have consumed
-        them, so it is in flight during head k's x staging, outputs and barriers (head 0's was
-        issued after the cursors when ``pf == 2``)."""
+        them, in flight during head k's x staging, outputs and barriers (head 0's was issued after
+        the cursors when ``pf == 2``); ``xs``: every head's x is in ``sXA`` already (issued after
+        the cursors), no per-head staging."""
         use_hi = not self.split
+        if const_expr(rd is None):
+            rd = self._read_regs(use_hi)
         if const_expr(self.pf == 1):
             self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head0, tidx)
+        if const_expr(self.xs):
+            cute.arch.cp_async_wait_group(0)     # the ring x (visible after the first barrier)
         for k in cutlass.range(self.hpc, unroll=1):
             head = _opaque_i32(head0 + k)
             if const_expr(rAcc is not None):
                 c0 = common.sreg64("clock64")
+            if const_expr(self.pf == 0):
+                self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head, tidx)
             self._head_compute(use_hi, rd, sCT, sDot, bfr, cpw, tidx)
-            if k + 1 < self.hpc:
-                self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
-                                 _opaque_i32(head0 + k + 1), tidx)
-            self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
+            if const_expr(self.pf > 0):
+                if k + 1 < self.hpc:
+                    self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
+                                     _opaque_i32(head0 + k + 1), tidx)
+            sXk = sXE
+            if const_expr(self.xs):
+                sXk = sXA[k, None, None]
+            else:
+                self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
             cute.arch.barrier()
             if const_expr(rAcc is not None):
                 c1 = common.sreg64("clock64")
                 rAcc[0] = rAcc[0] + (c1 - c0)
-            self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0, tidx)
+            self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXk, row, head, k, h, 0, tidx)
             cute.arch.barrier()          # sDot / sXE are rewritten by the next head
             if const_expr(rAcc is not None):
                 rAcc[1] = rAcc[1] + (common.sreg64("clock64") - c1)
+
+    @cute.jit
+    def _xs_issue(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXA: cute.Tensor, xdr: cute.Tensor,
+                  row: Int32, slot: Int32, head0: Int32, origin: Int32, h: Int32, tidx: Int32):
+        """Non-flush row, right after the cursors: cp.async (one group) of the ring x rows j < h
+        of every head into ``sXA[k, j, :]`` (16-byte chunks; the ring is the cache's, aligned),
+        and plain loads of the drafts' x into ``xdr`` (the caller's tensors may be unaligned
+        views; :meth:`_xs_drafts` stores them). Nothing waits here."""
+        HPC, P, T, NT, R = self.hpc, self.P, self.T, self.cfg.nt, self.R
+        EPC = 16 * 8 // self.act_dtype.width      # act elements per 16-byte chunk
+        CX = P // EPC
+        JM = R - T                                # most committed entries a row can hold
+        ax = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
+                                 self.act_dtype, num_bits_per_copy=128)
+        tot = HPC * JM * CX
+        for i in cutlass.range_constexpr(-(-tot // NT)):
+            c = tidx + NT * i
+            k = c // (JM * CX)
+            j = (c // CX) % JM
+            q = c % CX
+            if (c < tot) & (j < h):
+                cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, self._phys(origin, j), None],
+                                              (EPC,), (q,)),
+                          cute.local_tile(sXA[k, j, None], (EPC,), (q,)))
+        cute.arch.cp_async_commit_group()
+        for i in cutlass.range_constexpr(xdr.shape[0]):
+            idx = tidx + i * NT
+            k = idx // (T * P)
+            t = (idx // P) % T
+            p = idx % P
+            if idx < HPC * T * P:
+                xdr[i] = mX[row, t, head0 + k, p]
+
+    @cute.jit
+    def _xs_drafts(self, sXA: cute.Tensor, xdr: cute.Tensor, h: Int32, tidx: Int32):
+        """The drafts' x loaded by :meth:`_xs_issue` to ``sXA[k, h + t, :]``."""
+        HPC, P, T, NT = self.hpc, self.P, self.T, self.cfg.nt
+        for i in cutlass.range_constexpr(xdr.shape[0]):
+            idx = tidx + i * NT
+            k = idx // (T * P)
+            t = (idx // P) % T
+            p = idx % P
+            if idx < HPC * T * P:
+                sXA[k, h + t, p] = xdr[i]
 
     # ------------------------------------------------------------------ flush rows
     @cute.jit
@@ -1077,7 +1170,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 accs[i] = Float32(0.0)
             t_last = cutlass.min((tidx + (NO - 1) * NT) // P, Int32(T - 1))
             for e in cutlass.range(e0, h + t_last + 1, unroll=2):
-                xe = sXE[e, p]
+                xe = sXE[e, p].to(Float32)
                 for i in cutlass.range_constexpr(NO):
                     ti = cutlass.min((tidx + i * NT) // P, Int32(T - 1))
                     accs[i] = accs[i] + lp.sel_f32(e <= h + ti, sCoefT[k, ti, e] * xe,
@@ -1093,10 +1186,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     acc = accs[i]
                 else:
                     for e in cutlass.range(e0, q + 1, unroll=1):
-                        acc = acc + sCoefT[k, t, e] * sXE[e, p]
+                        acc = acc + sCoefT[k, t, e] * sXE[e, p].to(Float32)
                 y = acc + sG[k, t] * sDot[t, p]
                 if const_expr(self.has_D):
-                    y = y + dsk * sXE[q, p]
+                    y = y + dsk * sXE[q, p].to(Float32)
                 if const_expr(self.has_z):
                     y = _silu_gate(y, mZ[row, t, head, p].to(Float32))
                 mOut[row, t, head, p] = y.to(self.act_dtype)
@@ -1126,7 +1219,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
-           _prof_default(), _mma_wide_default(), _prefetch_default()) + tuple(
+           _prof_default(), _mma_wide_default(), _prefetch_default(),
+           _xstage_default()) + tuple(
         kw.values())
     return kw, key
 
@@ -1232,7 +1326,8 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE",
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
-              "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, common.PDL_ENV)
+              "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, XSTAGE_ENV,
+              common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
