@@ -2680,13 +2680,15 @@ def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
     _launcher(ent)(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
 
 
-def _launcher(ent):
+def _launcher(ent, order_ready: bool = False):
     """The launch function of a :func:`_launch_args` entry (the entry unpacked once, into the
-    closure): the per-token inputs and the cache's buffers, cursors and seed, read per call."""
+    closure): the per-token inputs and the cache's buffers, cursors and seed, read per call.
+    ``order_ready``: the kernel (compiled with ``row_order``) takes the order an earlier launch
+    of the same call computed (``cache.row_order``) instead of running the order kernel."""
     fn, hw, hs, hg, lw, ls, lg, any_sr, order_ffi, ocur = ent
 
     def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
-        order = None
+        order = cache.row_order if order_ready else None
         if order_ffi is not None:    # the flush-first order first, into the cache's scratch
             if ocur:
                 order = cache.row_order_ext

@@ -79,6 +79,7 @@ Public entry points: :func:`compile_mamba2_verify` (tensor-free, cached by scala
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Optional, Tuple
 
@@ -254,8 +255,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                  has_z: bool, has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True, min_blocks_per_mp: Optional[int] = None,
                  flush_impl: Optional[int] = None, use_mma: Optional[bool] = None,
-                 row_order: bool = False, pdl: Optional[int] = None):
+                 row_order: bool = False, pdl: Optional[int] = None, rows: int = 0):
         T = int(num_drafts)
+        # 0: every row; split launch: 1 = non-flush rows only, 2 = flush rows only (the other
+        # rows' CTAs exit after the cursors; the two launches together make one verify call)
+        self.rows = int(rows)
         if not (1 <= T <= MAX_DRAFT):
             raise ValueError(f"num_drafts T={T} must be in [1, {MAX_DRAFT}]")
         if int(ring) < T + 1 or int(ring) < int(buffer_len) + 1:
@@ -273,6 +277,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          row_order=row_order,
                          mma_fold=bool(_mma_fold_default()),   # off unless forced: 0.90-0.98x
                          pdl=common.pdl_mode(pdl, verify=True))
+        if self.rows:
+            self.early_arrive = True     # the owned cursor read arrives at the CTA's start
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
         # once); v1: the dot path of flush rows reads hi before the flush rewrites it
         self.flush_dots = self.flush_impl == 2
@@ -328,6 +334,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         off, size = super()._ulayout()
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         off = dict(off)
+        if self.rows == 1:               # non-flush launch: no flush buffers (views kept, unused)
+            off = {name: 0 for name in off}
+            size = 0
         off["dot"] = 0
         off["xe"] = al(4 * self.T * self.P)
         size = max(size, off["xe"] + al(4 * self.EM * self.P))
@@ -343,7 +352,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         b = al(4 * N) + al(4 * N * TP) + al(4 * EM * TP) + al(4 * HPC * self.cfg.hm)
         b += al(4 * HPC * T * EM) + al(16 * HPC) + al(4 * HPC * TP) + al(4 * (NT // 32))
         b += al(8 * lp.PHILOX_ROUNDS) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
-        if self.flush_dots:
+        if self.flush_dots and self.rows != 1:
             b += al(4 * HPC * T * P)
         return b + self._ulayout()[1]
 
@@ -400,7 +409,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sPw = smem.allocate_tensor(Int32, cute.make_layout(TP), byte_alignment=16)
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
         sDotF = None                 # flush rows' dots from S_new (outlive the flush buffers)
-        if const_expr(self.flush_dots):
+        if const_expr(self.flush_dots and self.rows != 1):
             sDotF = smem.allocate_tensor(Float32, cute.make_layout((HPC, T, P),
                                                                    stride=(T * P, P, 1)),
                                          byte_alignment=16)
@@ -419,157 +428,194 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         if valid:
             # ------------------------------------------------------------ cursors
             # h <= R - T for any valid cache state (clamped: memory safety on corrupt cursors)
-            h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
-                                                     slot, tidx)
+            if const_expr(self.rows == 0):
+                h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
+                                                         slot, tidx)
+            else:
+                h, origin, gen, old = self._read_cursors_owned(sCur, mWPos, mOrig, mFlushCnt,
+                                                               mArrive, slot, tidx)
             h = cutlass.max(cutlass.min(h, Int32(R - T)), Int32(0))
             flush = h + Int32(T) > Int32(L)
-            E = h + Int32(T)             # entries the outputs use: h committed + T drafts
-            hb = h                       # logical position of the first draft after this call
-            origin2 = origin             # ring origin after this call
-            if flush:
-                hb = Int32(0)
-                origin2 = self._phys(origin, h)
-            head0 = hc * HPC
-            group = head0 // self.hpg
-            rd = None                    # non-flush rows' read registers (prefetch builds)
-            if const_expr(self.pf > 0):
-                rd = self._read_regs(not self.split)
-            if const_expr(self.pf == 2):
-                if not flush:            # head 0's loads fly during the preamble
-                    self._head_issue(not self.split, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
-                                     head0, tidx)
-            xdr = None                   # the drafts' x (xs builds), stored after the C loads
-            if const_expr(self.xs):
-                xdr = cute.make_rmem_tensor((-(-(HPC * T * P) // NT),), self.act_dtype)
-                if not flush:
-                    self._xs_issue(mX, mXBuf, sXA, xdr, row, slot, head0, origin, h, tidx)
-
-            # ------------------------------------------------------------ C of every query
-            for i in cutlass.range_constexpr(-(-(T * N) // NT)):
-                idx = tidx + i * NT
-                t = idx // N
-                n = idx % N
-                if idx < T * N:
-                    cv = mC[row, t, group, n].to(Float32)
-                    sCT[n * TP + t] = cv
-                    if t == 0:
-                        sC[n] = cv
-            if const_expr(self.xs):
-                if not flush:
-                    self._xs_drafts(sXA, xdr, h, tidx)
-            cute.arch.barrier()
-            if const_expr(self.prof):
-                pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, C of the queries
-            if const_expr(self.mma_any and dtype_name(self.act_dtype) == "bfloat16"):
-                self._mma_col_exponents(sCT, sPw, warp, lane)
-
-            # ------------------------------------------------------------ cb[e, t] = B_e . C_t
-            self._cb_dots(mB, mBBuf, sCT, sCB, row, slot, group, origin, h, E, warp, lane)
-            cute.arch.barrier()
-            if const_expr(self.prof):
-                pcs.append(common.sreg64("clock64"))    # 2: cb dots
-
-            # ------------------------------------------------------------ per head: decay scan
-            for i in cutlass.range_constexpr(-(-HPC // 4)):
-                k = warp + 4 * i
-                if k < HPC:
-                    self._head_scan(mDt, mA, mDtBias, mDtBuf, mDABuf, sCB, sCoef, sCoefT, sScal,
-                                    sG, row, slot, head0 + k, k, origin, origin2, h, hb, E, flush,
-                                    lane)
-            cute.arch.barrier()
-            if const_expr(self.prof):
-                pcs.append(common.sreg64("clock64"))    # 3: decay scans, coefficients
-
-            # ------------------------------------------------------------ outputs, per head
-            bfr = cute.make_rmem_tensor((32 if self.mma_w else 16,), Int32)
-            cpw = cute.make_rmem_tensor((2,), Float32)
-            if const_expr(self.prof):
-                rAcc = cute.make_rmem_tensor((2,), Int64)   # per-head sums: dots, outputs
-                rAcc.fill(0)
-            if const_expr(self.mma_any):
-                self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
-            if const_expr(self.mma_w):
-                self._mma_wide_b_frags(sCT, bfr, lane)
-            if const_expr(self.flush_dots):
-                # flush rows (v2 flush): the flush first -- its fold S_new gives the T dots
-                # (sDotF) -- then the outputs from S_new and the drafts only
+            own = Boolean(True)          # split launch: this launch's kind of row only
+            if const_expr(self.rows == 1):
+                own = not flush
+                flush = Boolean(False)
+            elif const_expr(self.rows == 2):
+                own = flush
+                flush = Boolean(True)
+            if own:
+                E = h + Int32(T)             # entries the outputs use: h committed + T drafts
+                hb = h                       # logical position of the first draft after this call
+                origin2 = origin             # ring origin after this call
                 if flush:
-                    self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
-                                    mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
-                                    sKey, sSink, sCT, sDotF, row, slot, head0, group, origin, h,
-                                    gen, tidx, sSlab)
-                    cute.arch.barrier()  # sDotF complete; the union buffer free for sXE
-                    for k in cutlass.range(HPC, unroll=1):
-                        head = _opaque_i32(head0 + k)
-                        self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, h, E, tidx)
-                        cute.arch.barrier()
-                        self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDotF[k, None, None], sXE,
-                                       row, head, k, h, h, tidx)
-                        cute.arch.barrier()
-                else:
-                    if const_expr(self.pf > 0 or self.xs):
-                        self._read_outputs_pf(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
-                                              mXBuf, sCT, sDot, sXE, sXA, sCoefT, sG, bfr, cpw, rd,
-                                              row, slot, head0, origin, h, E, tidx,
-                                              rAcc if const_expr(self.prof) else None)
-                    else:
-                        self._read_outputs(False, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo,
-                                           mLoS, mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr,
-                                           cpw, row, slot, head0, origin, h, E, tidx,
-                                           rAcc if const_expr(self.prof) else None)
-            else:
-                # v1 flush: every row's outputs from its read state (flush rows: hi before the
-                # flush rewrites it), then the flush
-                self._read_outputs(True, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
-                                   mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw, row, slot,
-                                   head0, origin, h, E, tidx)
-                if flush:
-                    self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
-                                    mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
-                                    sKey, sSink, None, None, row, slot, head0, group, origin, h,
-                                    gen, tidx, sSlab)
+                    hb = Int32(0)
+                    origin2 = self._phys(origin, h)
+                head0 = hc * HPC
+                group = head0 // self.hpg
+                rd = None                    # non-flush rows' read registers (prefetch builds)
+                if const_expr(self.pf > 0):
+                    rd = self._read_regs(not self.split)
+                if const_expr(self.pf == 2):
+                    if not flush:            # head 0's loads fly during the preamble
+                        self._head_issue(not self.split, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
+                                         head0, tidx)
+                xdr = None                   # the drafts' x (xs builds), stored after the C loads
+                if const_expr(self.xs):
+                    xdr = cute.make_rmem_tensor((-(-(HPC * T * P) // NT),), self.act_dtype)
+                    if not flush:
+                        self._xs_issue(mX, mXBuf, sXA, xdr, row, slot, head0, origin, h, tidx)
 
-            if const_expr(self.prof):
-                pcs.append(common.sreg64("clock64"))    # 4: read + outputs (flush rows: flush)
-            # ------------------------------------------------------------ append the drafts
-            # (dt' / dA went out in the scan); positions h'..h'+T-1 of the new ring hold no entry
-            # any CTA of this call reads
-            for i in cutlass.range_constexpr(-(-(HPC * T * P) // NT)):
-                idx = tidx + i * NT
-                k = idx // (T * P)
-                t = (idx // P) % T
-                p = idx % P
-                if k < HPC:
-                    ph = self._phys(origin2, hb + t)
-                    if const_expr(self.xs):
-                        if flush:
-                            mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
-                        else:            # staged at the start (non-flush: hb = h)
-                            mXBuf[slot, head0 + k, ph, p] = sXA[k, h + t, p]
-                    else:
-                        mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
-            if hc % cfg.ctas_per_group == 0:
+                # ------------------------------------------------------------ C of every query
                 for i in cutlass.range_constexpr(-(-(T * N) // NT)):
                     idx = tidx + i * NT
                     t = idx // N
                     n = idx % N
                     if idx < T * N:
-                        mBBuf[slot, group, self._phys(origin2, hb + t), n] = mB[row, t, group, n]
+                        cv = mC[row, t, group, n].to(Float32)
+                        sCT[n * TP + t] = cv
+                        if t == 0:
+                            sC[n] = cv
+                if const_expr(self.xs):
+                    if not flush:
+                        self._xs_drafts(sXA, xdr, h, tidx)
+                cute.arch.barrier()
+                if const_expr(self.prof):
+                    pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, C of the queries
+                if const_expr(self.mma_any and dtype_name(self.act_dtype) == "bfloat16"):
+                    self._mma_col_exponents(sCT, sPw, warp, lane)
 
-            # ------------------------------------------------------------ cursors (last CTA)
-            # nothing committed (write_pos = h'), the T drafts pending
-            if const_expr(self.prof):
-                pcs.append(common.sreg64("clock64"))    # 5: append issued
-            self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, hb, 0, T,
-                                  origin2, flush, gen, tidx, old)
-            if const_expr(self.prof):
-                pcs.append(common.sreg64("clock64"))    # 6: cursors published (end)
-                pg1 = common.sreg64("globaltimer")
-                cute.arch.barrier()                     # every output store of the CTA is out
-                if tidx == 0:                           # the record over draft 0's first head
-                    common.prof_store(cute.recast_tensor(mOut[row, 0, head0, None], Int32),
-                                      _sel_i32(flush, Int32(1), Int32(0)),
-                                      [pg0, pg1] + pcs + [rAcc[0], rAcc[1]])
+                # ------------------------------------------------------------ cb[e, t] = B_e . C_t
+                self._cb_dots(mB, mBBuf, sCT, sCB, row, slot, group, origin, h, E, warp, lane)
+                cute.arch.barrier()
+                if const_expr(self.prof):
+                    pcs.append(common.sreg64("clock64"))    # 2: cb dots
+
+                # ------------------------------------------------------------ per head: decay scan
+                for i in cutlass.range_constexpr(-(-HPC // 4)):
+                    k = warp + 4 * i
+                    if k < HPC:
+                        self._head_scan(mDt, mA, mDtBias, mDtBuf, mDABuf, sCB, sCoef, sCoefT, sScal,
+                                        sG, row, slot, head0 + k, k, origin, origin2, h, hb, E, flush,
+                                        lane)
+                cute.arch.barrier()
+                if const_expr(self.prof):
+                    pcs.append(common.sreg64("clock64"))    # 3: decay scans, coefficients
+
+                # ------------------------------------------------------------ outputs, per head
+                bfr = cute.make_rmem_tensor((32 if self.mma_w else 16,), Int32)
+                cpw = cute.make_rmem_tensor((2,), Float32)
+                if const_expr(self.prof):
+                    rAcc = cute.make_rmem_tensor((2,), Int64)   # per-head sums: dots, outputs
+                    rAcc.fill(0)
+                if const_expr(self.mma_any):
+                    self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
+                if const_expr(self.mma_w):
+                    self._mma_wide_b_frags(sCT, bfr, lane)
+                if const_expr(self.flush_dots):
+                    # flush rows (v2 flush): the flush first -- its fold S_new gives the T dots
+                    # (sDotF) -- then the outputs from S_new and the drafts only
+                    if flush:
+                        if const_expr(self.rows != 1):
+                            self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                                            mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef,
+                                            sScal, sRed, sKey, sSink, sCT, sDotF, row, slot,
+                                            head0, group, origin, h, gen, tidx, sSlab)
+                            cute.arch.barrier()  # sDotF complete; the union buffer free for sXE
+                            self._flush_outputs(mX, mZ, mD, mOut, mXBuf, sCoefT, sG, sDotF, sXE,
+                                                row, slot, head0, origin, h, E, tidx)
+                    else:
+                        if const_expr(self.rows != 2):
+                            rpa = rAcc if const_expr(self.prof) else None
+                            if const_expr(self.pf > 0 or self.xs):
+                                self._read_outputs_pf(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo,
+                                                      mLoS, mLoG, mXBuf, sCT, sDot, sXE, sXA,
+                                                      sCoefT, sG, bfr, cpw, rd, row, slot,
+                                                      head0, origin, h, E, tidx, rpa)
+                            else:
+                                self._read_outputs(False, flush, mX, mZ, mD, mOut, mHi, mHiS,
+                                                   mHiG, mLo, mLoS, mLoG, mXBuf, sCT, sDot, sXE,
+                                                   sCoefT, sG, bfr, cpw, row, slot, head0,
+                                                   origin, h, E, tidx, rpa)
+                else:
+                    # v1 flush: every row's outputs from its read state (flush rows: hi before the
+                    # flush rewrites it), then the flush
+                    self._read_outputs(True, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
+                                       mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw, row, slot,
+                                       head0, origin, h, E, tidx)
+                    if flush:
+                        self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
+                                        mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
+                                        sKey, sSink, None, None, row, slot, head0, group, origin, h,
+                                        gen, tidx, sSlab)
+
+                if const_expr(self.prof):
+                    pcs.append(common.sreg64("clock64"))    # 4: read + outputs (flush rows: flush)
+                # ------------------------------------------------------------ append the drafts
+                # (dt' / dA went out in the scan); positions h'..h'+T-1 of the new ring hold no entry
+                # any CTA of this call reads
+                for i in cutlass.range_constexpr(-(-(HPC * T * P) // NT)):
+                    idx = tidx + i * NT
+                    k = idx // (T * P)
+                    t = (idx // P) % T
+                    p = idx % P
+                    if k < HPC:
+                        ph = self._phys(origin2, hb + t)
+                        if const_expr(self.xs):
+                            if flush:
+                                mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
+                            else:            # staged at the start (non-flush: hb = h)
+                                mXBuf[slot, head0 + k, ph, p] = sXA[k, h + t, p]
+                        else:
+                            mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
+                if hc % cfg.ctas_per_group == 0:
+                    for i in cutlass.range_constexpr(-(-(T * N) // NT)):
+                        idx = tidx + i * NT
+                        t = idx // N
+                        n = idx % N
+                        if idx < T * N:
+                            mBBuf[slot, group, self._phys(origin2, hb + t), n] = mB[row, t, group, n]
+
+                # ------------------------------------------------------------ cursors (last CTA)
+                # nothing committed (write_pos = h'), the T drafts pending
+                if const_expr(self.prof):
+                    pcs.append(common.sreg64("clock64"))    # 5: append issued
+                self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, hb, 0, T,
+                                      origin2, flush, gen, tidx, old)
+                if const_expr(self.prof):
+                    pcs.append(common.sreg64("clock64"))    # 6: cursors published (end)
+                    pg1 = common.sreg64("globaltimer")
+                    cute.arch.barrier()                     # every output store of the CTA is out
+                    if tidx == 0:                           # the record over draft 0's first head
+                        common.prof_store(cute.recast_tensor(mOut[row, 0, head0, None], Int32),
+                                          _sel_i32(flush, Int32(1), Int32(0)),
+                                          [pg0, pg1] + pcs + [rAcc[0], rAcc[1]])
+
+    @cute.jit
+    def _read_cursors_owned(self, sCur: cute.Tensor, mWPos: cute.Tensor, mOrig: cute.Tensor,
+                            mFlushCnt: cute.Tensor, mArrive: cute.Tensor, slot: Int32,
+                            tidx: Int32):
+        """Split launch (``rows`` 1 / 2): the cursors as :meth:`_read_cursors` reads them (thread
+        0, broadcast through smem), but the CTA arrives on the row's counter only when the row
+        is this launch's kind (non-flush / flush): the other launch owns, arrives and publishes
+        it. Returns ``(write_pos, ring_origin, flush_count, the counter's old value)``."""
+        R, T, L = self.R, self.T, self.L
+        old = Int32(0)
+        if tidx == 0:
+            w = mWPos[slot]
+            o = mOrig[slot]
+            f = mFlushCnt[slot]
+            sCur[0] = w
+            sCur[1] = o
+            sCur[2] = f
+            hc = cutlass.max(cutlass.min(w, Int32(R - T)), Int32(0))
+            fl = hc + Int32(T) > Int32(L)
+            own = fl if const_expr(self.rows == 2) else not fl
+            if const_expr(self.cfg.ctas_per_row > 1):
+                if own:
+                    cute.arch.fence_acq_rel_gpu()
+                    old = common.row_arrive(mArrive, slot)
+        cute.arch.barrier()
+        return sCur[0], sCur[1], sCur[2], old
 
     # ------------------------------------------------------------------ outputs
     @cute.jit
@@ -656,6 +702,22 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             cute.arch.barrier()          # sDot / sXE are rewritten by the next head
             if const_expr(rAcc is not None):
                 rAcc[1] = rAcc[1] + (common.sreg64("clock64") - c1)
+
+    @cute.jit
+    def _flush_outputs(self, mX: cute.Tensor, mZ: Optional[cute.Tensor],
+                       mD: Optional[cute.Tensor], mOut: cute.Tensor, mXBuf: cute.Tensor,
+                       sCoefT: cute.Tensor, sG: cute.Tensor, sDotF: cute.Tensor,
+                       sXE: cute.Tensor, row: Int32, slot: Int32, head0: Int32, origin: Int32,
+                       h: Int32, E: Int32, tidx: Int32):
+        """A flush row's outputs after the v2 flush: per head, the drafts' x staged, then the
+        outputs from S_new's dots (``sDotF``) and the drafts only."""
+        for k in cutlass.range(self.hpc, unroll=1):
+            head = _opaque_i32(head0 + k)
+            self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, h, E, tidx)
+            cute.arch.barrier()
+            self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDotF[k, None, None], sXE, row, head,
+                           k, h, h, tidx)
+            cute.arch.barrier()
 
     @cute.jit
     def _xs_issue(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXA: cute.Tensor, xdr: cute.Tensor,
@@ -1204,7 +1266,7 @@ _CACHE = KernelCache("mamba2_verify")
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None,
-             use_mma=None, row_order=False):
+             use_mma=None, row_order=False, rows=0):
     from .mamba2_replay import _early_arrive_default, _flush_impl_default
     kw = dict(
         pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
@@ -1215,7 +1277,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         min_blocks_per_mp=None if min_blocks_per_mp is None else int(min_blocks_per_mp),
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
-        row_order=bool(row_order), pdl=common.pdl_default(verify=True),
+        row_order=bool(row_order), pdl=common.pdl_default(verify=True), rows=int(rows),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
@@ -1233,7 +1295,7 @@ def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           flush_impl: Optional[int] = None,
                           dump: Optional["common.dump_ptx"] = None,
                           use_mma: Optional[bool] = None,
-                          row_order: bool = False) -> CompiledKernel:
+                          row_order: bool = False, rows: int = 0) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the verify kernel for T drafts. Every argument
     is baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -1245,7 +1307,7 @@ def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
         raise RuntimeError("the Mamba-2 verify kernel needs apache-tvm-ffi (TVM-FFI call path)")
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices,
-                       min_blocks_per_mp, flush_impl, use_mma, row_order)
+                       min_blocks_per_mp, flush_impl, use_mma, row_order, rows)
     # per-token inputs carry the T mode: x, z, out [batch, T, H, P], dt [batch, T, H], B, C
     # [batch, T, G, N]; the cache tensors as in the decode kernel
     return _compile_op(_CACHE, key, Mamba2VerifyKernel, kw, dump, draft_modes=(int(T),))
@@ -1256,14 +1318,15 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
                  R: Optional[int] = None, has_D: bool = True, has_z: bool = False,
                  has_dt_bias: bool = True, dt_softplus: bool = True, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True,
-                 keep_ptx: bool = True) -> Tuple[CompiledKernel, Optional[str]]:
+                 keep_ptx: bool = True, min_blocks_per_mp: Optional[int] = None,
+                 rows: int = 0) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
     layer, L = 16, T = 8, ring R = max(L, T) + T. Returns ``(kernel, ptx_or_None)``."""
     if R is None:
         R = max(L, T) + T
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
-            dt_softplus, heads_per_cta, has_state_batch_indices)
-    return _compile_keep_ptx(compile_mamba2_verify, args, keep_ptx)
+            dt_softplus, heads_per_cta, has_state_batch_indices, min_blocks_per_mp)
+    return _compile_keep_ptx(functools.partial(compile_mamba2_verify, rows=rows), args, keep_ptx)
 
 
 def supports_cache(cache) -> bool:
@@ -1317,24 +1380,49 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     for one verify call signature (T included) on ``cache``'s current stored copies; reads
     :data:`_ENV_NAMES`; keep it in the memo of the cache's plan (see
     :func:`cute_kernels.mamba2_replay.make_launch`)."""
-    return _launcher(_launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
-                                   state_batch_indices, heads_per_cta, min_blocks_per_mp,
-                                   flush_impl, use_mma))
+    args = (cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta,
+            min_blocks_per_mp, flush_impl, use_mma)
+    if not (_split_default() and (flush_impl is None or int(flush_impl) == 2)):
+        return _launcher(_launch_entry(*args))
+    # split: the non-flush rows' launch (its own occupancy, no flush buffers), then the flush
+    # rows' launch on the same flush-first order
+    nonflush = _launcher(_launch_entry(*args, rows=1))
+    ent = _launch_entry(*args, rows=2)
+    flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=ent[8] is not None)
+
+    def launch(*a):
+        nonflush(*a)
+        flush(*a)
+    return launch
+
+
+SPLIT_ENV = "REPLAYSSM_M2V_SPLIT"
+SPLIT_MINB_ENV = "REPLAYSSM_M2V_SPLIT_MINB"
+
+
+def _split_default() -> bool:
+    """``REPLAYSSM_M2V_SPLIT`` (0 / 1; default 0): a verify call is two launches of the same
+    kernel, one for the non-flush rows (no flush code or buffers: 24 KB of smem instead of 47,
+    ``REPLAYSSM_M2V_SPLIT_MINB`` CTAs/SM, default 5) and one for the flush rows; the CTAs of the
+    other kind of row exit after the cursors."""
+    return os.environ.get(SPLIT_ENV, "0") == "1"
 
 
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE",
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
-              "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, XSTAGE_ENV,
+              "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
-                  heads_per_cta, min_blocks_per_mp, flush_impl, use_mma):
+                  heads_per_cta, min_blocks_per_mp, flush_impl, use_mma, rows=0):
     """A :func:`cute_kernels.mamba2_replay._launch_args` entry for one call signature on one
-    cache."""
+    cache (``rows``: the split launch's kind of row, see :class:`Mamba2VerifyKernel`)."""
+    if rows == 1 and min_blocks_per_mp is None:
+        min_blocks_per_mp = int(os.environ.get(SPLIT_MINB_ENV, "5"))
     batch, T, H, P = x.shape
     G, N = B.shape[2], B.shape[3]
     if heads_per_cta is None:
@@ -1345,5 +1433,5 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     k = compile_mamba2_verify(pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
                               T, D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, has_idx, min_blocks_per_mp,
-                              flush_impl, use_mma=use_mma, row_order=ordered)
+                              flush_impl, use_mma=use_mma, row_order=ordered, rows=rows)
     return _launch_args(k, cache, order_fn(cache, T, has_idx) if ordered else None)
