@@ -239,6 +239,17 @@ def _mma_fold_default() -> Optional[bool]:
     return _env_flag("REPLAYSSM_M2_MMA_FOLD")
 
 
+FOLD_UNROLL_ENV = "REPLAYSSM_M2_FOLD_UNROLL"
+
+
+def _fold_unroll() -> int:
+    """``REPLAYSSM_M2_FOLD_UNROLL`` (1 / 2 / 4; default 1): unroll factor of the v2 flush's
+    CUDA-core fold loop over the buffered entries (each entry: one smem load of w_j x_j[r], one
+    16-value B_j row, 16 FMAs)."""
+    v = os.environ.get(FOLD_UNROLL_ENV, "1")
+    return int(v) if v in ("1", "2", "4") else 1
+
+
 def _staged_default() -> bool:
     """``REPLAYSSM_M2_STAGED`` (0 / 1; default 1): non-flush rows with nvfp4 read copies stage
     every head's read set in smem with cp.async before the preamble; 0 = register loads."""
@@ -705,6 +716,7 @@ class Mamba2ReplayDecode:
         # software-pipelined hi / x_buf loads, fast nvfp4 RN encoder); 1 = the original two-pass
         # version (kept as a fallback; also used when the fold needs several staging rounds)
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
+        self.fold_unroll = _fold_unroll()
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
             raise ValueError(f"flush_impl must be 1 or 2, got {fi}")
@@ -2210,7 +2222,8 @@ class Mamba2ReplayDecode:
                 sCoef: cute.Tensor, sScal: cute.Tensor, sRed: cute.Tensor, sKey: cute.Tensor,
                 row: Int32, slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32,
                 gen: Int32, tidx: Int32, sCT: Optional[cute.Tensor] = None,
-                sDotF: Optional[cute.Tensor] = None, sSlab: Optional[cute.Tensor] = None):
+                sDotF: Optional[cute.Tensor] = None, sSlab: Optional[cute.Tensor] = None,
+                pacc=None):
         """Flush rows, single fold pass (one staging round, NJB == 1). Per head: sWX from the
         x_j rows that cp.async brought in during the previous head; per chunk: fold, + the
         decayed hi chunk (cp.async'ed into this thread's landing slot during the previous chunk:
@@ -2218,7 +2231,10 @@ class Mamba2ReplayDecode:
         that need no matrix amax are encoded and stored at once; with nvfp4 targets the fp32
         chunk also goes to smem (sS) and, after the CTA amax, a second loop encodes it from
         there -- the fold runs once. With ``sDotF`` (the verify kernel) the T query dots of every
-        S_new row go to ``sDotF[k, t, p]`` instead of the decode output (C_t from ``sCT``)."""
+        S_new row go to ``sDotF[k, t, p]`` instead of the decode output (C_t from ``sCT``).
+        ``pacc`` (profiling builds): thread 0's clocks summed into [0] head start (x rows wait,
+        barriers, sWX), [1] fold, [2] hi chunk wait + decayed add, [3] output / dots,
+        [4] encode + store + next copies."""
         cfg = self.cfg
         NT, CB, NIT, RW, RPF, P, N = cfg.nt, cfg.cb, cfg.nit, cfg.rw, cfg.rpf, self.P, self.N
         HPC, JB = self.hpc, cfg.jb
@@ -2268,6 +2284,8 @@ class Mamba2ReplayDecode:
             hig = Float32(0.0)           # the hi global scale before this flush rewrites it
             if const_expr(fmt_hi == "nvfp4"):
                 hig = mHiG[slot, head]
+            if const_expr(pacc is not None):
+                q0 = common.sreg64("clock64")
             cute.arch.cp_async_wait_group(0)   # this head's x_j rows (and hi chunk 0) landed
             cute.arch.barrier()          # ... for every thread; sWX / sRed of the previous head
             for i in cutlass.range_constexpr(NXW):  # are consumed
@@ -2277,6 +2295,9 @@ class Mamba2ReplayDecode:
                 if jj < h:
                     sWX[jj, p] = sCoef[k, jj] * sXR[jj, p].to(Float32)
             cute.arch.barrier()          # (sXR free again: the next head's rows may come in)
+            if const_expr(pacc is not None):
+                q1 = common.sreg64("clock64")
+                pacc[0] = pacc[0] + (q1 - q0)
             acc = cute.make_rmem_tensor((CHUNK,), Float32)
             amax = Float32(0.0)
             s_glob = Float32(0.0)
@@ -2296,11 +2317,14 @@ class Mamba2ReplayDecode:
                     for e in cutlass.range_constexpr(CHUNK):
                         acc[e] = Float32(0.0)
                     bj = cute.make_rmem_tensor((CHUNK,), Float32)
-                    for j in cutlass.range(h, unroll=1):
+                    for j in cutlass.range(h, unroll=self.fold_unroll):
                         wx = sWX[j, r]
                         cute.autovec_copy(cute.local_tile(sB[j, None], (CHUNK,), (cbi,)), bj)
                         for e in cutlass.range_constexpr(CHUNK):
                             acc[e] = _fma_rn(wx, bj[e], acc[e])
+                if const_expr(pacc is not None):
+                    q2 = common.sreg64("clock64")
+                    pacc[1] = pacc[1] + (q2 - q1)
                 # + the decayed checkpoint (this chunk's hi: cp.async issued one chunk ago)
                 cute.arch.cp_async_wait_group(0)
                 for g in cutlass.range_constexpr(wpc_hi // V):
@@ -2311,12 +2335,18 @@ class Mamba2ReplayDecode:
                     sbyte = (Uint32(hsw) >> (Uint32(8) * Uint32(cbi % 4))) & Uint32(0xFF)
                     d_blk = lp.mul_rn(lp.e4m3_byte_to_f32(sbyte), hig)
                 self._decode_add_chunk(fmt_hi, hw, acc, gf, lp.bits_f32(Uint32(hsw)), d_blk)
+                if const_expr(pacc is not None):
+                    q3 = common.sreg64("clock64")
+                    pacc[2] = pacc[2] + (q3 - q2)
                 # ---- output from the fp32 fold (the verify kernel: its T query dots)
                 if const_expr(sDotF is not None):
                     self._flush_dots(acc, sCT, sDotF, k, r, vq, cbi)
                 else:
                     self._fold_output(acc, sC, mX, mZ, mOut, row, head_i, r, cbi, vq, gout,
                                       ccur + dsk)
+                if const_expr(pacc is not None):
+                    q4 = common.sreg64("clock64")
+                    pacc[3] = pacc[3] + (q4 - q3)
                 if const_expr(self.needs_gamax):
                     # rows past P (clamped duplicates) hold a valid row's values: amax unchanged
                     amax = lp.fmax_nq(amax, _absmax16(acc))
@@ -2343,6 +2373,9 @@ class Mamba2ReplayDecode:
                     if wrap:
                         self._cpa_xrows(mXBuf, sXR, _dep_i32(slot, it), hn, origin, h, tidx)
                 cute.arch.cp_async_commit_group()
+                if const_expr(pacc is not None):
+                    q1 = common.sreg64("clock64")    # the next chunk's fold starts here
+                    pacc[4] = pacc[4] + (q1 - q4)
             if const_expr(self.needs_gamax):
                 amax = cute.arch.warp_reduction(amax, lp.fmax_nq)
                 if lane == 0:
@@ -2405,8 +2438,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         order_cursors=ocur,
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
-    key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS")) + tuple(
-        kw.values())
+    key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
+           _fold_unroll()) + tuple(kw.values())
     return kw, key
 
 
@@ -2710,7 +2743,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
-              ORDER_CURSORS_ENV)
+              ORDER_CURSORS_ENV, FOLD_UNROLL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

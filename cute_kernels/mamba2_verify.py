@@ -96,6 +96,7 @@ from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name
 from .mamba2_replay import (
     CHUNK,
+    FOLD_UNROLL_ENV,
     Mamba2ReplayDecode,
     ReplayTile,
     _compile_keep_ptx,
@@ -105,6 +106,7 @@ from .mamba2_replay import (
     _launch_args,
     _launcher,
     _mma_nvfp4_tile,
+    _fold_unroll,
     _mma_fold_default,
     _opaque_i32,
     _pow2_f32,
@@ -126,6 +128,10 @@ __all__ = [
     "supports_cache",
 ]
 
+#: 64-bit words after the phase stamps in a profiling record: non-flush CTAs the per-head sums
+#: (dots + x, outputs), flush CTAs the flush's sub-phase sums (head start, fold, hi wait,
+#: dots, encode + store + issue; thread 0's clocks)
+PROF_EXTRA = 5
 MAX_DRAFT = 16                     # largest T compiled (smem and registers scale with T)
 _ACC_PER_GROUP = 32                # accumulators per row group of the state dot (rows x T)
 
@@ -155,12 +161,15 @@ XSTAGE_ENV = "REPLAYSSM_M2V_XSTAGE"
 
 
 def _xstage_default() -> bool:
-    """``REPLAYSSM_M2V_XSTAGE`` (0 / 1; default 0): non-flush rows stage the x of every entry of
+    """``REPLAYSSM_M2V_XSTAGE`` (0 / 1; default 1): non-flush rows stage the x of every entry of
     every head of the CTA in shared memory (act dtype) right after the cursors -- ring entries
     by cp.async, drafts by plain loads stored once the C loads are in -- so the per-head loop
     waits on no global load but the state's; the append then takes the drafts' x from there.
-    0 = each head's x staged after its dots (a global round trip per head)."""
-    return os.environ.get(XSTAGE_ENV, "0") == "1"
+    0 = each head's x staged after its dots (a global round trip per head). H200,
+    Nemotron-3-Super, L = 16, T = 8, b256 (bench/results/session10_gpu/call2, same run, 0 / 1):
+    fp32 920.6 -> 788.9 µs (non-flush only 672.0 -> 429.4), fp8/fp32 838.2 -> 719.2 (527.1 ->
+    298.4), nvfp4/fp16sr 964.3 -> 863.4 (558.6 -> 364.1); outputs and caches bit-identical."""
+    return os.environ.get(XSTAGE_ENV, "1") != "0"
 
 
 def _prefetch_default() -> int:
@@ -505,7 +514,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 bfr = cute.make_rmem_tensor((32 if self.mma_w else 16,), Int32)
                 cpw = cute.make_rmem_tensor((2,), Float32)
                 if const_expr(self.prof):
-                    rAcc = cute.make_rmem_tensor((2,), Int64)   # per-head sums: dots, outputs
+                    # non-flush rows: per-head sums of dots, outputs; flush rows: the flush's
+                    # sub-phase sums (see Mamba2ReplayDecode._flush2's ``pacc``)
+                    rAcc = cute.make_rmem_tensor((PROF_EXTRA,), Int64)
                     rAcc.fill(0)
                 if const_expr(self.mma_any):
                     self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
@@ -519,7 +530,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                             self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
                                             mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef,
                                             sScal, sRed, sKey, sSink, sCT, sDotF, row, slot,
-                                            head0, group, origin, h, gen, tidx, sSlab)
+                                            head0, group, origin, h, gen, tidx, sSlab,
+                                            rAcc if const_expr(self.prof) else None)
                             cute.arch.barrier()  # sDotF complete; the union buffer free for sXE
                             self._flush_outputs(mX, mZ, mD, mOut, mXBuf, sCoefT, sG, sDotF, sXE,
                                                 row, slot, head0, origin, h, E, tidx)
@@ -588,7 +600,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     if tidx == 0:                           # the record over draft 0's first head
                         common.prof_store(cute.recast_tensor(mOut[row, 0, head0, None], Int32),
                                           _sel_i32(flush, Int32(1), Int32(0)),
-                                          [pg0, pg1] + pcs + [rAcc[0], rAcc[1]])
+                                          [pg0, pg1] + pcs
+                                          + [rAcc[i] for i in range(PROF_EXTRA)])
 
     @cute.jit
     def _read_cursors_owned(self, sCur: cute.Tensor, mWPos: cute.Tensor, mOrig: cute.Tensor,
@@ -775,7 +788,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                    sScal: cute.Tensor, sRed: cute.Tensor, sKey: cute.Tensor, sSink: cute.Tensor,
                    sCT: Optional[cute.Tensor], sDotF: Optional[cute.Tensor], row: Int32,
                    slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32, gen: Int32,
-                   tidx: Int32, sSlab: Optional[cute.Tensor] = None):
+                   tidx: Int32, sSlab: Optional[cute.Tensor] = None, pacc=None):
         """The decode kernel's flush of this row's heads (fold of the h committed entries, hi + lo
         written). Its own T = 1 output goes to a shared-memory sink (never read) -- or, with
         ``sDotF`` (v2 flush), the T query dots of S_new replace it."""
@@ -788,7 +801,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         if const_expr(self.flush_impl == 2):
             self._flush2(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
                          mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed, sKey, row,
-                         slot, head0, group, origin, h, gen, tidx, sCT, sDotF, sSlab)
+                         slot, head0, group, origin, h, gen, tidx, sCT, sDotF, sSlab, pacc)
         else:
             self._flush(mX0, mZ0, mD, sink, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
                         mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot, head0, group,
@@ -1282,7 +1295,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
            _prof_default(), _mma_wide_default(), _prefetch_default(),
-           _xstage_default()) + tuple(
+           _xstage_default(), _fold_unroll()) + tuple(
         kw.values())
     return kw, key
 
@@ -1413,7 +1426,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
-              common.PDL_ENV)
+              FOLD_UNROLL_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -38,6 +38,9 @@ GDN_PHASES = ["slot+cursors+qk", "ring issue+B frags", "read+S0 dots / flush", "
               "u,o+appends", "publish"]
 M2_VERIFY_PHASES = ["cursors+C", "cb dots", "decay scans", "read+outputs / flush+outputs",
                     "append", "publish"]
+M2_VERIFY_EXTRA = 5        # cute_kernels.mamba2_verify.PROF_EXTRA
+M2_VERIFY_HEAD_SUMS = ["dots+x", "outputs"]
+M2_VERIFY_FLUSH_SUMS = ["head start", "fold", "hi wait+add", "dots", "encode+store+issue"]
 GDN_VERIFY_PHASES = ["slot+cursors+qk", "decays+ring u", "read dots / flush", "stage keys",
                      "coef dots", "ring terms", "solve+outputs+appends", "publish"]
 
@@ -98,18 +101,18 @@ def run_mamba2_verify(pair, batch, mode, L, shape, steps, T):
     hpc = _hpc(batch, H, G)
     res = _records(cache, held, step, outs, steps,
                    lambda o: o[:, 0].contiguous().view(torch.int32).view(batch, H, P // 2)[:, ::hpc],
-                   7, nextra=2)
+                   7, nextra=M2_VERIFY_EXTRA)
     r = summarize(res, pair, batch, mode, hpc, M2_VERIFY_PHASES)
     r["T"] = T
-    # non-flush CTAs: thread 0's clocks summed over the heads (dots + x staged, outputs)
-    ex = []
-    for q in res[1:]:
-        nf = q["flush"] == 0
-        if nf.any():
-            ex.append(q["extra"][nf].double() / _clock_rate(q) / 1e3)
-    if ex:
-        e = torch.cat(ex)
-        r["heads_med_us"] = {"dots+x": e[:, 0].median().item(), "outputs": e[:, 1].median().item()}
+    # thread 0's clocks summed over the CTA: non-flush CTAs per head (dots + x staged, outputs),
+    # flush CTAs over the flush's heads and chunks (sub-phases)
+    for key, want, names in (("heads_med_us", 0, M2_VERIFY_HEAD_SUMS),
+                             ("flush_sub_med_us", 1, M2_VERIFY_FLUSH_SUMS)):
+        ex = [q["extra"][q["flush"] == want].double() / _clock_rate(q) / 1e3
+              for q in res[1:] if (q["flush"] == want).any()]
+        if ex:
+            e = torch.cat(ex)
+            r[key] = {n: e[:, i].median().item() for i, n in enumerate(names)}
     return r
 
 
@@ -297,6 +300,10 @@ def main():
         if r.get("heads_med_us"):
             print(f"{r['pair']} b{r['batch']} {r['mode']}: per CTA, summed over its heads: "
                   + ", ".join(f"{k} {v:.2f} µs" for k, v in r["heads_med_us"].items()))
+        if r.get("flush_sub_med_us"):
+            print(f"{r['pair']} b{r['batch']} {r['mode']}: per flush CTA, summed over its heads "
+                  "and chunks: " + ", ".join(f"{k} {v:.2f} µs"
+                                            for k, v in r["flush_sub_med_us"].items()))
     subs = [r for r in rows if r.get("flush_sub")]
     if subs:
         print("\nflush sub-phases (median µs over flush CTAs; generic = warp 0 took the exact "
