@@ -172,6 +172,26 @@ def _xstage_default() -> bool:
     return os.environ.get(XSTAGE_ENV, "1") != "0"
 
 
+XDRAFT_ENV = "REPLAYSSM_M2V_XDRAFT"
+
+
+def _xdraft_default() -> bool:
+    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; default 0, with the x staging only): flush rows load
+    the drafts' x right after the cursors too, into a buffer of their own (the union buffer is
+    the flush's), so their outputs and the append take it from shared memory instead of a
+    global round trip per head and one more for the append."""
+    return os.environ.get(XDRAFT_ENV, "0") == "1"
+
+
+CB_BATCH_ENV = "REPLAYSSM_M2V_CB_BATCH"
+
+
+def _cb_batch_default() -> bool:
+    """``REPLAYSSM_M2V_CB_BATCH`` (0 / 1; default 0): the cb dots issue every B_e load of a warp's
+    entries first, then the dots (one global round trip instead of one per entry)."""
+    return os.environ.get(CB_BATCH_ENV, "0") == "1"
+
+
 def _prefetch_default() -> int:
     """``REPLAYSSM_M2V_PREFETCH`` (0 / 1 / 2; default 0): non-flush rows' read-copy loads issued
     early, into the same registers (a reorder, no extra state registers): 1 = head k+1's loads
@@ -311,6 +331,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # every head's x entries staged at the start (non-flush rows, v2 flush; 16-byte rows)
         self.xs = bool(_xstage_default() and self.flush_dots
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
+        # flush rows' drafts x staged too (own buffer), for their outputs and the append
+        self.xd = bool(self.xs and _xdraft_default() and self.rows != 1)
+        self.cb_batch = _cb_batch_default()
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
@@ -363,6 +386,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         b += al(8 * lp.PHILOX_ROUNDS) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
         if self.flush_dots and self.rows != 1:
             b += al(4 * HPC * T * P)
+        if self.xd:
+            b += al(HPC * T * P * self.act_dtype.width // 8)
         return b + self._ulayout()[1]
 
     # ------------------------------------------------------------------ host side
@@ -426,7 +451,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sB, sWX, sS, sHW, sHS, sXR, sSlab = self._flush_views(uview)
         sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
         sXE = uview("xe", Float32, cute.make_layout((EM, P), stride=(P, 1)))
-        sXA = None
+        sXA = sXD = None
+        if const_expr(self.xd):
+            sXD = smem.allocate_tensor(self.act_dtype, cute.make_layout((HPC, T, P),
+                                                                        stride=(T * P, P, 1)),
+                                       byte_alignment=16)
         if const_expr(self.xs):
             sXA = uview("xa", self.act_dtype, cute.make_layout((HPC, EM, P),
                                                                stride=(EM * P, P, 1)))
@@ -473,6 +502,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     xdr = cute.make_rmem_tensor((-(-(HPC * T * P) // NT),), self.act_dtype)
                     if not flush:
                         self._xs_issue(mX, mXBuf, sXA, xdr, row, slot, head0, origin, h, tidx)
+                    if const_expr(self.xd):
+                        if flush:        # the drafts only (no ring x: the flush stages its own)
+                            self._xs_issue(mX, None, None, xdr, row, slot, head0, origin, h,
+                                           tidx)
 
                 # ------------------------------------------------------------ C of every query
                 for i in cutlass.range_constexpr(-(-(T * N) // NT)):
@@ -487,6 +520,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 if const_expr(self.xs):
                     if not flush:
                         self._xs_drafts(sXA, xdr, h, tidx)
+                    if const_expr(self.xd):
+                        if flush:
+                            self._xs_drafts(sXD, xdr, 0, tidx)
                 cute.arch.barrier()
                 if const_expr(self.prof):
                     pcs = [pc0, common.sreg64("clock64")]   # 1: cursors, C of the queries
@@ -534,7 +570,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                             rAcc if const_expr(self.prof) else None)
                             cute.arch.barrier()  # sDotF complete; the union buffer free for sXE
                             self._flush_outputs(mX, mZ, mD, mOut, mXBuf, sCoefT, sG, sDotF, sXE,
-                                                row, slot, head0, origin, h, E, tidx)
+                                                sXD, row, slot, head0, origin, h, E, tidx)
                     else:
                         if const_expr(self.rows != 2):
                             rpa = rAcc if const_expr(self.prof) else None
@@ -574,7 +610,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         ph = self._phys(origin2, hb + t)
                         if const_expr(self.xs):
                             if flush:
-                                mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
+                                if const_expr(self.xd):
+                                    mXBuf[slot, head0 + k, ph, p] = sXD[k, t, p]
+                                else:
+                                    mXBuf[slot, head0 + k, ph, p] = mX[row, t, head0 + k, p]
                             else:            # staged at the start (non-flush: hb = h)
                                 mXBuf[slot, head0 + k, ph, p] = sXA[k, h + t, p]
                         else:
@@ -720,13 +759,21 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     def _flush_outputs(self, mX: cute.Tensor, mZ: Optional[cute.Tensor],
                        mD: Optional[cute.Tensor], mOut: cute.Tensor, mXBuf: cute.Tensor,
                        sCoefT: cute.Tensor, sG: cute.Tensor, sDotF: cute.Tensor,
-                       sXE: cute.Tensor, row: Int32, slot: Int32, head0: Int32, origin: Int32,
-                       h: Int32, E: Int32, tidx: Int32):
-        """A flush row's outputs after the v2 flush: per head, the drafts' x staged, then the
-        outputs from S_new's dots (``sDotF``) and the drafts only."""
+                       sXE: cute.Tensor, sXD: Optional[cute.Tensor], row: Int32, slot: Int32,
+                       head0: Int32, origin: Int32, h: Int32, E: Int32, tidx: Int32):
+        """A flush row's outputs after the v2 flush: per head, the drafts' x staged (from
+        ``sXD`` when the drafts were loaded at the start), then the outputs from S_new's dots
+        (``sDotF``) and the drafts only."""
+        T, P, NT = self.T, self.P, self.cfg.nt
         for k in cutlass.range(self.hpc, unroll=1):
             head = _opaque_i32(head0 + k)
-            self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, h, E, tidx)
+            if const_expr(sXD is not None):
+                for i in cutlass.range_constexpr(-(-(T * P) // NT)):
+                    idx = tidx + i * NT
+                    if idx < T * P:
+                        sXE[h + idx // P, idx % P] = sXD[k, idx // P, idx % P].to(Float32)
+            else:
+                self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, h, E, tidx)
             cute.arch.barrier()
             self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDotF[k, None, None], sXE, row, head,
                            k, h, h, tidx)
@@ -743,19 +790,21 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         EPC = 16 * 8 // self.act_dtype.width      # act elements per 16-byte chunk
         CX = P // EPC
         JM = R - T                                # most committed entries a row can hold
-        ax = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
-                                 self.act_dtype, num_bits_per_copy=128)
-        tot = HPC * JM * CX
-        for i in cutlass.range_constexpr(-(-tot // NT)):
-            c = tidx + NT * i
-            k = c // (JM * CX)
-            j = (c // CX) % JM
-            q = c % CX
-            if (c < tot) & (j < h):
-                cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, self._phys(origin, j), None],
-                                              (EPC,), (q,)),
-                          cute.local_tile(sXA[k, j, None], (EPC,), (q,)))
-        cute.arch.cp_async_commit_group()
+        if const_expr(sXA is not None):
+            ax = cute.make_copy_atom(
+                cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.act_dtype,
+                num_bits_per_copy=128)
+            tot = HPC * JM * CX
+            for i in cutlass.range_constexpr(-(-tot // NT)):
+                c = tidx + NT * i
+                k = c // (JM * CX)
+                j = (c // CX) % JM
+                q = c % CX
+                if (c < tot) & (j < h):
+                    cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, self._phys(origin, j),
+                                                        None], (EPC,), (q,)),
+                              cute.local_tile(sXA[k, j, None], (EPC,), (q,)))
+            cute.arch.cp_async_commit_group()
         for i in cutlass.range_constexpr(xdr.shape[0]):
             idx = tidx + i * NT
             k = idx // (T * P)
@@ -766,7 +815,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
 
     @cute.jit
     def _xs_drafts(self, sXA: cute.Tensor, xdr: cute.Tensor, h: Int32, tidx: Int32):
-        """The drafts' x loaded by :meth:`_xs_issue` to ``sXA[k, h + t, :]``."""
+        """The drafts' x loaded by :meth:`_xs_issue` to ``sXA[k, h + t, :]`` (``sXD``: h = 0)."""
         HPC, P, T, NT = self.hpc, self.P, self.T, self.cfg.nt
         for i in cutlass.range_constexpr(xdr.shape[0]):
             idx = tidx + i * NT
@@ -841,21 +890,42 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         entry, lanes over N, the T partial sums reduced with one transposed butterfly."""
         N, T, TP, EM = self.N, self.T, self.TP, self.EM
         NBL = N // 32
-        for i in cutlass.range_constexpr(-(-EM // 4)):
-            e = warp + 4 * i
-            if e < E:
-                bv = cute.make_rmem_tensor((NBL,), Float32)
-                if e < h:
-                    ph = self._phys(origin, e)
-                    for m in cutlass.range_constexpr(NBL):
-                        bv[m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
-                else:
-                    for m in cutlass.range_constexpr(NBL):
-                        bv[m] = mB[row, e - h, group, lane + 32 * m].to(Float32)
-                sums, base, cnt = self._cb_partials(bv, sCT, lane)
-                for m in cutlass.range_constexpr(len(sums)):
-                    if Int32(m) < cnt:
-                        sCB[e, base + m] = sums[m]
+        if const_expr(self.cb_batch):
+            # every load of the warp's entries first (one round trip), then the dots
+            NE = -(-EM // 4)
+            bva = cute.make_rmem_tensor((NE, NBL), Float32)
+            for i in cutlass.range_constexpr(NE):
+                e = warp + 4 * i
+                ec = cutlass.min(e, E - 1)           # E >= T >= 1
+                ph = self._phys(origin, cutlass.min(ec, Int32(EM - 1)))
+                for m in cutlass.range_constexpr(NBL):
+                    if ec < h:
+                        bva[i, m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
+                    else:
+                        bva[i, m] = mB[row, ec - h, group, lane + 32 * m].to(Float32)
+            for i in cutlass.range_constexpr(NE):
+                e = warp + 4 * i
+                if e < E:
+                    sums, base, cnt = self._cb_partials(bva[i, None], sCT, lane)
+                    for m in cutlass.range_constexpr(len(sums)):
+                        if Int32(m) < cnt:
+                            sCB[e, base + m] = sums[m]
+        else:
+            for i in cutlass.range_constexpr(-(-EM // 4)):
+                e = warp + 4 * i
+                if e < E:
+                    bv = cute.make_rmem_tensor((NBL,), Float32)
+                    if e < h:
+                        ph = self._phys(origin, e)
+                        for m in cutlass.range_constexpr(NBL):
+                            bv[m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
+                    else:
+                        for m in cutlass.range_constexpr(NBL):
+                            bv[m] = mB[row, e - h, group, lane + 32 * m].to(Float32)
+                    sums, base, cnt = self._cb_partials(bv, sCT, lane)
+                    for m in cutlass.range_constexpr(len(sums)):
+                        if Int32(m) < cnt:
+                            sCB[e, base + m] = sums[m]
 
     def _cb_partials(self, bv, sCT, lane):
         """Lane partials of B_e·C_t over its columns, reduced over the warp (see _lanes_reduce)."""
@@ -1295,7 +1365,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
            _prof_default(), _mma_wide_default(), _prefetch_default(),
-           _xstage_default(), _fold_unroll()) + tuple(
+           _xstage_default(), _fold_unroll(), _xdraft_default(), _cb_batch_default()) + tuple(
         kw.values())
     return kw, key
 
@@ -1426,7 +1496,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
-              FOLD_UNROLL_ENV, common.PDL_ENV)
+              FOLD_UNROLL_ENV, XDRAFT_ENV, CB_BATCH_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
