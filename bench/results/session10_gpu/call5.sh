@@ -17,8 +17,8 @@ for s in $GS; do n=${s%%:*}; kv=${s#*:}; [ "$kv" = "-" ] && kv=""
 done
 CHK=tests/gpu_scripts/check_mamba2_verify_wide.py
 PAIRS=fp32,fp8/fp32,nvfp4/fp16sr,fp16sr
-for v in $XD $CB $FU; do
-  ( env REPLAYSSM_M2_HEADS_PER_CTA=4 timeout 200 python $CHK --env $v --values 0,1 --exact --pairs $PAIRS > "$OUT/t_$v.log" 2>&1; echo "rc=$?" >> "$OUT/t_$v.log" ) &
+for vv in $XD:0,1 $CB:0,1 $FU:1,2; do v=${vv%%:*}
+  ( env REPLAYSSM_M2_HEADS_PER_CTA=4 timeout 200 python $CHK --env $v --values ${vv#*:} --exact --pairs $PAIRS > "$OUT/t_$v.log" 2>&1; echo "rc=$?" >> "$OUT/t_$v.log" ) &
 done
 wait
 for v in $XD $CB $FU; do echo "== $v"; cat "$OUT/t_$v.log"; done
