@@ -175,21 +175,24 @@ def _xstage_default() -> bool:
 XDRAFT_ENV = "REPLAYSSM_M2V_XDRAFT"
 
 
-def _xdraft_default() -> bool:
-    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; default 0, with the x staging only): flush rows load
-    the drafts' x right after the cursors too, into a buffer of their own (the union buffer is
-    the flush's), so their outputs and the append take it from shared memory instead of a
-    global round trip per head and one more for the append."""
-    return os.environ.get(XDRAFT_ENV, "0") == "1"
+def _xdraft_default() -> Optional[bool]:
+    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for fp8 and nvfp4 read copies; with the x
+    staging only): flush rows load the drafts' x right after the cursors too, into a buffer of
+    their own (the union buffer is the flush's), so their outputs and the append take it from
+    shared memory instead of a global round trip per head and one more for the append. H200,
+    Nemotron-3-Super, L = 16, T = 8, b256 (bench/results/session10_gpu/call5, same run, off /
+    on): fp8/fp32 721.1 -> 691.8 µs, nvfp4/fp16sr 863.9 -> 834.8 (flush only 2027.8 ->
+    1942.5); fp32 792.4 -> 818.4 (flush only 1662.3 -> 1607.6 but non-flush 430.0 -> 503.5:
+    its build is at the 128-register cap), hence off there."""
+    v = os.environ.get(XDRAFT_ENV)
+    return None if v is None else v == "1"
 
 
-CB_BATCH_ENV = "REPLAYSSM_M2V_CB_BATCH"
-
-
-def _cb_batch_default() -> bool:
-    """``REPLAYSSM_M2V_CB_BATCH`` (0 / 1; default 0): the cb dots issue every B_e load of a warp's
-    entries first, then the dots (one global round trip instead of one per entry)."""
-    return os.environ.get(CB_BATCH_ENV, "0") == "1"
+def _verify_fold_unroll() -> int:
+    """The v2 flush's fold unroll in the verify kernel: ``REPLAYSSM_M2_FOLD_UNROLL`` when set,
+    else 2. H200, T = 8 b256 (bench/results/session10_gpu/call4, same run, 1 / 2): fp32 789.2
+    -> 775.9 µs (flush only 1668.4 -> 1619.1), nvfp4/fp16sr 868.0 -> 869.4; bit-identical."""
+    return _fold_unroll() if os.environ.get(FOLD_UNROLL_ENV) else 2
 
 
 def _prefetch_default() -> int:
@@ -332,8 +335,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.xs = bool(_xstage_default() and self.flush_dots
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
-        self.xd = bool(self.xs and _xdraft_default() and self.rows != 1)
-        self.cb_batch = _cb_batch_default()
+        xd = _xdraft_default()
+        self.xd = bool(self.xs and self.rows != 1
+                       and (self.read_fmt in ("fp8", "nvfp4") if xd is None else xd))
+        self.fold_unroll = _verify_fold_unroll()
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
@@ -890,42 +895,21 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         entry, lanes over N, the T partial sums reduced with one transposed butterfly."""
         N, T, TP, EM = self.N, self.T, self.TP, self.EM
         NBL = N // 32
-        if const_expr(self.cb_batch):
-            # every load of the warp's entries first (one round trip), then the dots
-            NE = -(-EM // 4)
-            bva = cute.make_rmem_tensor((NE, NBL), Float32)
-            for i in cutlass.range_constexpr(NE):
-                e = warp + 4 * i
-                ec = cutlass.min(e, E - 1)           # E >= T >= 1
-                ph = self._phys(origin, cutlass.min(ec, Int32(EM - 1)))
-                for m in cutlass.range_constexpr(NBL):
-                    if ec < h:
-                        bva[i, m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
-                    else:
-                        bva[i, m] = mB[row, ec - h, group, lane + 32 * m].to(Float32)
-            for i in cutlass.range_constexpr(NE):
-                e = warp + 4 * i
-                if e < E:
-                    sums, base, cnt = self._cb_partials(bva[i, None], sCT, lane)
-                    for m in cutlass.range_constexpr(len(sums)):
-                        if Int32(m) < cnt:
-                            sCB[e, base + m] = sums[m]
-        else:
-            for i in cutlass.range_constexpr(-(-EM // 4)):
-                e = warp + 4 * i
-                if e < E:
-                    bv = cute.make_rmem_tensor((NBL,), Float32)
-                    if e < h:
-                        ph = self._phys(origin, e)
-                        for m in cutlass.range_constexpr(NBL):
-                            bv[m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
-                    else:
-                        for m in cutlass.range_constexpr(NBL):
-                            bv[m] = mB[row, e - h, group, lane + 32 * m].to(Float32)
-                    sums, base, cnt = self._cb_partials(bv, sCT, lane)
-                    for m in cutlass.range_constexpr(len(sums)):
-                        if Int32(m) < cnt:
-                            sCB[e, base + m] = sums[m]
+        for i in cutlass.range_constexpr(-(-EM // 4)):
+            e = warp + 4 * i
+            if e < E:
+                bv = cute.make_rmem_tensor((NBL,), Float32)
+                if e < h:
+                    ph = self._phys(origin, e)
+                    for m in cutlass.range_constexpr(NBL):
+                        bv[m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
+                else:
+                    for m in cutlass.range_constexpr(NBL):
+                        bv[m] = mB[row, e - h, group, lane + 32 * m].to(Float32)
+                sums, base, cnt = self._cb_partials(bv, sCT, lane)
+                for m in cutlass.range_constexpr(len(sums)):
+                    if Int32(m) < cnt:
+                        sCB[e, base + m] = sums[m]
 
     def _cb_partials(self, bv, sCT, lane):
         """Lane partials of B_e·C_t over its columns, reduced over the warp (see _lanes_reduce)."""
@@ -1365,7 +1349,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
            _prof_default(), _mma_wide_default(), _prefetch_default(),
-           _xstage_default(), _fold_unroll(), _xdraft_default(), _cb_batch_default()) + tuple(
+           _xstage_default(), _fold_unroll(), _xdraft_default(),
+           _verify_fold_unroll()) + tuple(
         kw.values())
     return kw, key
 
@@ -1496,7 +1481,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
-              FOLD_UNROLL_ENV, XDRAFT_ENV, CB_BATCH_ENV, common.PDL_ENV)
+              FOLD_UNROLL_ENV, XDRAFT_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -37,6 +37,9 @@ def _variants():
     out.append(("nvfp4/fp8sr", "float32", 64, 2, 4, 8, {}))        # fp32 acts: CUDA-core nvfp4, T > L
     out.append(("fp16sr", "bfloat16", 64, 4, 16, 8, {"flush_impl": 1}))   # the v1 flush
     out.append(("nvfp4/fp16sr", "bfloat16", 64, 4, 16, 8, {"row_order": True}))  # flush-first
+    # the split launch (REPLAYSSM_M2V_SPLIT): non-flush rows' kernel, flush rows' kernel
+    out.append(("nvfp4/fp16sr", "bfloat16", 64, 4, 16, 8, {"row_order": True, "rows": 1}))
+    out.append(("fp32", "bfloat16", 64, 4, 16, 8, {"row_order": True, "rows": 2}))
     return out
 
 
@@ -112,7 +115,8 @@ def test_compile_variant(compiled, v):
     assert r["div_rn"]
     # 128-bit state loads (the nvfp4 read copy with fp32 acts is loaded as 32-bit words: its
     # only state loads there, since flush rows read hi through the flush's cp.async)
-    if not (r["read_fmt"] == "nvfp4" and act == "float32"):
+    rows = opts.get("rows", 0)          # split launch: 2 = the flush rows' kernel (no dots)
+    if not (r["read_fmt"] == "nvfp4" and act == "float32") and rows != 2:
         assert st["ld.global.v4"] > 0, "state chunks are not loaded with 128-bit loads"
     assert r["atom"] or r["ctas_per_row"] == 1
     assert r["T"] == T and r["flush_impl"] == opts.get("flush_impl", 2)
@@ -121,10 +125,12 @@ def test_compile_variant(compiled, v):
     want = opts.get("use_mma", True) and act != "float32" and T <= 8
     assert r["mma_lo"] == (want and r["read_fmt"] == "nvfp4")
     assert r["mma_hi"] == (want and r["rec_fmt"] == "nvfp4")
-    assert (r["mma"] > 0) == (r["mma_lo"] or r["mma_hi"])
+    if rows == 0:
+        assert (r["mma"] > 0) == (r["mma_lo"] or r["mma_hi"])
     # the tf32 dot of the other read formats (N = 128 here): 16 k-steps, fp32 in 3 pieces
     assert r["mma_w"] == (want and r["read_fmt"] in MV.WIDE_FMTS)
-    assert r["mma_tf32"] == ((48 if r["read_fmt"] == "fp32" else 16) if r["mma_w"] else 0)
+    assert r["mma_tf32"] == ((48 if r["read_fmt"] == "fp32" else 16)
+                             if r["mma_w"] and rows != 2 else 0)
 
 
 def test_compile_report():
