@@ -1450,7 +1450,7 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     :func:`cute_kernels.mamba2_replay.make_launch`)."""
     args = (cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta,
             min_blocks_per_mp, flush_impl, use_mma)
-    if not (_split_default() and (flush_impl is None or int(flush_impl) == 2)):
+    if not (_use_split(cache, x.shape[0]) and (flush_impl is None or int(flush_impl) == 2)):
         return _launcher(_launch_entry(*args))
     # split: the non-flush rows' launch (its own occupancy, no flush buffers), then the flush
     # rows' launch on the same flush-first order
@@ -1468,12 +1468,24 @@ SPLIT_ENV = "REPLAYSSM_M2V_SPLIT"
 SPLIT_MINB_ENV = "REPLAYSSM_M2V_SPLIT_MINB"
 
 
-def _split_default() -> bool:
-    """``REPLAYSSM_M2V_SPLIT`` (0 / 1; default 0): a verify call is two launches of the same
-    kernel, one for the non-flush rows (no flush code or buffers: 24 KB of smem instead of 47,
-    ``REPLAYSSM_M2V_SPLIT_MINB`` CTAs/SM, default 5) and one for the flush rows; the CTAs of the
-    other kind of row exit after the cursors."""
-    return os.environ.get(SPLIT_ENV, "0") == "1"
+#: the split launch by default from this many rows (fp8 / nvfp4 read copies; measured at 256)
+SPLIT_MIN_BATCH = 256
+
+
+def _use_split(cache, batch: int) -> bool:
+    """Whether a verify call is two launches of the same kernel: one for the non-flush rows (no
+    flush code or buffers: 24 KB of smem instead of 45-69, ``REPLAYSSM_M2V_SPLIT_MINB`` CTAs/SM,
+    default 5, where the single kernel runs 3-4) and one for the flush rows; the CTAs of the
+    other kind of row exit after the cursors. ``REPLAYSSM_M2V_SPLIT`` = 1 / 0 forces it on / off;
+    unset: fp8 and nvfp4 read copies from :data:`SPLIT_MIN_BATCH` rows. H200,
+    Nemotron-3-Super, L = 16, b256 (bench/results/session10_gpu/call6, same run, single /
+    split): T = 8 fp8/fp32 694.4 -> 675.6 µs, nvfp4/fp16sr 828.0 -> 781.4, fp32 786.9 -> 798.6
+    (its flush rows lose what the non-flush launch gains); T = 4 fp8/fp32 375.4 -> 345.2,
+    nvfp4/fp16sr 404.0 -> 393.5, fp32 480.8 -> 487.7."""
+    v = os.environ.get(SPLIT_ENV)
+    if v is not None:
+        return v == "1"
+    return cache.pair.read_fmt in ("fp8", "nvfp4") and batch >= SPLIT_MIN_BATCH
 
 
 #: environment variables the launch decisions read (part of the launch memo key)
