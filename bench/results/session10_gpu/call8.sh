@@ -9,7 +9,7 @@ export REPLAYSSM_KERNEL_CACHE_DIR=/tmp/replayssm_kernels
 SPEC="spec --layer mamba2 --batches 1,32,128 --T 2,8 --pairs fp32,nvfp4/fp16sr"
 GS="d:- s9:REPLAYSSM_M2V_XSTAGE=0,REPLAYSSM_M2V_XDRAFT=0,REPLAYSSM_M2_FOLD_UNROLL=1,REPLAYSSM_M2V_SPLIT=0"
 mkdir -p /tmp/ab
-OUT=/tmp/ab SETTINGS="$GS" BENCH_ARGS="$SPEC" REPLAYS=5 RUN_S=100 WARM_S=150 WARM_JOBS=2 \
+OUT=/tmp/ab SETTINGS="$GS" BENCH_ARGS="$SPEC" REPLAYS=5 RUN_S=80 WARM_S=130 WARM_JOBS=2 \
   bash tests/gpu_scripts/run_knob_grid.sh > /tmp/ab.log 2>&1
 cp /tmp/ab/knobs.md "$OUT/knobs.md"
 (cd /tmp && tar czf "$OUT/ab.tgz" ab ab.log)
