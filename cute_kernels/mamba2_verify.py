@@ -544,9 +544,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 for i in cutlass.range_constexpr(-(-HPC // 4)):
                     k = warp + 4 * i
                     if k < HPC:
-                        self._head_scan(mDt, mA, mDtBias, mDtBuf, mDABuf, sCB, sCoef, sCoefT, sScal,
-                                        sG, row, slot, head0 + k, k, origin, origin2, h, hb, E, flush,
-                                        lane)
+                        self._head_scan(mDt, mA, mDtBias, mDtBuf, mDABuf, sCB, sCoef, sCoefT,
+                                        sScal, sG, row, slot, head0 + k, k, origin, origin2, h,
+                                        hb, E, flush, lane)
                 cute.arch.barrier()
                 if const_expr(self.prof):
                     pcs.append(common.sreg64("clock64"))    # 3: decay scans, coefficients
@@ -604,8 +604,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 if const_expr(self.prof):
                     pcs.append(common.sreg64("clock64"))    # 4: read + outputs (flush rows: flush)
                 # ------------------------------------------------------------ append the drafts
-                # (dt' / dA went out in the scan); positions h'..h'+T-1 of the new ring hold no entry
-                # any CTA of this call reads
+                # (dt' / dA went out in the scan); positions h'..h'+T-1 of the new ring hold no
+                # entry any CTA of this call reads
                 for i in cutlass.range_constexpr(-(-(HPC * T * P) // NT)):
                     idx = tidx + i * NT
                     k = idx // (T * P)
@@ -629,7 +629,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         t = idx // N
                         n = idx % N
                         if idx < T * N:
-                            mBBuf[slot, group, self._phys(origin2, hb + t), n] = mB[row, t, group, n]
+                            mBBuf[slot, group, self._phys(origin2, hb + t),
+                                  n] = mB[row, t, group, n]
 
                 # ------------------------------------------------------------ cursors (last CTA)
                 # nothing committed (write_pos = h'), the T drafts pending
