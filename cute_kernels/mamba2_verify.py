@@ -578,23 +578,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                                 sXD, row, slot, head0, origin, h, E, tidx)
                     else:
                         if const_expr(self.rows != 2):
-                            rpa = rAcc if const_expr(self.prof) else None
-                            if const_expr(self.pf > 0 or self.xs):
-                                self._read_outputs_pf(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo,
-                                                      mLoS, mLoG, mXBuf, sCT, sDot, sXE, sXA,
-                                                      sCoefT, sG, bfr, cpw, rd, row, slot,
-                                                      head0, origin, h, E, tidx, rpa)
-                            else:
-                                self._read_outputs(False, flush, mX, mZ, mD, mOut, mHi, mHiS,
-                                                   mHiG, mLo, mLoS, mLoG, mXBuf, sCT, sDot, sXE,
-                                                   sCoefT, sG, bfr, cpw, row, slot, head0,
-                                                   origin, h, E, tidx, rpa)
+                            self._nonflush_outputs(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
+                                                   mLoG, mXBuf, sCT, sDot, sXE, sXA, sCoefT, sG,
+                                                   bfr, cpw, rd, row, slot, head0, origin, h, E,
+                                                   tidx, rAcc if const_expr(self.prof) else None)
                 else:
                     # v1 flush: every row's outputs from its read state (flush rows: hi before the
                     # flush rewrites it), then the flush
-                    self._read_outputs(True, flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
-                                       mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw, row, slot,
-                                       head0, origin, h, E, tidx)
+                    self._read_outputs_v1(flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
+                                          mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw, row,
+                                          slot, head0, origin, h, E, tidx)
                     if flush:
                         self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
                                         mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
@@ -677,45 +670,56 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
 
     # ------------------------------------------------------------------ outputs
     @cute.jit
-    def _read_outputs(self, hi_when_flush: cutlass.Constexpr, flush: Boolean, mX: cute.Tensor,
-                      mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor], mOut: cute.Tensor,
-                      mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
-                      mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
-                      mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, sCT: cute.Tensor,
-                      sDot: cute.Tensor, sXE: cute.Tensor, sCoefT: cute.Tensor, sG: cute.Tensor,
-                      bfr: cute.Tensor, cpw: cute.Tensor, row: Int32, slot: Int32, head0: Int32,
-                      origin: Int32, h: Int32, E: Int32, tidx: Int32, rAcc=None):
-        """Per head: the T dots of the stored state (the read copy; hi for shared pairs, and --
-        ``hi_when_flush``, the v1 flush -- for flush rows of split pairs, before the flush
-        rewrites it), the x of every entry staged, the outputs. ``rAcc`` (profiling build):
-        thread 0's clocks summed over the heads -- [0] dots + x staged, [1] outputs."""
+    def _read_outputs_v1(self, flush: Boolean, mX: cute.Tensor, mZ: Optional[cute.Tensor],
+                         mD: Optional[cute.Tensor], mOut: cute.Tensor, mHi: cute.Tensor,
+                         mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+                         mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+                         mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, sCT: cute.Tensor,
+                         sDot: cute.Tensor, sXE: cute.Tensor, sCoefT: cute.Tensor,
+                         sG: cute.Tensor, bfr: cute.Tensor, cpw: cute.Tensor, row: Int32,
+                         slot: Int32, head0: Int32, origin: Int32, h: Int32, E: Int32,
+                         tidx: Int32):
+        """v1 flush, every row: per head the T dots of the stored state (the read copy; hi for
+        shared pairs and for flush rows of split pairs, before the flush rewrites it), the x of
+        every entry staged, the outputs."""
         for k in cutlass.range(self.hpc, unroll=1):
             head = _opaque_i32(head0 + k)
-            if const_expr(rAcc is not None):
-                c0 = common.sreg64("clock64")
             cp = (mHi, mHiS, mHiG, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot, head, tidx)
             if const_expr(self.split):
-                if const_expr(hi_when_flush):
-                    if flush:
-                        self._head_dot(True, *cp)
-                    else:
-                        self._head_dot(False, *cp)
+                if flush:
+                    self._head_dot(True, *cp)
                 else:
                     self._head_dot(False, *cp)
             else:
                 self._head_dot(True, *cp)
-            self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
-            cute.arch.barrier()
-            if const_expr(rAcc is not None):
-                c1 = common.sreg64("clock64")
-                rAcc[0] = rAcc[0] + (c1 - c0)
-            self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, 0, tidx)
-            cute.arch.barrier()          # sDot / sXE are rewritten by the next head (or flush)
-            if const_expr(rAcc is not None):
-                rAcc[1] = rAcc[1] + (common.sreg64("clock64") - c1)
+            self._head_outputs(mX, mZ, mD, mOut, mXBuf, sCoefT, sG, sDot, sXE, None, row, slot,
+                               head, k, origin, h, E, tidx)
 
     @cute.jit
-    def _read_outputs_pf(self, mX: cute.Tensor, mZ: Optional[cute.Tensor],
+    def _head_outputs(self, mX: cute.Tensor, mZ: Optional[cute.Tensor],
+                      mD: Optional[cute.Tensor], mOut: cute.Tensor, mXBuf: cute.Tensor,
+                      sCoefT: cute.Tensor, sG: cute.Tensor, sDot: cute.Tensor, sXE: cute.Tensor,
+                      sXk: Optional[cute.Tensor], row: Int32, slot: Int32, head: Int32,
+                      k: Int32, origin: Int32, h: Int32, E: Int32, tidx: Int32, rAcc=None,
+                      c0=None):
+        """Head k after its dots: the x of its entries staged into ``sXE`` (``sXk``: already in
+        shared memory), a barrier, its outputs, a barrier (sDot / sXE are rewritten by the next
+        head). ``rAcc`` (profiling build): thread 0's clocks from ``c0`` -- [0] dots + x staged,
+        [1] outputs."""
+        if const_expr(sXk is None):
+            self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
+            sXk = sXE
+        cute.arch.barrier()
+        if const_expr(rAcc is not None):
+            c1 = common.sreg64("clock64")
+            rAcc[0] = rAcc[0] + (c1 - c0)
+        self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXk, row, head, k, h, 0, tidx)
+        cute.arch.barrier()
+        if const_expr(rAcc is not None):
+            rAcc[1] = rAcc[1] + (common.sreg64("clock64") - c1)
+
+    @cute.jit
+    def _nonflush_outputs(self, mX: cute.Tensor, mZ: Optional[cute.Tensor],
                          mD: Optional[cute.Tensor], mOut: cute.Tensor, mHi: cute.Tensor,
                          mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
                          mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
@@ -724,7 +728,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          sCoefT: cute.Tensor, sG: cute.Tensor, bfr: cute.Tensor,
                          cpw: cute.Tensor, rd, row: Int32, slot: Int32, head0: Int32,
                          origin: Int32, h: Int32, E: Int32, tidx: Int32, rAcc=None):
-        """:meth:`_read_outputs` of a non-flush row (v2 flush) with early global loads: ``pf`` >= 1,
+        """A non-flush row's outputs (v2 flush): per head the T dots of the read copy (hi for
+        shared pairs), then :meth:`_head_outputs`; with early global loads: ``pf`` >= 1,
         head k+1's read copy goes into the registers ``rd`` as soon as head k's dots have consumed
         them, in flight during head k's x staging, outputs and barriers (head 0's was issued after
         the cursors when ``pf == 2``); ``xs``: every head's x is in ``sXA`` already (issued after
@@ -747,19 +752,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 if k + 1 < self.hpc:
                     self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
                                      _opaque_i32(head0 + k + 1), tidx)
-            sXk = sXE
-            if const_expr(self.xs):
-                sXk = sXA[k, None, None]
-            else:
-                self._stage_x(mX, mXBuf, sXE, row, slot, head, origin, h, 0, E, tidx)
-            cute.arch.barrier()
-            if const_expr(rAcc is not None):
-                c1 = common.sreg64("clock64")
-                rAcc[0] = rAcc[0] + (c1 - c0)
-            self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXk, row, head, k, h, 0, tidx)
-            cute.arch.barrier()          # sDot / sXE are rewritten by the next head
-            if const_expr(rAcc is not None):
-                rAcc[1] = rAcc[1] + (common.sreg64("clock64") - c1)
+            self._head_outputs(mX, mZ, mD, mOut, mXBuf, sCoefT, sG, sDot, sXE,
+                               sXA[k, None, None] if const_expr(self.xs) else None, row, slot,
+                               head, k, origin, h, E, tidx, rAcc,
+                               c0 if const_expr(rAcc is not None) else None)
 
     @cute.jit
     def _flush_outputs(self, mX: cute.Tensor, mZ: Optional[cute.Tensor],
