@@ -661,7 +661,8 @@ def row_arrive(mArr: cute.Tensor, slot: Int32) -> Int32:
 @cute.jit
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,
-                            tidx: Int32, dep_arrive: cutlass.Constexpr = False) -> Int32:
+                            tidx: Int32, dep_arrive: cutlass.Constexpr = False,
+                            arrive_if=None) -> Int32:
     """Thread 0 reads the row's cursors (write_pos, ring_origin, flush_count) into ``sCur[0:3]``
     (broadcast after the caller's barrier) and arrives on the row's counter ``mArr[slot]`` right
     away (None: the row is one CTA, nobody to wait for), so the atomic's round trip overlaps the
@@ -672,10 +673,13 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
 
     ``dep_arrive``: no fence before the arrive; its increment is computed from the three cursor
     values (1 for any cursor below 2^30), so the atomic cannot be performed before they have been
-    read -- for callers that issue large loads first (a fence would also wait for those)."""
+    read -- for callers that issue large loads first (a fence would also wait for those).
+
+    ``arrive_if(write_pos)``: arrive only when it is true (a split launch: the rows another
+    launch owns are that launch's to arrive on and publish)."""
     old = Int32(0)
     if tidx == 0:
-        if const_expr(dep_arrive):
+        if const_expr(dep_arrive or arrive_if is not None):
             w = mWpos[slot]
             o = mOrig[slot]
             f = mFcnt[slot]
@@ -683,9 +687,14 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
             sCur[1] = o
             sCur[2] = f
             if const_expr(mArr is not None):
-                old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr,
-                                           Int32(1) + ((w | o | f) >> Int32(30)),
-                                           sem="relaxed", scope="gpu")
+                if const_expr(dep_arrive):
+                    old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr,
+                                               Int32(1) + ((w | o | f) >> Int32(30)),
+                                               sem="relaxed", scope="gpu")
+                else:
+                    if arrive_if(w):
+                        cute.arch.fence_acq_rel_gpu()
+                        old = row_arrive(mArr, slot)
         else:
             # (loads and stores interleaved: the order the GPU-timed builds have)
             sCur[0] = mWpos[slot]

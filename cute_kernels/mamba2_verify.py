@@ -650,21 +650,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         is this launch's kind (non-flush / flush): the other launch owns, arrives and publishes
         it. Returns ``(write_pos, ring_origin, flush_count, the counter's old value)``."""
         R, T, L = self.R, self.T, self.L
-        old = Int32(0)
-        if tidx == 0:
-            w = mWPos[slot]
-            o = mOrig[slot]
-            f = mFlushCnt[slot]
-            sCur[0] = w
-            sCur[1] = o
-            sCur[2] = f
-            hc = cutlass.max(cutlass.min(w, Int32(R - T)), Int32(0))
-            fl = hc + Int32(T) > Int32(L)
-            own = fl if const_expr(self.rows == 2) else not fl
-            if const_expr(self.cfg.ctas_per_row > 1):
-                if own:
-                    cute.arch.fence_acq_rel_gpu()
-                    old = common.row_arrive(mArrive, slot)
+
+        def owned(w):
+            fl = cutlass.max(cutlass.min(w, Int32(R - T)), Int32(0)) + Int32(T) > Int32(L)
+            return fl if const_expr(self.rows == 2) else not fl
+
+        old = common.read_cursors_and_arrive(
+            sCur, mWPos, mOrig, mFlushCnt, mArrive if self.cfg.ctas_per_row > 1 else None, slot,
+            tidx, arrive_if=owned)
         cute.arch.barrier()
         return sCur[0], sCur[1], sCur[2], old
 
