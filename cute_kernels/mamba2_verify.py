@@ -801,23 +801,23 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                               cute.local_tile(sXA[k, j, None], (EPC,), (q,)))
             cute.arch.cp_async_commit_group()
         for i in cutlass.range_constexpr(xdr.shape[0]):
-            idx = tidx + i * NT
-            k = idx // (T * P)
-            t = (idx // P) % T
-            p = idx % P
-            if idx < HPC * T * P:
+            k, t, p, live = self._draft_item(tidx, i)
+            if live:
                 xdr[i] = mX[row, t, head0 + k, p]
+
+    def _draft_item(self, tidx, i):
+        """Item i of this thread in the drafts' x (``[HPC, T, P]``, 128 threads in stride):
+        ``(k, t, p, inside)``."""
+        T, P, NT = self.T, self.P, self.cfg.nt
+        idx = tidx + i * NT
+        return idx // (T * P), (idx // P) % T, idx % P, idx < self.hpc * T * P
 
     @cute.jit
     def _xs_drafts(self, sXA: cute.Tensor, xdr: cute.Tensor, h: Int32, tidx: Int32):
         """The drafts' x loaded by :meth:`_xs_issue` to ``sXA[k, h + t, :]`` (``sXD``: h = 0)."""
-        HPC, P, T, NT = self.hpc, self.P, self.T, self.cfg.nt
         for i in cutlass.range_constexpr(xdr.shape[0]):
-            idx = tidx + i * NT
-            k = idx // (T * P)
-            t = (idx // P) % T
-            p = idx % P
-            if idx < HPC * T * P:
+            k, t, p, live = self._draft_item(tidx, i)
+            if live:
                 sXA[k, h + t, p] = xdr[i]
 
     # ------------------------------------------------------------------ flush rows
