@@ -29,7 +29,9 @@ entry j at physical ring index ``(origin + j) % R``):
 * pad rows (``state_batch_indices == pad_slot_id`` or outside ``[0, num_slots)``): nothing at all.
 
 Launch: grid ``(H / heads_per_cta, batch)``, 128 threads; a CTA owns one row and ``heads_per_cta``
-consecutive heads of one group (:func:`cute_kernels.mamba2_replay.choose_heads_per_cta`). Per CTA:
+consecutive heads of one group (:func:`cute_kernels.mamba2_replay.choose_heads_per_cta`). The
+split launch (``rows``; :func:`_use_split`) runs the grid twice, the non-flush rows in a build
+without the flush code or buffers (its own occupancy), then the flush rows. Per CTA:
 
 1. cursors; C_t of all T queries to smem (``sCT[n, t]``, t contiguous: one 16-byte load gives four
    queries' C at a column);
@@ -60,9 +62,11 @@ consecutive heads of one group (:func:`cute_kernels.mamba2_replay.choose_heads_p
      load of C per column, shared by a group of rows), the rows·T sums reduced over the TN lanes
      with one transposed butterfly -- no tf32 / fp16 rounding of fp32 and 16-bit copies;
 
-   the sums land in smem (``sDot[t, p]``, scaled); the x_e rows of the E entries are staged in smem
-   meanwhile; then ``Y = coef·X + exp(Λ)·sDot + D·x`` (a T×E by E×P product, one (t, p) output per
-   thread step), gated and stored;
+   the sums land in smem (``sDot[t, p]``, scaled); the x_e rows of the E entries of every head
+   were staged in smem right after the cursors (``xs``: ring entries by cp.async, drafts by plain
+   loads; flush rows of fp8 / nvfp4 read copies stage their drafts too, ``xd``), so the head loop
+   waits on no global load but the state's; then ``Y = coef·X + exp(Λ)·sDot + D·x`` (a T×E by
+   E×P product, one (t, p) output per thread step), gated and stored;
    (flush rows, v2 flush: steps 4's dots come from ``_flush2``, which runs first; the outputs
    then take the drafts only);
 5. flush rows: the decode kernel's flush; then the append and the cursor update.
