@@ -1343,7 +1343,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
            _prof_default(), _mma_wide_default(), _prefetch_default(),
-           _xstage_default(), _fold_unroll(), _xdraft_default(),
+           _xstage_default(), _xdraft_default(),
            _verify_fold_unroll()) + tuple(
         kw.values())
     return kw, key

@@ -279,3 +279,53 @@ def test_profiling_build(monkeypatch):
     assert MV._resolve(*args)[1] != key0
     _, ptx1 = MV.compile_only("fp32", H=8, G=2, keep_ptx=True)
     assert "clock64" not in ptx0 and ptx1.count("mov.u64") >= 7 and ptx1.count("clock64") == 16
+
+
+@pytest.mark.parametrize("env", ["REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT",
+                                 "REPLAYSSM_M2V_PREFETCH", "REPLAYSSM_M2_FOLD_UNROLL"])
+def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
+    """Every switch read while tracing is part of the compile key and of the launch memo's
+    environment (an in-process flip must not reuse the other build: session 9's void check)."""
+    args = ("fp8/fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 24, 8, True, False, True, True,
+            4, True)
+    monkeypatch.delenv(env, raising=False)
+    k0 = MV._resolve(*args)[1]
+    monkeypatch.setenv(env, {"REPLAYSSM_M2V_PREFETCH": "2", "REPLAYSSM_M2_FOLD_UNROLL": "4"}
+                       .get(env, "0"))
+    assert MV._resolve(*args)[1] != k0
+    assert env in MV._ENV_NAMES
+
+
+def test_verify_defaults_and_split_rule(monkeypatch):
+    """Defaults: x staged for every pair; the flush rows' drafts for fp8 / nvfp4 read copies
+    only; fold unrolled by 2; the split launch for fp8 / nvfp4 read copies from
+    SPLIT_MIN_BATCH rows, forced either way by REPLAYSSM_M2V_SPLIT; the non-flush build
+    (rows=1) has no flush buffers."""
+    for env in ("REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT", "REPLAYSSM_M2V_SPLIT",
+                "REPLAYSSM_M2_FOLD_UNROLL", "REPLAYSSM_M2V_PREFETCH"):
+        monkeypatch.delenv(env, raising=False)
+
+    def op(pair, rows=0):
+        return MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", 128, 64, 128, 8, 16, 24, 8,
+                                     True, False, True, True, 4, rows=rows)
+
+    for pair, xd in (("fp32", False), ("fp8/fp32", True), ("nvfp4/fp16sr", True),
+                     ("bf16/fp32", False)):
+        o = op(pair)
+        assert o.xs and o.xd == xd and o.fold_unroll == 2 and o.pf == 0, pair
+    nf, fl = op("nvfp4/fp16sr", rows=1), op("nvfp4/fp16sr", rows=2)
+    assert not nf.xd and nf.smem_bytes() < 32 * 1024 < fl.smem_bytes()
+
+    class Cache:
+        def __init__(self, pair):
+            from replayssm_lp.pairs import parse_pair
+            self.pair = parse_pair(pair)
+
+    n = MV.SPLIT_MIN_BATCH
+    assert MV._use_split(Cache("nvfp4/fp16sr"), n) and MV._use_split(Cache("fp8/fp32"), n)
+    assert not MV._use_split(Cache("nvfp4/fp16sr"), n - 1)
+    assert not MV._use_split(Cache("fp32"), 4 * n)
+    monkeypatch.setenv("REPLAYSSM_M2V_SPLIT", "1")
+    assert MV._use_split(Cache("fp32"), 1)
+    monkeypatch.setenv("REPLAYSSM_M2V_SPLIT", "0")
+    assert not MV._use_split(Cache("nvfp4/fp16sr"), 4 * n)
