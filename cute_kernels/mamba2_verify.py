@@ -180,8 +180,8 @@ XDRAFT_ENV = "REPLAYSSM_M2V_XDRAFT"
 
 
 def _xdraft_default() -> Optional[bool]:
-    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for fp8 and nvfp4 read copies; with the x
-    staging only): flush rows load the drafts' x right after the cursors too, into a buffer of
+    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for fp8 and nvfp4 read copies where its buffer
+    costs no CTA per SM -- not fp8 at T = 16, for one; with the x staging only): flush rows load the drafts' x right after the cursors too, into a buffer of
     their own (the union buffer is the flush's), so their outputs and the append take it from
     shared memory instead of a global round trip per head and one more for the append. H200,
     Nemotron-3-Super, L = 16, T = 8, b256 (bench/results/session10_gpu/call5, same run, off /
@@ -342,6 +342,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
                        and (self.read_fmt in ("fp8", "nvfp4") if xd is None else xd))
+        if self.xd and xd is None:       # by default only where its 4 KB cost no CTA per SM
+            with_xd = self._smem_ctas() or 8
+            self.xd = False
+            self.xd = with_xd >= (self._smem_ctas() or 8)
         self.fold_unroll = _verify_fold_unroll()
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)

@@ -313,6 +313,10 @@ def test_verify_defaults_and_split_rule(monkeypatch):
                      ("bf16/fp32", False)):
         o = op(pair)
         assert o.xs and o.xd == xd and o.fold_unroll == 2 and o.pf == 0, pair
+    # T = 16: the drafts buffer (8 KB) would cost fp8/fp32 a CTA per SM (3 -> 2): off there
+    o16 = MV.Mamba2VerifyKernel("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 32, 16,
+                                True, False, True, True, 4)
+    assert not o16.xd and o16.min_blocks_per_mp == 3
     nf, fl = op("nvfp4/fp16sr", rows=1), op("nvfp4/fp16sr", rows=2)
     assert not nf.xd and nf.smem_bytes() < 32 * 1024 < fl.smem_bytes()
 
