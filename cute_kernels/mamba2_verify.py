@@ -386,8 +386,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         off["xe"] = al(4 * self.T * self.P)
         size = max(size, off["xe"] + al(4 * self.EM * self.P))
         # non-flush rows' staged x (xs builds; flush rows use xe, never both in one CTA)
-        off["xa"] = off["xe"]
-        size = max(size, off["xa"] + al(self.hpc * self.EM * self.P * self.act_dtype.width // 8))
+        if self.xs:
+            off["xa"] = off["xe"]
+            size = max(size, off["xa"]
+                       + al(self.hpc * self.EM * self.P * self.act_dtype.width // 8))
         return off, size
 
     def smem_bytes(self) -> int:
@@ -1448,11 +1450,14 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     :func:`cute_kernels.mamba2_replay.make_launch`)."""
     args = (cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta,
             min_blocks_per_mp, flush_impl, use_mma)
-    if not (_use_split(cache, x.shape[0]) and (flush_impl is None or int(flush_impl) == 2)):
+    if not _use_split(cache, x.shape[0]):
+        return _launcher(_launch_entry(*args))
+    ent1, op1 = _launch_entry(*args, rows=1, with_op=True)
+    if not op1.flush_dots:           # the v1 flush (forced, or past one staging round): one launch
         return _launcher(_launch_entry(*args))
     # split: the non-flush rows' launch (its own occupancy, no flush buffers), then the flush
     # rows' launch on the same flush-first order
-    nonflush = _launcher(_launch_entry(*args, rows=1))
+    nonflush = _launcher(ent1)
     ent = _launch_entry(*args, rows=2)
     flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=ent[8] is not None)
 
@@ -1496,9 +1501,11 @@ _env = env_reader(_ENV_NAMES)
 
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
-                  heads_per_cta, min_blocks_per_mp, flush_impl, use_mma, rows=0):
+                  heads_per_cta, min_blocks_per_mp, flush_impl, use_mma, rows=0,
+                  with_op=False):
     """A :func:`cute_kernels.mamba2_replay._launch_args` entry for one call signature on one
-    cache (``rows``: the split launch's kind of row, see :class:`Mamba2VerifyKernel`)."""
+    cache (``rows``: the split launch's kind of row, see :class:`Mamba2VerifyKernel`;
+    ``with_op``: also the kernel object)."""
     if rows == 1 and min_blocks_per_mp is None:
         min_blocks_per_mp = int(os.environ.get(SPLIT_MINB_ENV, "5"))
     batch, T, H, P = x.shape
@@ -1512,4 +1519,5 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               T, D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, has_idx, min_blocks_per_mp,
                               flush_impl, use_mma=use_mma, row_order=ordered, rows=rows)
-    return _launch_args(k, cache, order_fn(cache, T, has_idx) if ordered else None)
+    ent = _launch_args(k, cache, order_fn(cache, T, has_idx) if ordered else None)
+    return (ent, k.meta["op"]) if with_op else ent
