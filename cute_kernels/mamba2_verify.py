@@ -158,7 +158,6 @@ def _mma_wide_default() -> bool:
 
 WIDE_FMTS = ("fp32", "fp16", "bf16", "fp8")
 
-PREFETCH_ENV = "REPLAYSSM_M2V_PREFETCH"
 
 
 XSTAGE_ENV = "REPLAYSSM_M2V_XSTAGE"
@@ -197,16 +196,6 @@ def _verify_fold_unroll() -> int:
     else 2. H200, T = 8 b256 (bench/results/session10_gpu/call4, same run, 1 / 2): fp32 789.2
     -> 775.9 µs (flush only 1668.4 -> 1619.1), nvfp4/fp16sr 868.0 -> 869.4; bit-identical."""
     return _fold_unroll() if os.environ.get(FOLD_UNROLL_ENV) else 2
-
-
-def _prefetch_default() -> int:
-    """``REPLAYSSM_M2V_PREFETCH`` (0 / 1 / 2; default 0): non-flush rows' read-copy loads issued
-    early, into the same registers (a reorder, no extra state registers): 1 = head k+1's loads
-    right after head k's dots (in flight during head k's x staging, outputs and barriers);
-    2 = also head 0's right after the cursors (in flight during the C loads, cb dots and decay
-    scans). 0 = each head's loads just before its dots."""
-    v = os.environ.get(PREFETCH_ENV, "0")
-    return int(v) if v in ("0", "1", "2") else 0
 
 
 def _split3_trunc(x):
@@ -333,8 +322,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                           and self.N == 128)
         self.tile_w = (ReplayTile(self.read_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
                                   self.hpc, tn=4) if self.mma_w else None)
-        # early read-copy loads of non-flush rows (v2 flush only: v1 reads hi for flush rows)
-        self.pf = _prefetch_default() if self.flush_dots else 0
         # every head's x entries staged at the start (non-flush rows, v2 flush; 16-byte rows)
         self.xs = bool(_xstage_default() and self.flush_dots
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
@@ -505,13 +492,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     origin2 = self._phys(origin, h)
                 head0 = hc * HPC
                 group = head0 // self.hpg
-                rd = None                    # non-flush rows' read registers (prefetch builds)
-                if const_expr(self.pf > 0):
-                    rd = self._read_regs(not self.split)
-                if const_expr(self.pf == 2):
-                    if not flush:            # head 0's loads fly during the preamble
-                        self._head_issue(not self.split, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
-                                         head0, tidx)
                 xdr = None                   # the drafts' x (xs builds), stored after the C loads
                 if const_expr(self.xs):
                     xdr = cute.make_rmem_tensor((-(-(HPC * T * P) // NT),), self.act_dtype)
@@ -590,7 +570,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         if const_expr(self.rows != 2):
                             self._nonflush_outputs(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
                                                    mLoG, mXBuf, sCT, sDot, sXE, sXA, sCoefT, sG,
-                                                   bfr, cpw, rd, row, slot, head0, origin, h, E,
+                                                   bfr, cpw, row, slot, head0, origin, h, E,
                                                    tidx, rAcc if const_expr(self.prof) else None)
                 else:
                     # v1 flush: every row's outputs from its read state (flush rows: hi before the
@@ -729,32 +709,20 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, sCT: cute.Tensor,
                          sDot: cute.Tensor, sXE: cute.Tensor, sXA: Optional[cute.Tensor],
                          sCoefT: cute.Tensor, sG: cute.Tensor, bfr: cute.Tensor,
-                         cpw: cute.Tensor, rd, row: Int32, slot: Int32, head0: Int32,
+                         cpw: cute.Tensor, row: Int32, slot: Int32, head0: Int32,
                          origin: Int32, h: Int32, E: Int32, tidx: Int32, rAcc=None):
         """A non-flush row's outputs (v2 flush): per head the T dots of the read copy (hi for
-        shared pairs), then :meth:`_head_outputs`; with early global loads: ``pf`` >= 1,
-        head k+1's read copy goes into the registers ``rd`` as soon as head k's dots have consumed
-        them, in flight during head k's x staging, outputs and barriers (head 0's was issued after
-        the cursors when ``pf == 2``); ``xs``: every head's x is in ``sXA`` already (issued after
-        the cursors), no per-head staging."""
+        shared pairs), then :meth:`_head_outputs`; ``xs``: every head's x is in ``sXA`` already
+        (issued after the cursors), no per-head staging."""
         use_hi = not self.split
-        if const_expr(rd is None):
-            rd = self._read_regs(use_hi)
-        if const_expr(self.pf == 1):
-            self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head0, tidx)
         if const_expr(self.xs):
             cute.arch.cp_async_wait_group(0)     # the ring x (visible after the first barrier)
         for k in cutlass.range(self.hpc, unroll=1):
             head = _opaque_i32(head0 + k)
             if const_expr(rAcc is not None):
                 c0 = common.sreg64("clock64")
-            if const_expr(self.pf == 0):
-                self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head, tidx)
-            self._head_compute(use_hi, rd, sCT, sDot, bfr, cpw, tidx)
-            if const_expr(self.pf > 0):
-                if k + 1 < self.hpc:
-                    self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot,
-                                     _opaque_i32(head0 + k + 1), tidx)
+            self._head_dot(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot,
+                           head, tidx)
             self._head_outputs(mX, mZ, mD, mOut, mXBuf, sCoefT, sG, sDot, sXE,
                                sXA[k, None, None] if const_expr(self.xs) else None, row, slot,
                                head, k, origin, h, E, tidx, rAcc,
@@ -1060,38 +1028,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             tile = self.tile_w
         return fmt, tile, wide
 
-    def _read_regs(self, use_hi):
-        """The registers of one head's read set for this thread: (raw 16-byte chunks, fp8 row
-        scales, nvfp4 block-scale pairs, nvfp4 global scale)."""
-        _, tile, _ = self._read_tile(use_hi)
-        raw = cute.make_rmem_tensor(cute.make_ordered_layout((tile.rpt, tile.cn, 4),
-                                                             order=(2, 1, 0)), Int32)
-        return (raw, cute.make_rmem_tensor((tile.rpt,), Float32),
-                cute.make_rmem_tensor((tile.rpt, tile.cn), Int32),
-                cute.make_rmem_tensor((1,), Float32))
-
-    def _head_issue(self, use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head, tidx):
-        """Issue one head's read set of hi (``use_hi``) or lo into ``rd`` (nothing waits here)."""
-        fmt, tile, _ = self._read_tile(use_hi)
-        mRd, mRdS, mRdG = (mHi, mHiS, mHiG) if use_hi else (mLo, mLoS, mLoG)
-        raw, rsc, bsc, gsc = rd
-        self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, tidx // tile.tn,
-                         tidx % tile.tn, fmt=fmt, tile=tile)
-
-    def _head_compute(self, use_hi, rd, sCT, sDot, bfr, cpw, tidx):
-        """``sDot[t, p] = Σ_n S[p, n]·C_t[n]`` (decoded, every scale applied) from the read set
-        in ``rd``."""
-        fmt, tile, wide = self._read_tile(use_hi)
-        raw, rsc, bsc, gsc = rd
-        lir = tidx % tile.tn
-        rp = tidx // tile.tn
-        if const_expr(self.mma_hi if use_hi else self.mma_lo):
-            self._mma_dot(raw, bsc, gsc, bfr, cpw, sDot, tile, rp, lir)
-        elif const_expr(wide):
-            self._mma_wide_dot(fmt, raw, rsc, bfr, sDot, tile, rp, lir)
-        else:
-            self._fma_dot(fmt, tile, raw, rsc, bsc, gsc, sCT, sDot, rp, lir)
-
     @cute.jit
     def _head_dot(self, use_hi: cutlass.Constexpr, mHi: cute.Tensor,
                   mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
@@ -1099,10 +1035,25 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                   mLoG: Optional[cute.Tensor], sCT: cute.Tensor, sDot: cute.Tensor,
                   bfr: cute.Tensor, cpw: cute.Tensor, slot: Int32, head: Int32, tidx: Int32):
         """``sDot[t, p] = Σ_n S[p, n]·C_t[n]`` (decoded, every scale applied) of one head, S the
-        copy hi (``use_hi``) or lo, loaded just before."""
-        rd = self._read_regs(use_hi)
-        self._head_issue(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, rd, slot, head, tidx)
-        self._head_compute(use_hi, rd, sCT, sDot, bfr, cpw, tidx)
+        copy hi (``use_hi``) or lo."""
+        fmt, tile, wide = self._read_tile(use_hi)
+        mRd, mRdS, mRdG = (mHi, mHiS, mHiG) if const_expr(use_hi) else (mLo, mLoS, mLoG)
+        lir = tidx % tile.tn
+        rp = tidx // tile.tn
+        raw = cute.make_rmem_tensor(cute.make_ordered_layout((tile.rpt, tile.cn, 4),
+                                                             order=(2, 1, 0)), Int32)
+        rsc = cute.make_rmem_tensor((tile.rpt,), Float32)
+        bsc = cute.make_rmem_tensor((tile.rpt, tile.cn), Int32)
+        gsc = cute.make_rmem_tensor((1,), Float32)
+        # the decode kernel's non-flush read set, for the format of this copy
+        self._issue_read(mRd, mRdS, mRdG, raw, rsc, bsc, gsc, slot, head, rp, lir, fmt=fmt,
+                         tile=tile)
+        if const_expr(self.mma_hi if use_hi else self.mma_lo):
+            self._mma_dot(raw, bsc, gsc, bfr, cpw, sDot, tile, rp, lir)
+        elif const_expr(wide):
+            self._mma_wide_dot(fmt, raw, rsc, bfr, sDot, tile, rp, lir)
+        else:
+            self._fma_dot(fmt, tile, raw, rsc, bsc, gsc, sCT, sDot, rp, lir)
 
     @cute.jit
     def _fma_dot(self, fmt: cutlass.Constexpr, tile: cutlass.Constexpr, raw: cute.Tensor,
@@ -1348,7 +1299,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
-           _prof_default(), _mma_wide_default(), _prefetch_default(),
+           _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
            _verify_fold_unroll()) + tuple(
         kw.values())
@@ -1495,7 +1446,7 @@ def _use_split(cache, batch: int) -> bool:
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE",
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
-              "REPLAYSSM_M2V_OUT_ILP", PREFETCH_ENV, XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
+              "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               FOLD_UNROLL_ENV, XDRAFT_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 

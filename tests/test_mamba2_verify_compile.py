@@ -282,7 +282,7 @@ def test_profiling_build(monkeypatch):
 
 
 @pytest.mark.parametrize("env", ["REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT",
-                                 "REPLAYSSM_M2V_PREFETCH", "REPLAYSSM_M2_FOLD_UNROLL"])
+                                 "REPLAYSSM_M2_FOLD_UNROLL"])
 def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
     """Every switch read while tracing is part of the compile key and of the launch memo's
     environment (an in-process flip must not reuse the other build: session 9's void check)."""
@@ -290,8 +290,7 @@ def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
             4, True)
     monkeypatch.delenv(env, raising=False)
     k0 = MV._resolve(*args)[1]
-    monkeypatch.setenv(env, {"REPLAYSSM_M2V_PREFETCH": "2", "REPLAYSSM_M2_FOLD_UNROLL": "4"}
-                       .get(env, "0"))
+    monkeypatch.setenv(env, {"REPLAYSSM_M2_FOLD_UNROLL": "4"}.get(env, "0"))
     assert MV._resolve(*args)[1] != k0
     assert env in MV._ENV_NAMES
 
@@ -302,7 +301,7 @@ def test_verify_defaults_and_split_rule(monkeypatch):
     SPLIT_MIN_BATCH rows, forced either way by REPLAYSSM_M2V_SPLIT; the non-flush build
     (rows=1) has no flush buffers."""
     for env in ("REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT", "REPLAYSSM_M2V_SPLIT",
-                "REPLAYSSM_M2_FOLD_UNROLL", "REPLAYSSM_M2V_PREFETCH"):
+                "REPLAYSSM_M2_FOLD_UNROLL"):
         monkeypatch.delenv(env, raising=False)
 
     def op(pair, rows=0):
@@ -312,7 +311,7 @@ def test_verify_defaults_and_split_rule(monkeypatch):
     for pair, xd in (("fp32", False), ("fp8/fp32", True), ("nvfp4/fp16sr", True),
                      ("bf16/fp32", False)):
         o = op(pair)
-        assert o.xs and o.xd == xd and o.fold_unroll == 2 and o.pf == 0, pair
+        assert o.xs and o.xd == xd and o.fold_unroll == 2, pair
     # T = 16: the drafts buffer (8 KB) would cost fp8/fp32 a CTA per SM (3 -> 2): off there
     o16 = MV.Mamba2VerifyKernel("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 32, 16,
                                 True, False, True, True, 4)

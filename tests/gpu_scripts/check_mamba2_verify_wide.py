@@ -7,10 +7,10 @@ differ only in fp32 summation order); stored copies and cursors must be bit-iden
 switch touches only the non-flush dots). Prints one line per pair; exit status 1 on a mismatch.
 
 ``--env NAME --values A,B --exact``: the same A-B for another switch that must not change any
-result bit (e.g. ``REPLAYSSM_M2V_PREFETCH``, a reorder of the loads): outputs bit-identical too.
+result bit (e.g. ``REPLAYSSM_M2V_XSTAGE``, where the x comes from): outputs bit-identical too.
 
     python tests/gpu_scripts/check_mamba2_verify_wide.py [--pairs fp32,fp8/fp32,bf16/fp32]
-        [--env REPLAYSSM_M2V_PREFETCH --values 0,2 --exact]
+        [--env REPLAYSSM_M2V_XSTAGE --values 0,1 --exact]
 """
 import argparse
 import os
