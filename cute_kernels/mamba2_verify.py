@@ -110,6 +110,7 @@ from .mamba2_replay import (
     _launch_args,
     _launcher,
     _mma_nvfp4_tile,
+    _add_rn,
     _fold_unroll,
     _mma_fold_default,
     _opaque_i32,
@@ -196,6 +197,18 @@ def _verify_fold_unroll() -> int:
     else 2. H200, T = 8 b256 (bench/results/session10_gpu/call4, same run, 1 / 2): fp32 789.2
     -> 775.9 µs (flush only 1668.4 -> 1619.1), nvfp4/fp16sr 868.0 -> 869.4; bit-identical."""
     return _fold_unroll() if os.environ.get(FOLD_UNROLL_ENV) else 2
+
+
+FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
+
+
+def _frag_flush_default() -> bool:
+    """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; default 0; WIP, not GPU-run): the fp32 pair's flush
+    rows fold and take their T dots on tf32 tensor cores with the fold kept in mma fragment
+    layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`): no slab, no barrier inside a
+    head, instead of the CUDA-core chunk loop (session10_gpu §4: fold 34 + dots 17 of a fp32
+    flush CTA's 103 µs)."""
+    return os.environ.get(FRAG_FLUSH_ENV, "0") == "1"
 
 
 def _split3_trunc(x):
@@ -334,6 +347,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             self.xd = False
             self.xd = with_xd >= (self._smem_ctas() or 8)
         self.fold_unroll = _verify_fold_unroll()
+        # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
+        self.frag = bool(_frag_flush_default() and self.flush_dots and not self.split
+                         and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
+                         and self.cfg.nt == 128 and self.rows != 1
+                         and dtype_name(self.act_dtype) != "float32")
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
@@ -372,6 +390,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         off["dot"] = 0
         off["xe"] = al(4 * self.T * self.P)
         size = max(size, off["xe"] + al(4 * self.EM * self.P))
+        if self.frag:                    # the fragment flush's padded B_j and w_j x_j rows
+            jb = self.cfg.jb
+            off["fsB"] = 0
+            off["fsWX"] = al(4 * jb * (self.N + 4))
+            assert off["fsWX"] + al(4 * jb * (self.P + 4)) <= off["xr"], "fsWX overlaps sXR"
         # non-flush rows' staged x (xs builds; flush rows use xe, never both in one CTA)
         if self.xs:
             off["xa"] = off["xe"]
@@ -453,6 +476,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sB, sWX, sS, sHW, sHS, sXR, sSlab = self._flush_views(uview)
         sDot = uview("dot", Float32, cute.make_layout((T, P), stride=(P, 1)))
         sXE = uview("xe", Float32, cute.make_layout((EM, P), stride=(P, 1)))
+        fsB = fsWX = None
+        if const_expr(self.frag):
+            JBF = self.cfg.jb
+            fsB = uview("fsB", Float32, cute.make_layout((JBF, N), stride=(N + 4, 1)))
+            fsWX = uview("fsWX", Float32, cute.make_layout((JBF, P), stride=(P + 4, 1)))
         sXA = sXD = None
         if const_expr(self.xd):
             sXD = smem.allocate_tensor(self.act_dtype, cute.make_layout((HPC, T, P),
@@ -557,12 +585,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     # flush rows (v2 flush): the flush first -- its fold S_new gives the T dots
                     # (sDotF) -- then the outputs from S_new and the drafts only
                     if flush:
-                        if const_expr(self.rows != 1):
+                        if const_expr(self.frag):
+                            self._flush_frag(mHi, mXBuf, mBBuf, sCoef, sScal, sCT, sDotF, fsB,
+                                             fsWX, sXR, slot, head0, group, origin, h, tidx)
+                        elif const_expr(self.rows != 1):
                             self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
                                             mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef,
                                             sScal, sRed, sKey, sSink, sCT, sDotF, row, slot,
                                             head0, group, origin, h, gen, tidx, sSlab,
                                             rAcc if const_expr(self.prof) else None)
+                        if const_expr(self.rows != 1):
                             cute.arch.barrier()  # sDotF complete; the union buffer free for sXE
                             self._flush_outputs(mX, mZ, mD, mOut, mXBuf, sCoefT, sG, sDotF, sXE,
                                                 sXD, row, slot, head0, origin, h, E, tidx)
@@ -751,6 +783,117 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             self._head_out(mX, mZ, mD, mOut, sCoefT, sG, sDotF[k, None, None], sXE, row, head,
                            k, h, h, tidx)
             cute.arch.barrier()
+
+    @cute.jit
+    def _flush_frag(self, mHi: cute.Tensor, mXBuf: cute.Tensor, mBBuf: cute.Tensor,
+                    sCoef: cute.Tensor, sScal: cute.Tensor, sCT: cute.Tensor,
+                    sDotF: cute.Tensor, fsB: cute.Tensor, fsWX: cute.Tensor, sXR: cute.Tensor,
+                    slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32,
+                    tidx: Int32):
+        """Flush of a fp32-pair row on the tensor cores, the fold kept in mma fragment layout
+        (WIP). Per head, warp w owns the m16 tiles ``16·(w + 4i)`` of S (P x N); per n-tile of 8
+        columns, the thread (g, t) holds S[p0, c], S[p0, c+1], S[p1, c], S[p1, c+1] (p0 = 16m + g,
+        p1 = p0 + 8, c = 8nt + 2t; the m16n8k8 accumulator):
+
+        * fold ``F = Σ_{j<h} (w_j x_j)[p] B_j[n]``: tf32 mma, A = w_j x_j (fp32, three exact tf32
+          pieces), B = B_j (16-bit activations: exact), K = the buffered entries (zero past h);
+        * ``S_new = fl(gf·hi) + F`` (``_decode_add_chunk``'s rounding), stored to hi (8 bytes);
+        * the T dots ``S_new·C_t``: the accumulator is the next mma's A operand as it stands (k
+          slot t <-> column c, t + 4 <-> c + 1; B = C_g at the same columns), S_new again in three
+          exact pieces; into ``sDotF[k, t, p]``.
+
+        Products are exact; the sums are the tensor cores' fp32 accumulation (the CUDA-core flush
+        sums each element's terms in a fixed fp32 order instead)."""
+        P, N, T, TP, NT, HPC = self.P, self.N, self.T, self.TP, self.cfg.nt, self.hpc
+        JB = self.cfg.jb
+        KS = -(-JB // 8)
+        NTL = N // 8
+        warp = tidx // 32
+        lane = tidx % 32
+        g = lane // 4
+        t = lane % 4
+        gq = cutlass.min(g, Int32(T - 1))
+        qlive = g < Int32(T)
+        zero = Float32(0.0)
+        # the group's B entries once per CTA (padded rows: conflict-free fragment reads)
+        for it in cutlass.range(-(-(JB * N) // NT), unroll=4):
+            idx = tidx + it * NT
+            jj = idx // N
+            n = idx % N
+            if jj < h:
+                fsB[jj, n] = mBBuf[slot, group, self._phys(origin, jj), n].to(Float32)
+        self._cpa_xrows(mXBuf, sXR, slot, head0, origin, h, tidx)
+        cute.arch.cp_async_commit_group()
+        for k in cutlass.range(HPC, unroll=1):
+            head = _opaque_i32(head0 + k)
+            gf = sScal[k, 0]
+            cute.arch.cp_async_wait_group(0)     # this head's x_j rows
+            cute.arch.barrier()                  # ... for every thread; fsWX of the last head read
+            for i in cutlass.range_constexpr(-(-(JB * P) // NT)):
+                idx = tidx + i * NT
+                jj = idx // P
+                p = idx % P
+                if jj < h:
+                    fsWX[jj, p] = sCoef[k, jj] * sXR[jj, p].to(Float32)
+            cute.arch.barrier()                  # fsWX complete, sXR free
+            if k + 1 < HPC:
+                self._cpa_xrows(mXBuf, sXR, slot, _opaque_i32(head0 + k + 1), origin, h, tidx)
+            cute.arch.cp_async_commit_group()
+            for mi in cutlass.range_constexpr(P // 64):
+                p0 = 16 * (warp + 4 * mi) + g
+                p1 = p0 + 8
+                # A of the fold for every k-step: rows p0, p1 x entries j0 = 8ks + t, j0 + 4
+                apc = []
+                okb = []
+                for ks in cutlass.range_constexpr(KS):
+                    j0 = Int32(8 * ks) + t
+                    j1 = j0 + 4
+                    ok0 = j0 < h
+                    ok1 = j1 < h
+                    jc0 = cutlass.min(j0, Int32(JB - 1))
+                    jc1 = cutlass.min(j1, Int32(JB - 1))
+                    a = [lp.sel_f32(ok0, fsWX[jc0, p0], zero), lp.sel_f32(ok0, fsWX[jc0, p1], zero),
+                         lp.sel_f32(ok1, fsWX[jc1, p0], zero), lp.sel_f32(ok1, fsWX[jc1, p1], zero)]
+                    apc.append([_split3_trunc(x) for x in a])
+                    okb.append((ok0, ok1, jc0, jc1))
+                dacc = [[zero] * 4, [zero] * 4]  # the dots, two chains (n-tile parity)
+                for nt in cutlass.range_constexpr(NTL):
+                    c = 8 * nt + 2 * t
+                    hv = cute.make_rmem_tensor((2, 2), Int32)
+                    cute.autovec_copy(cute.local_tile(mHi[slot, head, p0, None], (2,), (c // 2,)),
+                                      hv[0, None])
+                    cute.autovec_copy(cute.local_tile(mHi[slot, head, p1, None], (2,), (c // 2,)),
+                                      hv[1, None])
+                    f = [zero] * 4
+                    for ks in cutlass.range_constexpr(KS):
+                        ok0, ok1, jc0, jc1 = okb[ks]
+                        b = [lp.f32_bits(lp.sel_f32(ok0, fsB[jc0, 8 * nt + g], zero)),
+                             lp.f32_bits(lp.sel_f32(ok1, fsB[jc1, 8 * nt + g], zero))]
+                        for pc in cutlass.range_constexpr(3):
+                            f = lp.mma_sync("tf32", [x[pc] for x in apc[ks]], b, f, volatile=True)
+                    # S_new = fl(gf·hi) + F; accumulator order (p0, c), (p0, c+1), (p1, c), (p1, c+1)
+                    sn = [_add_rn(lp.mul_rn(gf, lp.bits_f32(Uint32(hv[e // 2, e % 2]))), f[e])
+                          for e in range(4)]
+                    ov = cute.make_rmem_tensor((2, 2), Int32)
+                    for e in cutlass.range_constexpr(4):
+                        ov[e // 2, e % 2] = lp.f32_bits(sn[e]).to(Int32)
+                    cute.autovec_copy(ov[0, None],
+                                      cute.local_tile(mHi[slot, head, p0, None], (2,), (c // 2,)))
+                    cute.autovec_copy(ov[1, None],
+                                      cute.local_tile(mHi[slot, head, p1, None], (2,), (c // 2,)))
+                    # the T dots: A = (S[p0, c], S[p1, c], S[p0, c+1], S[p1, c+1]) = k slots t, t+4
+                    pieces = [_split3_trunc(x) for x in (sn[0], sn[2], sn[1], sn[3])]
+                    b = [lp.f32_bits(lp.sel_f32(qlive, sCT[c * TP + gq], zero)),
+                         lp.f32_bits(lp.sel_f32(qlive, sCT[(c + 1) * TP + gq], zero))]
+                    for pc in cutlass.range_constexpr(3):
+                        dacc[nt % 2] = lp.mma_sync("tf32", [x[pc] for x in pieces], b,
+                                                   dacc[nt % 2], volatile=True)
+                # D: (p0, 2t), (p0, 2t+1), (p1, 2t), (p1, 2t+1)
+                for r in cutlass.range_constexpr(2):
+                    for j in cutlass.range_constexpr(2):
+                        q = 2 * t + j
+                        if q < T:
+                            sDotF[k, q, p0 + 8 * r] = dacc[0][2 * r + j] + dacc[1][2 * r + j]
 
     @cute.jit
     def _xs_issue(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXA: cute.Tensor, xdr: cute.Tensor,
@@ -1301,7 +1444,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
            _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
-           _verify_fold_unroll()) + tuple(
+           _verify_fold_unroll(), _frag_flush_default()) + tuple(
         kw.values())
     return kw, key
 
@@ -1447,7 +1590,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
-              FOLD_UNROLL_ENV, XDRAFT_ENV, common.PDL_ENV)
+              FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

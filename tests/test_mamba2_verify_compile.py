@@ -332,3 +332,84 @@ def test_verify_defaults_and_split_rule(monkeypatch):
     assert MV._use_split(Cache("fp32"), 1)
     monkeypatch.setenv("REPLAYSSM_M2V_SPLIT", "0")
     assert not MV._use_split(Cache("nvfp4/fp16sr"), 4 * n)
+
+
+def test_fragment_flush_compiles(monkeypatch):
+    """REPLAYSSM_M2V_FRAG_FLUSH=1 (WIP): the fp32 pair's flush in mma fragment layout builds for
+    sm_90a with its tf32 mmas (fold: 3 pieces x 3 k-steps per n-tile, dots: 3 per n-tile) and
+    no local memory; other pairs ignore it."""
+    monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "1")
+    op = MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 24, 8, True,
+                               False, True, True, 4)
+    assert op.frag
+    assert not MV.Mamba2VerifyKernel("nvfp4/fp16sr", "bfloat16", "float32", 8, 64, 128, 2, 16,
+                                     24, 8, True, False, True, True, 4).frag
+    _, ptx = MV.compile_only("fp32", H=8, G=2, heads_per_cta=4, keep_ptx=True)
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    # non-flush dots 48 + fold 16 n-tiles x 3 k-steps x 3 + dots 16 x 3
+    assert ptx.count("mma.sync.aligned.m16n8k8") == 48 + 16 * 3 * 3 + 16 * 3
+
+
+def test_fragment_flush_maps_emulated():
+    """The lane maps of ``_flush_frag`` on a numpy model of mma.sync.m16n8k8 (PTX fragment
+    layouts): fold accumulators, S_new = gf·hi + fold, and the T dots with the accumulator as the
+    next A operand reproduce the matrix products."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    T, h, JB, N = 8, 13, 23, 128
+    KS = -(-JB // 8)
+    wx = rng.standard_normal((JB, 16))          # one m16 tile: rows p = g, g + 8
+    Bm = rng.standard_normal((JB, N))
+    hi = rng.standard_normal((16, N))
+    C = rng.standard_normal((N, T))
+    gf = 0.7
+
+    def mma(a, b, c):
+        """a[lane] 4 values, b[lane] 2, c[lane] 4: D = A·B + C in the PTX layouts."""
+        A = np.zeros((16, 8)); B = np.zeros((8, 8)); D = np.zeros((16, 8))
+        for ln in range(32):
+            g, t = ln // 4, ln % 4
+            A[g, t], A[g + 8, t], A[g, t + 4], A[g + 8, t + 4] = a[ln]
+            B[t, g], B[t + 4, g] = b[ln]
+            D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1] = c[ln]
+        D = A @ B + D
+        return [(D[ln // 4, 2 * (ln % 4)], D[ln // 4, 2 * (ln % 4) + 1],
+                 D[ln // 4 + 8, 2 * (ln % 4)], D[ln // 4 + 8, 2 * (ln % 4) + 1])
+                for ln in range(32)]
+
+    snew = np.zeros((16, N))
+    dots = [[(0.0,) * 4] * 32 for _ in range(2)]
+    for nt in range(N // 8):
+        f = [(0.0,) * 4] * 32
+        for ks in range(KS):
+            a, b = [], []
+            for ln in range(32):
+                g, t = ln // 4, ln % 4
+                j0, j1 = 8 * ks + t, 8 * ks + t + 4
+                w = lambda j, p: wx[min(j, JB - 1), p] if j < h else 0.0  # noqa: E731
+                a.append((w(j0, g), w(j0, g + 8), w(j1, g), w(j1, g + 8)))
+                bb = lambda j: Bm[min(j, JB - 1), 8 * nt + g] if j < h else 0.0  # noqa: E731
+                b.append((bb(j0), bb(j1)))
+            f = mma(a, b, f)
+        a, b = [], []
+        for ln in range(32):
+            g, t = ln // 4, ln % 4
+            c = 8 * nt + 2 * t
+            hv = (hi[g, c], hi[g, c + 1], hi[g + 8, c], hi[g + 8, c + 1])
+            sn = [gf * hv[e] + f[ln][e] for e in range(4)]
+            snew[g, c], snew[g, c + 1], snew[g + 8, c], snew[g + 8, c + 1] = sn
+            a.append((sn[0], sn[2], sn[1], sn[3]))
+            q = min(g, T - 1)
+            b.append((C[c, q] if g < T else 0.0, C[c + 1, q] if g < T else 0.0))
+        dots[nt % 2] = mma(a, b, dots[nt % 2])
+    want = gf * hi + wx[:h].T @ Bm[:h]
+    np.testing.assert_allclose(snew, want, rtol=1e-12, atol=1e-12)
+    got = np.zeros((16, T))
+    for ln in range(32):
+        g, t = ln // 4, ln % 4
+        for r in range(2):
+            for j in range(2):
+                if 2 * t + j < T:
+                    got[g + 8 * r, 2 * t + j] = dots[0][ln][2 * r + j] + dots[1][ln][2 * r + j]
+    np.testing.assert_allclose(got, want @ C, rtol=1e-10, atol=1e-10)
