@@ -338,6 +338,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # every head's x entries staged at the start (non-flush rows, v2 flush; 16-byte rows)
         self.xs = bool(_xstage_default() and self.flush_dots
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
+        # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
+        self.frag = bool(_frag_flush_default() and self.flush_dots and not self.split
+                         and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
+                         and self.cfg.nt == 128 and self.rows != 1
+                         and dtype_name(self.act_dtype) != "float32")
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
@@ -347,11 +352,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             self.xd = False
             self.xd = with_xd >= (self._smem_ctas() or 8)
         self.fold_unroll = _verify_fold_unroll()
-        # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
-        self.frag = bool(_frag_flush_default() and self.flush_dots and not self.split
-                         and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
-                         and self.cfg.nt == 128 and self.rows != 1
-                         and dtype_name(self.act_dtype) != "float32")
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and

@@ -27,7 +27,7 @@ ENV = "REPLAYSSM_M2V_MMA_WIDE"
 
 
 def run(pair, H=16, P=64, N=128, G=2, L=16, T=8, batch=24, pool=40, calls=6, seed=0, env=ENV,
-        values=("0", "1"), exact=False):
+        values=("0", "1"), exact=False, state_tol=0.0):
     dev, act = "cuda", torch.bfloat16
     g = torch.Generator(device=dev).manual_seed(seed)
     r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
@@ -40,7 +40,7 @@ def run(pair, H=16, P=64, N=128, G=2, L=16, T=8, batch=24, pool=40, calls=6, see
     for c in caches:
         c.init_from_state(list(range(pool)), S0)
     slots = torch.randperm(pool, device=dev, generator=g)[:batch].to(torch.int32)
-    worst, frac = 0.0, 0.0
+    worst, frac, sworst = 0.0, 0.0, 0.0
     for call in range(calls):
         x, z = r(batch, T, H, P).to(act), r(batch, T, H, P).to(act)
         dt = r(batch, T, H)
@@ -62,10 +62,16 @@ def run(pair, H=16, P=64, N=128, G=2, L=16, T=8, batch=24, pool=40, calls=6, see
         worst = max(worst, (d.max() / a.abs().max()).item())
         frac = max(frac, (d > 0).float().mean().item())
         for ta, tb in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
-            if not torch.equal(ta, tb):
+            if torch.equal(ta, tb):
+                continue
+            # fp32 states (dim 4) may differ by summation order when state_tol > 0; buffers,
+            # scales, cursors and every other cache tensor stay bit-exact
+            if not (state_tol > 0 and ta.dtype == torch.float32 and ta.dim() == 4):
                 return False, f"cache tensors differ after call {call}"
-    ok = worst == 0.0 if exact else worst < 2 ** -7
-    return ok, f"outputs: max |diff| / max |out| {worst:.2e}, elements differing {frac:.4f}"
+            sworst = max(sworst, ((ta - tb).abs().max() / ta.abs().max()).item())
+    ok = (worst == 0.0 if exact else worst < 2 ** -7) and sworst <= state_tol
+    return ok, (f"outputs: max |diff| / max |out| {worst:.2e}, elements differing {frac:.4f}"
+                + (f"; fp32 states max |diff| / max |S| {sworst:.2e}" if state_tol > 0 else ""))
 
 
 def main():
@@ -74,10 +80,13 @@ def main():
     ap.add_argument("--env", default=ENV)
     ap.add_argument("--values", default="0,1")
     ap.add_argument("--exact", action="store_true", help="outputs must be bit-identical too")
+    ap.add_argument("--state-tol", type=float, default=0.0,
+                    help="fp32 states may differ by this relative max (summation order)")
     a = ap.parse_args()
     bad = 0
     for pair in a.pairs.split(","):
-        ok, msg = run(pair, env=a.env, values=tuple(a.values.split(",")), exact=a.exact)
+        ok, msg = run(pair, env=a.env, values=tuple(a.values.split(",")), exact=a.exact,
+                      state_tol=a.state_tol)
         print(f"{pair:12s} {'ok ' if ok else 'FAIL'} {msg}", flush=True)
         bad += not ok
     os.environ.pop(a.env, None)
