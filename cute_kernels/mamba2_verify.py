@@ -211,6 +211,24 @@ def _frag_flush_default() -> bool:
     return os.environ.get(FRAG_FLUSH_ENV, "0") == "1"
 
 
+FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
+
+
+def _frag_pd() -> int:
+    """``REPLAYSSM_M2V_FRAG_PD`` (default 2): the fragment flush issues a hi n-tile's loads this
+    many n-tiles ahead of its use (8 registers per n-tile of depth)."""
+    v = os.environ.get(FRAG_PD_ENV, "2")
+    return int(v) if v.isdigit() and 1 <= int(v) <= 8 else 2
+
+
+def _hi_pair(mHi, slot, head, t, p, nt: int):
+    """Words ``8·nt + 2t`` and ``+1`` of hi row ``p`` into a contiguous register pair (one
+    8-byte load; an m16n8 accumulator fragment's two columns)."""
+    v = cute.make_rmem_tensor((2,), Int32)
+    cute.autovec_copy(cute.local_tile(mHi[slot, head, p, None], (2,), (4 * nt + t,)), v)
+    return v
+
+
 def _split3_trunc(x):
     """fp32 x = hi + mid + lo exactly, each piece with <= 11 significant bits (tf32-exact):
     truncate the low 13 bits twice (the subtractions are exact)."""
@@ -343,6 +361,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
                          and self.cfg.nt == 128 and self.rows != 1
                          and dtype_name(self.act_dtype) != "float32")
+        self.frag_pd = _frag_pd()
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
@@ -824,9 +843,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 fsB[jj, n] = mBBuf[slot, group, self._phys(origin, jj), n].to(Float32)
         self._cpa_xrows(mXBuf, sXR, slot, head0, origin, h, tidx)
         cute.arch.cp_async_commit_group()
+        PD = min(self.frag_pd, NTL)
+
         for k in cutlass.range(HPC, unroll=1):
             head = _opaque_i32(head0 + k)
             gf = sScal[k, 0]
+            # the first m-tile's first PD n-tiles of hi in flight across the head's barriers
+            p00 = 16 * warp + g
+            hq = [[_hi_pair(mHi, slot, head, t, p00, nt), _hi_pair(mHi, slot, head, t, p00 + 8, nt)] for nt in range(PD)]
             cute.arch.cp_async_wait_group(0)     # this head's x_j rows
             cute.arch.barrier()                  # ... for every thread; fsWX of the last head read
             for i in cutlass.range_constexpr(-(-(JB * P) // NT)):
@@ -842,6 +866,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             for mi in cutlass.range_constexpr(P // 64):
                 p0 = 16 * (warp + 4 * mi) + g
                 p1 = p0 + 8
+                if const_expr(mi > 0):
+                    hq = [[_hi_pair(mHi, slot, head, t, p0, nt), _hi_pair(mHi, slot, head, t, p1, nt)] for nt in range(PD)]
                 # A of the fold for every k-step: rows p0, p1 x entries j0 = 8ks + t, j0 + 4
                 apc = []
                 okb = []
@@ -859,11 +885,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 dacc = [[zero] * 4, [zero] * 4]  # the dots, two chains (n-tile parity)
                 for nt in cutlass.range_constexpr(NTL):
                     c = 8 * nt + 2 * t
-                    hv = cute.make_rmem_tensor((2, 2), Int32)
-                    cute.autovec_copy(cute.local_tile(mHi[slot, head, p0, None], (2,), (c // 2,)),
-                                      hv[0, None])
-                    cute.autovec_copy(cute.local_tile(mHi[slot, head, p1, None], (2,), (c // 2,)),
-                                      hv[1, None])
+                    hv = hq[nt]
+                    if const_expr(nt + PD < NTL):    # hi PD n-tiles ahead: its latency under the mma
+                        hq.append([_hi_pair(mHi, slot, head, t, p0, nt + PD), _hi_pair(mHi, slot, head, t, p1, nt + PD)])
                     f = [zero] * 4
                     for ks in cutlass.range_constexpr(KS):
                         ok0, ok1, jc0, jc1 = okb[ks]
@@ -872,15 +896,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         for pc in cutlass.range_constexpr(3):
                             f = lp.mma_sync("tf32", [x[pc] for x in apc[ks]], b, f, volatile=True)
                     # S_new = fl(gf·hi) + F; accumulator order (p0, c), (p0, c+1), (p1, c), (p1, c+1)
-                    sn = [_add_rn(lp.mul_rn(gf, lp.bits_f32(Uint32(hv[e // 2, e % 2]))), f[e])
+                    sn = [_add_rn(lp.mul_rn(gf, lp.bits_f32(Uint32(hv[e // 2][e % 2]))), f[e])
                           for e in range(4)]
-                    ov = cute.make_rmem_tensor((2, 2), Int32)
-                    for e in cutlass.range_constexpr(4):
-                        ov[e // 2, e % 2] = lp.f32_bits(sn[e]).to(Int32)
-                    cute.autovec_copy(ov[0, None],
-                                      cute.local_tile(mHi[slot, head, p0, None], (2,), (c // 2,)))
-                    cute.autovec_copy(ov[1, None],
-                                      cute.local_tile(mHi[slot, head, p1, None], (2,), (c // 2,)))
+                    for r in cutlass.range_constexpr(2):
+                        ov = cute.make_rmem_tensor((2,), Int32)
+                        ov[0] = lp.f32_bits(sn[2 * r]).to(Int32)
+                        ov[1] = lp.f32_bits(sn[2 * r + 1]).to(Int32)
+                        cute.autovec_copy(ov, cute.local_tile(mHi[slot, head, p0 + 8 * r, None],
+                                                              (2,), (c // 2,)))
                     # the T dots: A = (S[p0, c], S[p1, c], S[p0, c+1], S[p1, c+1]) = k slots t, t+4
                     pieces = [_split3_trunc(x) for x in (sn[0], sn[2], sn[1], sn[3])]
                     b = [lp.f32_bits(lp.sel_f32(qlive, sCT[c * TP + gq], zero)),
@@ -1444,7 +1467,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
            _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
-           _verify_fold_unroll(), _frag_flush_default()) + tuple(
+           _verify_fold_unroll(), _frag_flush_default(), _frag_pd()) + tuple(
         kw.values())
     return kw, key
 
@@ -1590,7 +1613,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
-              FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, common.PDL_ENV)
+              FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
