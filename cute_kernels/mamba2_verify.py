@@ -212,6 +212,8 @@ def _frag_flush_default() -> bool:
 
 
 FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
+#: 0 / 1 (default 0): the fragment flush's hi loads as ld.global.cg (L2 only)
+FRAG_CG_ENV = "REPLAYSSM_M2V_FRAG_CG"
 
 
 def _frag_pd() -> int:
@@ -221,11 +223,15 @@ def _frag_pd() -> int:
     return int(v) if v.isdigit() and 1 <= int(v) <= 8 else 2
 
 
-def _hi_pair(mHi, slot, head, t, p, nt: int):
+def _hi_pair(mHi, slot, head, t, p, nt: int, cg: bool):
     """Words ``8·nt + 2t`` and ``+1`` of hi row ``p`` into a contiguous register pair (one
-    8-byte load; an m16n8 accumulator fragment's two columns)."""
+    8-byte load; an m16n8 accumulator fragment's two columns); ``cg``: L2 only."""
     v = cute.make_rmem_tensor((2,), Int32)
-    cute.autovec_copy(cute.local_tile(mHi[slot, head, p, None], (2,), (4 * nt + t,)), v)
+    src = cute.local_tile(mHi[slot, head, p, None], (2,), (4 * nt + t,))
+    if const_expr(cg):
+        v[0], v[1] = common.ld_global_cg_v2(src.iterator)
+    else:
+        cute.autovec_copy(src, v)
     return v
 
 
@@ -362,6 +368,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          and self.cfg.nt == 128 and self.rows != 1
                          and dtype_name(self.act_dtype) != "float32")
         self.frag_pd = _frag_pd()
+        self.frag_cg = os.environ.get(FRAG_CG_ENV, "0") == "1"
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
@@ -844,13 +851,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self._cpa_xrows(mXBuf, sXR, slot, head0, origin, h, tidx)
         cute.arch.cp_async_commit_group()
         PD = min(self.frag_pd, NTL)
+        CG = self.frag_cg
 
         for k in cutlass.range(HPC, unroll=1):
             head = _opaque_i32(head0 + k)
             gf = sScal[k, 0]
             # the first m-tile's first PD n-tiles of hi in flight across the head's barriers
             p00 = 16 * warp + g
-            hq = [[_hi_pair(mHi, slot, head, t, p00, nt), _hi_pair(mHi, slot, head, t, p00 + 8, nt)] for nt in range(PD)]
+            hq = [[_hi_pair(mHi, slot, head, t, p00, nt, CG), _hi_pair(mHi, slot, head, t, p00 + 8, nt, CG)] for nt in range(PD)]
             cute.arch.cp_async_wait_group(0)     # this head's x_j rows
             cute.arch.barrier()                  # ... for every thread; fsWX of the last head read
             for i in cutlass.range_constexpr(-(-(JB * P) // NT)):
@@ -867,7 +875,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 p0 = 16 * (warp + 4 * mi) + g
                 p1 = p0 + 8
                 if const_expr(mi > 0):
-                    hq = [[_hi_pair(mHi, slot, head, t, p0, nt), _hi_pair(mHi, slot, head, t, p1, nt)] for nt in range(PD)]
+                    hq = [[_hi_pair(mHi, slot, head, t, p0, nt, CG), _hi_pair(mHi, slot, head, t, p1, nt, CG)] for nt in range(PD)]
                 # A of the fold for every k-step: rows p0, p1 x entries j0 = 8ks + t, j0 + 4
                 apc = []
                 okb = []
@@ -887,7 +895,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     c = 8 * nt + 2 * t
                     hv = hq[nt]
                     if const_expr(nt + PD < NTL):    # hi PD n-tiles ahead: its latency under the mma
-                        hq.append([_hi_pair(mHi, slot, head, t, p0, nt + PD), _hi_pair(mHi, slot, head, t, p1, nt + PD)])
+                        hq.append([_hi_pair(mHi, slot, head, t, p0, nt + PD, CG), _hi_pair(mHi, slot, head, t, p1, nt + PD, CG)])
                     f = [zero] * 4
                     for ks in cutlass.range_constexpr(KS):
                         ok0, ok1, jc0, jc1 = okb[ks]
@@ -1467,7 +1475,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
            _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
-           _verify_fold_unroll(), _frag_flush_default(), _frag_pd()) + tuple(
+           _verify_fold_unroll(), _frag_flush_default(), _frag_pd(),
+           os.environ.get(FRAG_CG_ENV, "0")) + tuple(
         kw.values())
     return kw, key
 
@@ -1613,7 +1622,8 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_PROF", "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2V_MINBLOCKS",
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
-              FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV, common.PDL_ENV)
+              FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
+              FRAG_CG_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
