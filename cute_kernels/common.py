@@ -639,6 +639,13 @@ def ld_global_cg_v2(ptr) -> Tuple[Int32, Int32]:
     return Int32(llvm.extractvalue(T.i32(), r, [0])), Int32(llvm.extractvalue(T.i32(), r, [1]))
 
 
+def prefetch_l2(ptr) -> None:
+    """``prefetch.global.L2``: bring the 128-byte line of the global ``ptr`` (a cute pointer)
+    into L2 -- a load issued later hits L2 instead of DRAM; no register is held meanwhile."""
+    llvm.inline_asm(None, [ptr.toint().ir_value()], "prefetch.global.L2 [$0];", "l",
+                    has_side_effects=True, is_align_stack=False)
+
+
 # ---- profiling builds (REPLAYSSM_M2_PROF / REPLAYSSM_GDN_PROF): thread 0 of a CTA stamps clocks
 def sreg64(name: str) -> Int64:
     """A 64-bit special register (``%clock64`` / ``%globaltimer``), volatile."""

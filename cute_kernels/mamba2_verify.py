@@ -214,6 +214,8 @@ def _frag_flush_default() -> bool:
 FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
 #: 0 / 1 (default 0): the fragment flush's hi loads as ld.global.cg (L2 only)
 FRAG_CG_ENV = "REPLAYSSM_M2V_FRAG_CG"
+#: 0 / 1 (default 0): the fragment flush prefetches each head's hi rows into L2 one head ahead
+FRAG_L2PF_ENV = "REPLAYSSM_M2V_FRAG_L2PF"
 
 
 def _frag_pd() -> int:
@@ -369,6 +371,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          and dtype_name(self.act_dtype) != "float32")
         self.frag_pd = _frag_pd()
         self.frag_cg = os.environ.get(FRAG_CG_ENV, "0") == "1"
+        self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "0") == "1"
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
@@ -853,9 +856,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         PD = min(self.frag_pd, NTL)
         CG = self.frag_cg
 
+        if const_expr(self.frag_l2pf):
+            self._frag_prefetch(mHi, slot, head0, warp, g, t)
         for k in cutlass.range(HPC, unroll=1):
             head = _opaque_i32(head0 + k)
             gf = sScal[k, 0]
+            if const_expr(self.frag_l2pf):
+                if k + 1 < HPC:          # the next head's hi lines on their way into L2
+                    self._frag_prefetch(mHi, slot, _opaque_i32(head0 + k + 1), warp, g, t)
             # the first m-tile's first PD n-tiles of hi in flight across the head's barriers
             p00 = 16 * warp + g
             hq = [[_hi_pair(mHi, slot, head, t, p00, nt, CG), _hi_pair(mHi, slot, head, t, p00 + 8, nt, CG)] for nt in range(PD)]
@@ -925,6 +933,18 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         q = 2 * t + j
                         if q < T:
                             sDotF[k, q, p0 + 8 * r] = dacc[0][2 * r + j] + dacc[1][2 * r + j]
+
+    @cute.jit
+    def _frag_prefetch(self, mHi: cute.Tensor, slot: Int32, head: Int32, warp: Int32, g: Int32,
+                       t: Int32):
+        """L2 prefetch of the hi rows this thread's warp folds in ``head``: lane (g, t) takes
+        line t (32 words) of rows p0 and p1 of every m-tile (a warp covers its rows' lines)."""
+        for mi in cutlass.range_constexpr(self.P // 64):
+            p0 = 16 * (warp + 4 * mi) + g
+            for r in cutlass.range_constexpr(2):
+                for q in cutlass.range_constexpr(self.N // 128):
+                    common.prefetch_l2(cute.local_tile(mHi[slot, head, p0 + 8 * r, None], (32,),
+                                                       (4 * q + t,)).iterator)
 
     @cute.jit
     def _xs_issue(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXA: cute.Tensor, xdr: cute.Tensor,
@@ -1476,7 +1496,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
            _verify_fold_unroll(), _frag_flush_default(), _frag_pd(),
-           os.environ.get(FRAG_CG_ENV, "0")) + tuple(
+           os.environ.get(FRAG_CG_ENV, "0"), os.environ.get(FRAG_L2PF_ENV, "0")) + tuple(
         kw.values())
     return kw, key
 
@@ -1623,7 +1643,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
-              FRAG_CG_ENV, common.PDL_ENV)
+              FRAG_CG_ENV, FRAG_L2PF_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
