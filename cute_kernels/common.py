@@ -629,16 +629,6 @@ def pdl_prologue(mode: int) -> None:
         cute.arch.griddepcontrol_launch_dependents()
 
 
-def ld_global_cg_v2(ptr) -> Tuple[Int32, Int32]:
-    """Two words at the 8-byte aligned global ``ptr`` (a cute pointer), cached in L2 only
-    (``ld.global.cg``: no L1 line allocated, so the row's own stores to the same 128-byte line
-    never meet a pending L1 fill). Volatile: it stays where it is issued (a prefetch)."""
-    st = llvm.StructType.get_literal([T.i32()] * 2)
-    r = llvm.inline_asm(st, [ptr.toint().ir_value()], "ld.global.cg.v2.b32 {$0, $1}, [$2];",
-                        "=r,=r,l", has_side_effects=True, is_align_stack=False)
-    return Int32(llvm.extractvalue(T.i32(), r, [0])), Int32(llvm.extractvalue(T.i32(), r, [1]))
-
-
 def prefetch_l2(ptr) -> None:
     """``prefetch.global.L2``: bring the 128-byte line of the global ``ptr`` (a cute pointer)
     into L2 -- a load issued later hits L2 instead of DRAM; no register is held meanwhile."""

@@ -202,38 +202,39 @@ def _verify_fold_unroll() -> int:
 FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
 
 
-def _frag_flush_default() -> bool:
-    """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; default 0; WIP, not GPU-run): the fp32 pair's flush
-    rows fold and take their T dots on tf32 tensor cores with the fold kept in mma fragment
-    layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`): no slab, no barrier inside a
-    head, instead of the CUDA-core chunk loop (session10_gpu §4: fold 34 + dots 17 of a fp32
-    flush CTA's 103 µs)."""
-    return os.environ.get(FRAG_FLUSH_ENV, "0") == "1"
+def _frag_flush_default() -> Optional[bool]:
+    """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T): the fp32 pair's
+    flush rows fold and take their T dots on tf32 tensor cores, the fold kept in mma fragment
+    layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk
+    loop. H200, Nemotron-3-Super fp32, L = 16, b256 (bench/results/session11_gpu/call4, same
+    run, off / on with PD 4 and the L2 prefetch): T = 8 776.6 -> 625.0 µs (flush only 1617.8
+    -> 947.4), T = 6 639.2 -> 544.4, T = 4 479.1 -> 519.8 (its flush rows fold as fast, but
+    the mixed step is slower), hence from T = 6."""
+    v = os.environ.get(FRAG_FLUSH_ENV)
+    return None if v is None else v == "1"
 
 
+#: the fragment flush by default from this many drafts (measured at T = 4, 6, 8)
+FRAG_MIN_T = 6
 FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
-#: 0 / 1 (default 0): the fragment flush's hi loads as ld.global.cg (L2 only)
-FRAG_CG_ENV = "REPLAYSSM_M2V_FRAG_CG"
-#: 0 / 1 (default 0): the fragment flush prefetches each head's hi rows into L2 one head ahead
+#: 0 / 1 (default 1): the fragment flush prefetches each head's hi rows into L2 one head ahead
 FRAG_L2PF_ENV = "REPLAYSSM_M2V_FRAG_L2PF"
 
 
 def _frag_pd() -> int:
-    """``REPLAYSSM_M2V_FRAG_PD`` (default 2): the fragment flush issues a hi n-tile's loads this
-    many n-tiles ahead of its use (8 registers per n-tile of depth)."""
-    v = os.environ.get(FRAG_PD_ENV, "2")
-    return int(v) if v.isdigit() and 1 <= int(v) <= 8 else 2
+    """``REPLAYSSM_M2V_FRAG_PD`` (default 4): the fragment flush loads a hi n-tile this many
+    n-tiles ahead of its use (8 registers per n-tile of depth). Memory-level parallelism, not
+    the L1, sets it (call 2-4, flush only, T = 8 b256): PD 1 5777.8 µs, 2 5342.3, 4 1090.3;
+    loads as ld.global.cg changed nothing; with the L2 prefetch PD 2 2682.5, PD 4 947.4."""
+    v = os.environ.get(FRAG_PD_ENV, "4")
+    return int(v) if v.isdigit() and 1 <= int(v) <= 8 else 4
 
 
-def _hi_pair(mHi, slot, head, t, p, nt: int, cg: bool):
+def _hi_pair(mHi, slot, head, t, p, nt: int):
     """Words ``8·nt + 2t`` and ``+1`` of hi row ``p`` into a contiguous register pair (one
-    8-byte load; an m16n8 accumulator fragment's two columns); ``cg``: L2 only."""
+    8-byte load; an m16n8 accumulator fragment's two columns)."""
     v = cute.make_rmem_tensor((2,), Int32)
-    src = cute.local_tile(mHi[slot, head, p, None], (2,), (4 * nt + t,))
-    if const_expr(cg):
-        v[0], v[1] = common.ld_global_cg_v2(src.iterator)
-    else:
-        cute.autovec_copy(src, v)
+    cute.autovec_copy(cute.local_tile(mHi[slot, head, p, None], (2,), (4 * nt + t,)), v)
     return v
 
 
@@ -365,13 +366,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.xs = bool(_xstage_default() and self.flush_dots
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
         # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
-        self.frag = bool(_frag_flush_default() and self.flush_dots and not self.split
+        ff = _frag_flush_default()
+        self.frag = bool((self.T >= FRAG_MIN_T if ff is None else ff)
+                         and self.flush_dots and not self.split
                          and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
                          and self.cfg.nt == 128 and self.rows != 1
                          and dtype_name(self.act_dtype) != "float32")
         self.frag_pd = _frag_pd()
-        self.frag_cg = os.environ.get(FRAG_CG_ENV, "0") == "1"
-        self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "0") == "1"
+        self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "1") == "1"
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
@@ -854,7 +856,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self._cpa_xrows(mXBuf, sXR, slot, head0, origin, h, tidx)
         cute.arch.cp_async_commit_group()
         PD = min(self.frag_pd, NTL)
-        CG = self.frag_cg
 
         if const_expr(self.frag_l2pf):
             self._frag_prefetch(mHi, slot, head0, warp, g, t)
@@ -866,7 +867,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     self._frag_prefetch(mHi, slot, _opaque_i32(head0 + k + 1), warp, g, t)
             # the first m-tile's first PD n-tiles of hi in flight across the head's barriers
             p00 = 16 * warp + g
-            hq = [[_hi_pair(mHi, slot, head, t, p00, nt, CG), _hi_pair(mHi, slot, head, t, p00 + 8, nt, CG)] for nt in range(PD)]
+            hq = [[_hi_pair(mHi, slot, head, t, p00, nt), _hi_pair(mHi, slot, head, t, p00 + 8, nt)] for nt in range(PD)]
             cute.arch.cp_async_wait_group(0)     # this head's x_j rows
             cute.arch.barrier()                  # ... for every thread; fsWX of the last head read
             for i in cutlass.range_constexpr(-(-(JB * P) // NT)):
@@ -883,7 +884,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 p0 = 16 * (warp + 4 * mi) + g
                 p1 = p0 + 8
                 if const_expr(mi > 0):
-                    hq = [[_hi_pair(mHi, slot, head, t, p0, nt, CG), _hi_pair(mHi, slot, head, t, p1, nt, CG)] for nt in range(PD)]
+                    hq = [[_hi_pair(mHi, slot, head, t, p0, nt), _hi_pair(mHi, slot, head, t, p1, nt)] for nt in range(PD)]
                 # A of the fold for every k-step: rows p0, p1 x entries j0 = 8ks + t, j0 + 4
                 apc = []
                 okb = []
@@ -903,7 +904,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     c = 8 * nt + 2 * t
                     hv = hq[nt]
                     if const_expr(nt + PD < NTL):    # hi PD n-tiles ahead: its latency under the mma
-                        hq.append([_hi_pair(mHi, slot, head, t, p0, nt + PD, CG), _hi_pair(mHi, slot, head, t, p1, nt + PD, CG)])
+                        hq.append([_hi_pair(mHi, slot, head, t, p0, nt + PD), _hi_pair(mHi, slot, head, t, p1, nt + PD)])
                     f = [zero] * 4
                     for ks in cutlass.range_constexpr(KS):
                         ok0, ok1, jc0, jc1 = okb[ks]
@@ -1496,7 +1497,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
            _verify_fold_unroll(), _frag_flush_default(), _frag_pd(),
-           os.environ.get(FRAG_CG_ENV, "0"), os.environ.get(FRAG_L2PF_ENV, "0")) + tuple(
+           os.environ.get(FRAG_L2PF_ENV, "1")) + tuple(
         kw.values())
     return kw, key
 
@@ -1643,7 +1644,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
-              FRAG_CG_ENV, FRAG_L2PF_ENV, common.PDL_ENV)
+              FRAG_L2PF_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

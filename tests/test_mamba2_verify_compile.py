@@ -282,7 +282,8 @@ def test_profiling_build(monkeypatch):
 
 
 @pytest.mark.parametrize("env", ["REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT",
-                                 "REPLAYSSM_M2_FOLD_UNROLL"])
+                                 "REPLAYSSM_M2_FOLD_UNROLL", "REPLAYSSM_M2V_FRAG_FLUSH",
+                                 "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF"])
 def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
     """Every switch read while tracing is part of the compile key and of the launch memo's
     environment (an in-process flip must not reuse the other build: session 9's void check)."""
@@ -290,7 +291,8 @@ def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
             4, True)
     monkeypatch.delenv(env, raising=False)
     k0 = MV._resolve(*args)[1]
-    monkeypatch.setenv(env, {"REPLAYSSM_M2_FOLD_UNROLL": "4"}.get(env, "0"))
+    monkeypatch.setenv(env, {"REPLAYSSM_M2_FOLD_UNROLL": "4", "REPLAYSSM_M2V_FRAG_PD": "2"}.get(
+        env, "0"))
     assert MV._resolve(*args)[1] != k0
     assert env in MV._ENV_NAMES
 
@@ -334,20 +336,35 @@ def test_verify_defaults_and_split_rule(monkeypatch):
     assert not MV._use_split(Cache("nvfp4/fp16sr"), 4 * n)
 
 
-def test_fragment_flush_compiles(monkeypatch):
-    """REPLAYSSM_M2V_FRAG_FLUSH=1 (WIP): the fp32 pair's flush in mma fragment layout builds for
-    sm_90a with its tf32 mmas (fold: 3 pieces x 3 k-steps per n-tile, dots: 3 per n-tile) and
-    no local memory; other pairs ignore it."""
+def test_fragment_flush_default_and_compile(monkeypatch):
+    """The fp32 pair's flush in mma fragment layout: by default from T = FRAG_MIN_T (forced
+    either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 n-tiles ahead, L2 prefetch one head
+    ahead; other pairs never. It builds for sm_90a with its tf32 mmas (fold: 3 pieces x 3
+    k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and stores, and no local
+    memory."""
+    for env in ("REPLAYSSM_M2V_FRAG_FLUSH", "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF"):
+        monkeypatch.delenv(env, raising=False)
+
+    def op(pair, T):
+        return MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", 8, 64, 128, 2, 16, 16 + T, T,
+                                     True, False, True, True, 4)
+
+    o = op("fp32", 8)
+    assert o.frag and o.frag_pd == 4 and o.frag_l2pf
+    assert op("fp32", MV.FRAG_MIN_T).frag and not op("fp32", MV.FRAG_MIN_T - 1).frag
+    assert not op("nvfp4/fp16sr", 8).frag and not op("fp8/fp32", 8).frag
+    monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "0")
+    assert not op("fp32", 8).frag
     monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "1")
-    op = MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 24, 8, True,
-                               False, True, True, 4)
-    assert op.frag
-    assert not MV.Mamba2VerifyKernel("nvfp4/fp16sr", "bfloat16", "float32", 8, 64, 128, 2, 16,
-                                     24, 8, True, False, True, True, 4).frag
+    assert op("fp32", 4).frag and not op("nvfp4/fp16sr", 8).frag
+    monkeypatch.delenv("REPLAYSSM_M2V_FRAG_FLUSH")
     _, ptx = MV.compile_only("fp32", H=8, G=2, heads_per_cta=4, keep_ptx=True)
     assert "ld.local" not in ptx and "st.local" not in ptx
     # non-flush dots 48 + fold 16 n-tiles x 3 k-steps x 3 + dots 16 x 3
     assert ptx.count("mma.sync.aligned.m16n8k8") == 48 + 16 * 3 * 3 + 16 * 3
+    # 2 rows x 2 lines per thread for the first head and for each next one
+    assert ptx.count("prefetch.global.L2") == 4
+    assert ptx.count("ld.global.v2.b32") >= 32 and ptx.count("st.global.v2.b32") >= 32
 
 
 def test_fragment_flush_maps_emulated():
