@@ -837,7 +837,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sums each element's terms in a fixed fp32 order instead)."""
         P, N, T, TP, NT, HPC = self.P, self.N, self.T, self.TP, self.cfg.nt, self.hpc
         JB = self.cfg.jb
-        KS = -(-JB // 8)
+        KS = -(-min(JB, self.R - T) // 8)    # h <= R - T (clamped): k-steps past it are zero
         NTL = N // 8
         warp = tidx // 32
         lane = tidx % 32

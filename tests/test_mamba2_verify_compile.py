@@ -360,8 +360,8 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_M2V_FRAG_FLUSH")
     _, ptx = MV.compile_only("fp32", H=8, G=2, heads_per_cta=4, keep_ptx=True)
     assert "ld.local" not in ptx and "st.local" not in ptx
-    # non-flush dots 48 + fold 16 n-tiles x 3 k-steps x 3 + dots 16 x 3
-    assert ptx.count("mma.sync.aligned.m16n8k8") == 48 + 16 * 3 * 3 + 16 * 3
+    # non-flush dots 48 + fold 16 n-tiles x 2 k-steps (h <= R - T = 16) x 3 + dots 16 x 3
+    assert ptx.count("mma.sync.aligned.m16n8k8") == 48 + 16 * 2 * 3 + 16 * 3
     # 2 rows x 2 lines per thread for the first head and for each next one
     assert ptx.count("prefetch.global.L2") == 4
     assert ptx.count("ld.global.v2.b32") >= 32 and ptx.count("st.global.v2.b32") >= 32
@@ -374,8 +374,8 @@ def test_fragment_flush_maps_emulated():
     import numpy as np
 
     rng = np.random.default_rng(0)
-    T, h, JB, N = 8, 13, 23, 128
-    KS = -(-JB // 8)
+    T, h, JB, N, R = 8, 13, 23, 128, 24
+    KS = -(-min(JB, R - T) // 8)                # the kernel's k-steps: h <= R - T
     wx = rng.standard_normal((JB, 16))          # one m16 tile: rows p = g, g + 8
     Bm = rng.standard_normal((JB, N))
     hi = rng.standard_normal((16, N))
