@@ -339,7 +339,7 @@ def test_verify_defaults_and_split_rule(monkeypatch):
 def test_fragment_flush_default_and_compile(monkeypatch):
     """The fp32 pair's flush in mma fragment layout: by default from T = FRAG_MIN_T (forced
     either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 n-tiles ahead, L2 prefetch one head
-    ahead; other pairs never. It builds for sm_90a with its tf32 mmas (fold: 3 pieces x 3
+    ahead; other pairs never. It builds for sm_90a with its tf32 mmas (fold: 3 pieces x 2
     k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and stores, and no local
     memory."""
     for env in ("REPLAYSSM_M2V_FRAG_FLUSH", "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF"):
