@@ -221,13 +221,18 @@ FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
 FRAG_L2PF_ENV = "REPLAYSSM_M2V_FRAG_L2PF"
 
 
-def _frag_pd() -> int:
-    """``REPLAYSSM_M2V_FRAG_PD`` (default 4): the fragment flush loads a hi n-tile this many
-    n-tiles ahead of its use (8 registers per n-tile of depth). Memory-level parallelism, not
-    the L1, sets it (call 2-4, flush only, T = 8 b256): PD 1 5777.8 µs, 2 5342.3, 4 1090.3;
-    loads as ld.global.cg changed nothing; with the L2 prefetch PD 2 2682.5, PD 4 947.4."""
-    v = os.environ.get(FRAG_PD_ENV, "4")
-    return int(v) if v.isdigit() and 1 <= int(v) <= 8 else 4
+def _frag_pd(T: int) -> int:
+    """``REPLAYSSM_M2V_FRAG_PD`` (unset: 4 below T = 7, else 8): the fragment flush loads a hi
+    n-tile this many n-tiles ahead of its use (8 registers per n-tile of depth). Memory-level
+    parallelism sets it, not the L1 (session11_gpu calls 2-4, flush only, T = 8 b256: PD 1
+    5777.8 µs, 2 5342.3, 4 1090.3; ld.global.cg changed nothing; with the L2 prefetch PD 2
+    2682.5, PD 4 947.4). With 2 fold k-steps (call 7, b256, PD 4 / 6 / 8): T = 6 541.2 / 605.3
+    / 555.6 µs, T = 7 621.0 / 577.4 / 575.6, T = 8 720.5 / 669.3 / 611.6 (ptxas' schedule of
+    the 128-register build moves with it)."""
+    v = os.environ.get(FRAG_PD_ENV, "")
+    if v.isdigit() and 1 <= int(v) <= 8:
+        return int(v)
+    return 8 if T >= 7 else 4
 
 
 def _hi_pair(mHi, slot, head, t, p, nt: int):
@@ -372,7 +377,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
                          and self.cfg.nt == 128 and self.rows != 1
                          and dtype_name(self.act_dtype) != "float32")
-        self.frag_pd = _frag_pd()
+        self.frag_pd = _frag_pd(self.T)
         self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "1") == "1"
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
@@ -1496,7 +1501,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
            _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
-           _verify_fold_unroll(), _frag_flush_default(), _frag_pd(),
+           _verify_fold_unroll(), _frag_flush_default(), os.environ.get(FRAG_PD_ENV),
            os.environ.get(FRAG_L2PF_ENV, "1")) + tuple(
         kw.values())
     return kw, key

@@ -338,7 +338,7 @@ def test_verify_defaults_and_split_rule(monkeypatch):
 
 def test_fragment_flush_default_and_compile(monkeypatch):
     """The fp32 pair's flush in mma fragment layout: by default from T = FRAG_MIN_T (forced
-    either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 n-tiles ahead, L2 prefetch one head
+    either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 (T < 7) or 8 n-tiles ahead, L2 prefetch one head
     ahead; other pairs never. It builds for sm_90a with its tf32 mmas (fold: 3 pieces x 2
     k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and stores, and no local
     memory."""
@@ -350,7 +350,7 @@ def test_fragment_flush_default_and_compile(monkeypatch):
                                      True, False, True, True, 4)
 
     o = op("fp32", 8)
-    assert o.frag and o.frag_pd == 4 and o.frag_l2pf
+    assert o.frag and o.frag_pd == 8 and o.frag_l2pf and op("fp32", 6).frag_pd == 4
     assert op("fp32", MV.FRAG_MIN_T).frag and not op("fp32", MV.FRAG_MIN_T - 1).frag
     assert not op("nvfp4/fp16sr", 8).frag and not op("fp8/fp32", 8).frag
     monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "0")
