@@ -77,6 +77,7 @@ def _compile_one(v):
         "mma": ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
         "mma_lo": op.mma_lo, "mma_hi": op.mma_hi, "read_fmt": op.read_fmt, "rec_fmt": op.rec_fmt,
         "mma_w": op.mma_w, "mma_tf32": ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32"),
+        "frag": op.frag,
     }
 
 
@@ -129,8 +130,12 @@ def test_compile_variant(compiled, v):
         assert (r["mma"] > 0) == (r["mma_lo"] or r["mma_hi"])
     # the tf32 dot of the other read formats (N = 128 here): 16 k-steps, fp32 in 3 pieces
     assert r["mma_w"] == (want and r["read_fmt"] in MV.WIDE_FMTS)
+    # + the fragment flush (fp32 pair, T >= FRAG_MIN_T): 16 n-tiles x (2 fold k-steps + 1 dot)
+    # x 3 pieces
+    assert r["frag"] == (r["read_fmt"] == "fp32" and r["rec_fmt"] == "fp32" and rows != 1
+                         and act != "float32" and T >= MV.FRAG_MIN_T and P % 64 == 0)
     assert r["mma_tf32"] == ((48 if r["read_fmt"] == "fp32" else 16)
-                             if r["mma_w"] and rows != 2 else 0)
+                             if r["mma_w"] and rows != 2 else 0) + (144 if r["frag"] else 0)
 
 
 def test_compile_report():
@@ -269,8 +274,10 @@ def test_profiling_build(monkeypatch):
     """REPLAYSSM_M2_PROF=1 (profiling build, off): the verify kernel stamps %clock64 at its 7
     phase boundaries, 3 times per head of the non-flush outputs loop (dots vs outputs) and 6
     times in the flush's head and chunk loops (its sub-phase sums; tests/gpu_scripts/
-    prof_mamba2_replay.py --verify-T); a key of its own; off: no clock reads."""
+    prof_mamba2_replay.py --verify-T; the CUDA-core flush's: the fragment flush has no
+    sub-phase stamps); a key of its own; off: no clock reads."""
     monkeypatch.delenv("REPLAYSSM_M2_PROF", raising=False)
+    monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "0")
     args = ("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 24, 8, True, False, True, True, 1,
             True)
     key0 = MV._resolve(*args)[1]
