@@ -21,7 +21,9 @@ entry j at physical ring index ``(origin + j) % R``):
   ``ring_origin += h``, ``write_pos = 0``, ``flush_count += 1``. ``_flush2`` takes the T query dots
   of S_new in place of the decode output (``_flush_dots``); with the v1 flush (``flush_impl=1``)
   the outputs come first, from hi before the flush rewrites it, and the decode flush's own T = 1
-  output goes to a shared-memory sink.
+  output goes to a shared-memory sink. The fp32 pair from T = FRAG_MIN_T folds and takes those
+  dots on tf32 tensor cores instead (``_flush_frag``: exact products, the tensor cores' fp32
+  sums, so its hi differs from the CUDA-core fold by fp32 rounding).
 * **append** (every valid row): x_t, B_t, dt'_t, A·dt'_t at logical h'..h'+T−1 (h' = 0 after a
   flush) of the (possibly moved) ring; these positions never hold an entry this call reads.
 * **cursors** (last CTA of the row, ``arrive`` counter as in the decode kernel): ``write_pos = h'``,
