@@ -317,6 +317,22 @@ def _fma_rn(a, b, c) -> Float32:
                         [Float32(a).ir_value(), Float32(b).ir_value(), Float32(c).ir_value()]))
 
 
+def fold_a_frag(sWX, ks: int, t, h, JB: int, p0, p1):
+    """The m16n8k8 A fragment of the fold's k-step ``ks`` (lane ``t`` = lane % 4): ``sWX[j, p]``
+    = (w_j x_j)[p] at rows p0, p1 and entries j0 = 8·ks + t, j0 + 4, zero from ``h`` on (reads
+    clamped to JB − 1). Returns ``(a, (ok0, ok1, jc0, jc1))``: the guards serve the B fragment."""
+    zero = Float32(0.0)
+    j0 = Int32(8 * ks) + t
+    j1 = j0 + 4
+    ok0 = j0 < h
+    ok1 = j1 < h
+    jc0 = cutlass.min(j0, Int32(JB - 1))
+    jc1 = cutlass.min(j1, Int32(JB - 1))
+    a = [lp.sel_f32(ok0, sWX[jc0, p0], zero), lp.sel_f32(ok0, sWX[jc0, p1], zero),
+         lp.sel_f32(ok1, sWX[jc1, p0], zero), lp.sel_f32(ok1, sWX[jc1, p1], zero)]
+    return a, (ok0, ok1, jc0, jc1)
+
+
 def _add_rn(a, b) -> Float32:
     return Float32(_asm(T.f32(), "add.rn.f32 $0, $1, $2;", "=f,f,f",
                         [Float32(a).ir_value(), Float32(b).ir_value()]))
@@ -2184,14 +2200,7 @@ class Mamba2ReplayDecode:
         zero = Float32(0.0)
         c = [[zero, zero, zero, zero] for _ in range(NTW)]
         for ks in cutlass.range_constexpr(KS):
-            j0 = t + ks * 8
-            j1 = j0 + 4
-            ok0 = j0 < h
-            ok1 = j1 < h
-            jc0 = cutlass.min(j0, Int32(JB - 1))
-            jc1 = cutlass.min(j1, Int32(JB - 1))
-            a = [lp.sel_f32(ok0, sWX[jc0, p0], zero), lp.sel_f32(ok0, sWX[jc0, p1], zero),
-                 lp.sel_f32(ok1, sWX[jc1, p0], zero), lp.sel_f32(ok1, sWX[jc1, p1], zero)]
+            a, (ok0, ok1, jc0, jc1) = fold_a_frag(sWX, ks, t, h, JB, p0, p1)
             sp = [lp.split_tf32(v) for v in a]
             a_hi = [x[0] for x in sp]
             a_lo = [x[1] for x in sp]

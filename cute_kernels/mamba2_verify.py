@@ -122,6 +122,7 @@ from .mamba2_replay import (
     _silu_gate,
     _warp_inclusive_scan,
     choose_heads_per_cta,
+    fold_a_frag,
     order_fn,
     use_row_order,
 )
@@ -874,7 +875,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     self._frag_prefetch(mHi, slot, _opaque_i32(head0 + k + 1), warp, g, t)
             # the first m-tile's first PD n-tiles of hi in flight across the head's barriers
             p00 = 16 * warp + g
-            hq = [[_hi_pair(mHi, slot, head, t, p00, nt), _hi_pair(mHi, slot, head, t, p00 + 8, nt)] for nt in range(PD)]
+            hq = [[_hi_pair(mHi, slot, head, t, p00 + 8 * r, nt) for r in range(2)]
+                  for nt in range(PD)]
             cute.arch.cp_async_wait_group(0)     # this head's x_j rows
             cute.arch.barrier()                  # ... for every thread; fsWX of the last head read
             for i in cutlass.range_constexpr(-(-(JB * P) // NT)):
@@ -891,27 +893,22 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 p0 = 16 * (warp + 4 * mi) + g
                 p1 = p0 + 8
                 if const_expr(mi > 0):
-                    hq = [[_hi_pair(mHi, slot, head, t, p0, nt), _hi_pair(mHi, slot, head, t, p1, nt)] for nt in range(PD)]
+                    hq = [[_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt) for r in range(2)]
+                          for nt in range(PD)]
                 # A of the fold for every k-step: rows p0, p1 x entries j0 = 8ks + t, j0 + 4
                 apc = []
                 okb = []
                 for ks in cutlass.range_constexpr(KS):
-                    j0 = Int32(8 * ks) + t
-                    j1 = j0 + 4
-                    ok0 = j0 < h
-                    ok1 = j1 < h
-                    jc0 = cutlass.min(j0, Int32(JB - 1))
-                    jc1 = cutlass.min(j1, Int32(JB - 1))
-                    a = [lp.sel_f32(ok0, fsWX[jc0, p0], zero), lp.sel_f32(ok0, fsWX[jc0, p1], zero),
-                         lp.sel_f32(ok1, fsWX[jc1, p0], zero), lp.sel_f32(ok1, fsWX[jc1, p1], zero)]
+                    a, guards = fold_a_frag(fsWX, ks, t, h, JB, p0, p1)
                     apc.append([_split3_trunc(x) for x in a])
-                    okb.append((ok0, ok1, jc0, jc1))
+                    okb.append(guards)
                 dacc = [[zero] * 4, [zero] * 4]  # the dots, two chains (n-tile parity)
                 for nt in cutlass.range_constexpr(NTL):
                     c = 8 * nt + 2 * t
                     hv = hq[nt]
-                    if const_expr(nt + PD < NTL):    # hi PD n-tiles ahead: its latency under the mma
-                        hq.append([_hi_pair(mHi, slot, head, t, p0, nt + PD), _hi_pair(mHi, slot, head, t, p1, nt + PD)])
+                    if const_expr(nt + PD < NTL):    # hi PD n-tiles ahead: latency under the mma
+                        hq.append([_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt + PD)
+                                   for r in range(2)])
                     f = [zero] * 4
                     for ks in cutlass.range_constexpr(KS):
                         ok0, ok1, jc0, jc1 = okb[ks]
@@ -919,7 +916,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                              lp.f32_bits(lp.sel_f32(ok1, fsB[jc1, 8 * nt + g], zero))]
                         for pc in cutlass.range_constexpr(3):
                             f = lp.mma_sync("tf32", [x[pc] for x in apc[ks]], b, f, volatile=True)
-                    # S_new = fl(gf·hi) + F; accumulator order (p0, c), (p0, c+1), (p1, c), (p1, c+1)
+                    # S_new = fl(gf·hi) + F; accumulators (p0, c), (p0, c+1), (p1, c), (p1, c+1)
                     sn = [_add_rn(lp.mul_rn(gf, lp.bits_f32(Uint32(hv[e // 2][e % 2]))), f[e])
                           for e in range(4)]
                     for r in cutlass.range_constexpr(2):
