@@ -209,10 +209,10 @@ def _frag_flush_default() -> Optional[bool]:
     """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T): the fp32 pair's
     flush rows fold and take their T dots on tf32 tensor cores, the fold kept in mma fragment
     layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk
-    loop. H200, Nemotron-3-Super fp32, L = 16, b256 (bench/results/session11_gpu/call4, same
-    run, off / on with PD 4 and the L2 prefetch): T = 8 776.6 -> 625.0 µs (flush only 1617.8
-    -> 947.4), T = 6 639.2 -> 544.4, T = 4 479.1 -> 519.8 (its flush rows fold as fast, but
-    the mixed step is slower), hence from T = 6."""
+    loop. H200, Nemotron-3-Super fp32, L = 16, same run, off / on (bench/results/session11_gpu/
+    call8): b256 T = 8 777.1 -> 609.6 µs (flush only 1620.7 -> 916.7), T = 7 717.8 -> 575.1,
+    T = 6 639.2 -> 538.5; b512 T = 8 1526.3 -> 1169.8. T = 4 (call4): 479.1 -> 519.8 (its flush
+    rows fold as fast, but the mixed step is slower), hence from T = 6."""
     v = os.environ.get(FRAG_FLUSH_ENV)
     return None if v is None else v == "1"
 
@@ -829,8 +829,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     sDotF: cute.Tensor, fsB: cute.Tensor, fsWX: cute.Tensor, sXR: cute.Tensor,
                     slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32,
                     tidx: Int32):
-        """Flush of a fp32-pair row on the tensor cores, the fold kept in mma fragment layout
-        (WIP). Per head, warp w owns the m16 tiles ``16·(w + 4i)`` of S (P x N); per n-tile of 8
+        """Flush of a fp32-pair row on the tensor cores, the fold kept in mma fragment layout.
+        Per head, warp w owns the m16 tiles ``16·(w + 4i)`` of S (P x N); per n-tile of 8
         columns, the thread (g, t) holds S[p0, c], S[p0, c+1], S[p1, c], S[p1, c+1] (p0 = 16m + g,
         p1 = p0 + 8, c = 8nt + 2t; the m16n8k8 accumulator):
 
