@@ -206,7 +206,9 @@ FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
 
 
 def _frag_flush_default() -> Optional[bool]:
-    """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T): the fp32 pair's
+    """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T with 4 heads per CTA,
+    i.e. from 64 rows -- measured from 128; fewer heads per CTA keep the CUDA-core flush, its
+    small-batch timings not re-measured with this one): the fp32 pair's
     flush rows fold and take their T dots on tf32 tensor cores, the fold kept in mma fragment
     layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk
     loop. H200, Nemotron-3-Super fp32, L = 16, same run, off / on (bench/results/session11_gpu/
@@ -375,7 +377,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
         # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
         ff = _frag_flush_default()
-        self.frag = bool((self.T >= FRAG_MIN_T if ff is None else ff)
+        self.frag = bool((self.T >= FRAG_MIN_T and self.hpc >= 4 if ff is None else ff)
                          and self.flush_dots and not self.split
                          and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
                          and self.cfg.nt == 128 and self.rows != 1

@@ -133,7 +133,8 @@ def test_compile_variant(compiled, v):
     # + the fragment flush (fp32 pair, T >= FRAG_MIN_T): 16 n-tiles x (2 fold k-steps + 1 dot)
     # x 3 pieces
     assert r["frag"] == (r["read_fmt"] == "fp32" and r["rec_fmt"] == "fp32" and rows != 1
-                         and act != "float32" and T >= MV.FRAG_MIN_T and P % 64 == 0)
+                         and act != "float32" and T >= MV.FRAG_MIN_T and P % 64 == 0
+                         and hpc >= 4)
     assert r["mma_tf32"] == ((48 if r["read_fmt"] == "fp32" else 16)
                              if r["mma_w"] and rows != 2 else 0) + (144 if r["frag"] else 0)
 
@@ -344,21 +345,22 @@ def test_verify_defaults_and_split_rule(monkeypatch):
 
 
 def test_fragment_flush_default_and_compile(monkeypatch):
-    """The fp32 pair's flush in mma fragment layout: by default from T = FRAG_MIN_T (forced
-    either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 (T < 7) or 8 n-tiles ahead, L2 prefetch one head
-    ahead; other pairs never. It builds for sm_90a with its tf32 mmas (fold: 3 pieces x 2
-    k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and stores, and no local
-    memory."""
+    """The fp32 pair's flush in mma fragment layout: by default from T = FRAG_MIN_T at 4 heads
+    per CTA (forced either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 (T < 7) or 8 n-tiles
+    ahead, L2 prefetch one head ahead; other pairs never. It builds for sm_90a with its tf32
+    mmas (fold: 3 pieces x 2 k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and
+    stores, and no local memory."""
     for env in ("REPLAYSSM_M2V_FRAG_FLUSH", "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF"):
         monkeypatch.delenv(env, raising=False)
 
-    def op(pair, T):
+    def op(pair, T, hpc=4):
         return MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", 8, 64, 128, 2, 16, 16 + T, T,
-                                     True, False, True, True, 4)
+                                     True, False, True, True, hpc)
 
     o = op("fp32", 8)
     assert o.frag and o.frag_pd == 8 and o.frag_l2pf and op("fp32", 6).frag_pd == 4
     assert op("fp32", MV.FRAG_MIN_T).frag and not op("fp32", MV.FRAG_MIN_T - 1).frag
+    assert not op("fp32", 8, hpc=2).frag          # below 64 rows: the CUDA-core flush
     assert not op("nvfp4/fp16sr", 8).frag and not op("fp8/fp32", 8).frag
     monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "0")
     assert not op("fp32", 8).frag
