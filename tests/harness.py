@@ -27,6 +27,12 @@ def _check_unowned(cache, snap):
         assert torch.equal(_bytes(t)[mask.to(t.device)], b)
 
 
+def as_seen(t, act):
+    """fp64 ``t`` as an op with ``act`` activations receives it: 16-bit dtypes round it (the
+    exact recurrence then measures the kernel, not the input rounding); fp32 keeps it."""
+    return t if act == torch.float32 else t.to(act).double()
+
+
 def mamba2_trace(L, T, steps, precision="fp32", batch=5, pool=13, act=torch.float32, backend="torch",
                  device="cpu", dims=MAMBA2_SMALL, z=True):
     """Returns (max output rel err vs fp64, final state rel err, cache)."""
@@ -60,10 +66,12 @@ def mamba2_trace(L, T, steps, precision="fp32", batch=5, pool=13, act=torch.floa
         out = out.cpu()
         assert torch.isnan(out[pad]).all(), "pad rows must stay untouched"
         rows = (~pad).nonzero().squeeze(1)
-        # the exact recurrence, token by token, from each row's committed state
+        # the exact recurrence, token by token, from each row's committed state, on the inputs
+        # as the op saw them (16-bit activations: rounded)
         xs = lambda t: t if T > 0 else t.unsqueeze(1)  # noqa: E731
-        Xs, DTs, Bs, Cs = xs(x), xs(dt), xs(B), xs(C)
-        Zs = xs(zz) if z else None
+        Xs, DTs = xs(as_seen(x, act)), xs(dt)
+        Bs, Cs = xs(as_seen(B, act)), xs(as_seen(C, act))
+        Zs = xs(as_seen(zz, act)) if z else None
         Stmp = S_exact.clone()
         n_acc = torch.randint(0, Tc + 1, (batch,)).to(torch.int32) if T > 0 else None
         outs = out if T > 0 else out.unsqueeze(1)
@@ -122,7 +130,8 @@ def gdn_trace(L, T, steps, precision="fp32", batch=5, pool=13, act=torch.float32
         assert torch.isnan(out[pad]).all(), "pad rows must stay untouched"
         rows = (~pad).nonzero().squeeze(1)
         xs = lambda t: t if T > 0 else t.unsqueeze(1)  # noqa: E731
-        Q, Kk, Vv, Aa, Bb = map(xs, (q, k, v, a, b))
+        Q, Kk, Vv = (xs(as_seen(t, act)) for t in (q, k, v))   # as the op saw them
+        Aa, Bb = xs(a), xs(b)
         outs = out if T > 0 else out.unsqueeze(1)
         Stmp = S_exact.clone()
         n_acc = torch.randint(0, Tc + 1, (batch,)).to(torch.int32) if T > 0 else None
