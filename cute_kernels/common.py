@@ -629,6 +629,19 @@ def pdl_prologue(mode: int) -> None:
         cute.arch.griddepcontrol_launch_dependents()
 
 
+#: bits per stored element of each storage format
+FMT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "nvfp4": 4}
+
+
+def prefetch_l2_bulk(ptr, nbytes: int) -> None:
+    """``cp.async.bulk.prefetch.L2.global``: the TMA unit brings ``nbytes`` (a multiple of 16;
+    ``ptr`` 16-byte aligned) from global ``ptr`` into L2 -- one instruction from one thread, no
+    register or barrier held; loads issued later hit L2 instead of DRAM."""
+    llvm.inline_asm(None, [ptr.toint().ir_value(), Int32(nbytes).ir_value()],
+                    "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r",
+                    has_side_effects=True, is_align_stack=False)
+
+
 def prefetch_l2(ptr) -> None:
     """``prefetch.global.L2``: bring the 128-byte line of the global ``ptr`` (a cute pointer)
     into L2 -- a load issued later hits L2 instead of DRAM; no register is held meanwhile."""

@@ -127,7 +127,7 @@ __all__ = [
     "supports_cache",
 ]
 
-FMT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "nvfp4": 4}
+FMT_BITS = common.FMT_BITS
 CHUNK = 16                      # flush mapping: elements per thread chunk (one nvfp4 block)
 MAX_FLUSH_ELEMS = 64            # fp32 fold values per thread
 SMEM_LIMIT = 47 * 1024          # static shared memory budget (bytes)

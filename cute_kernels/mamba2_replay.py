@@ -221,6 +221,18 @@ def _flush_impl_default() -> int:
     return int(os.environ.get("REPLAYSSM_M2_FLUSH", "2"))
 
 
+READ_L2PF_ENV = "REPLAYSSM_M2_READ_L2PF"
+
+
+def _read_l2pf() -> int:
+    """``REPLAYSSM_M2_READ_L2PF`` (heads ahead, default 0 = off): thread 0 of every CTA of a
+    valid row prefetches the read copy's words of its first D heads into L2 (one
+    ``cp.async.bulk.prefetch.L2`` per head) right after the slot is known -- the cursor /
+    preamble round trips then overlap their DRAM fetch -- and non-flush rows head k + D's when
+    head k starts."""
+    return int(os.environ.get(READ_L2PF_ENV, "0"))
+
+
 def _nonflush_mma_default() -> bool:
     """``REPLAYSSM_M2_MMA`` (0 / 1; default 1): nvfp4 read copies with 16-bit acts dot on the
     tensor cores (mma.sync) in non-flush rows; 0 = the CUDA-core path (fallback / A-B runs)."""
@@ -780,6 +792,9 @@ class Mamba2ReplayDecode:
         # <= 16 registers per thread); 16-bit / fp32 read sets (32 / 64 registers, live through
         # the preamble) would cost occupancy -- they load at the head start
         self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch)
+        # heads whose read copy goes into L2 by one bulk prefetch right after the slot, then
+        # head k + D at head k (READ_L2PF_ENV, default 0: off)
+        self.read_l2pf = min(_read_l2pf(), self.hpc)
         if early_read is None:
             early_read = _env_flag("REPLAYSSM_M2_EARLY_READ")  # tuning runs
         if early_read is not None:
@@ -1408,6 +1423,11 @@ class Mamba2ReplayDecode:
             if k < HPC:
                 dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
+        if const_expr(self.read_l2pf > 0):
+            if valid:
+                if tidx == 0:            # the first heads' read words on their way into L2
+                    for k in cutlass.range_constexpr(self.read_l2pf):
+                        self._read_prefetch(mHi, mLo, slot, hc * HPC + k)
 
         if valid:
             # ------------------------------------------------------------ preamble
@@ -1718,6 +1738,15 @@ class Mamba2ReplayDecode:
         cute.arch.cp_async_wait_group(0)
 
     @cute.jit
+    def _read_prefetch(self, mHi: cute.Tensor, mLo: Optional[cute.Tensor], slot: Int32,
+                       head: Int32):
+        """One bulk L2 prefetch of a head's read-copy words (lo for split pairs, else hi)."""
+        fmt = self.read_fmt if const_expr(self.split) else self.rec_fmt
+        mRd = mLo if const_expr(self.split) else mHi
+        common.prefetch_l2_bulk(mRd[slot, head, None, None].iterator,
+                                self.P * self.N * common.FMT_BITS[fmt] // 8)
+
+    @cute.jit
     def _nonflush(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],
                   mOut: cute.Tensor, mHi: cute.Tensor, mHiS: Optional[cute.Tensor],
                   mHiG: Optional[cute.Tensor], mLo: Optional[cute.Tensor],
@@ -1770,6 +1799,10 @@ class Mamba2ReplayDecode:
             head = _opaque_i32(head0 + k)
             gam = sScal[k, 0]
             ccur = sScal[k, 1]
+            if const_expr(self.read_l2pf > 0):
+                if k + self.read_l2pf < self.hpc:
+                    if tidx == 0:
+                        self._read_prefetch(mHi, mLo, slot, head + self.read_l2pf)
             # ---- every state load of the head (or of the next head, prefetched) first
             if const_expr(self.snf):
                 self._snf_read(sSt, sSc, sGs, raw, bsc, gsc, k, rp, lir)
@@ -2448,7 +2481,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
-           _fold_unroll()) + tuple(kw.values())
+           _fold_unroll(), _read_l2pf()) + tuple(kw.values())
     return kw, key
 
 
@@ -2752,7 +2785,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
-              ORDER_CURSORS_ENV, FOLD_UNROLL_ENV)
+              ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, READ_L2PF_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -206,15 +206,17 @@ FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
 
 
 def _frag_flush_default() -> Optional[bool]:
-    """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T with 4 heads per CTA,
-    i.e. from 64 rows -- measured from 128; fewer heads per CTA keep the CUDA-core flush, its
-    small-batch timings not re-measured with this one): the fp32 pair's
+    """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T with 2 or more heads
+    per CTA, i.e. from 16 rows; 1-head builds keep the CUDA-core flush, not timed with this
+    one): the fp32 pair's
     flush rows fold and take their T dots on tf32 tensor cores, the fold kept in mma fragment
     layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk
     loop. H200, Nemotron-3-Super fp32, L = 16, same run, off / on (bench/results/session11_gpu/
     call8): b256 T = 8 777.1 -> 609.6 µs (flush only 1620.7 -> 916.7), T = 7 717.8 -> 575.1,
     T = 6 639.2 -> 538.5; b512 T = 8 1526.3 -> 1169.8. T = 4 (call4): 479.1 -> 519.8 (its flush
-    rows fold as fast, but the mixed step is slower), hence from T = 6."""
+    rows fold as fast, but the mixed step is slower), hence from T = 6. b32 (2 heads per CTA;
+    session12_gpu/call1, off / on): T = 6 102.9 -> 98.0 µs, T = 8 127.0 -> 106.1 (flush only
+    231.2 -> 156.1)."""
     v = os.environ.get(FRAG_FLUSH_ENV)
     return None if v is None else v == "1"
 
@@ -224,6 +226,16 @@ FRAG_MIN_T = 6
 FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
 #: 0 / 1 (default 1): the fragment flush prefetches each head's hi rows into L2 one head ahead
 FRAG_L2PF_ENV = "REPLAYSSM_M2V_FRAG_L2PF"
+READ_L2PF_ENV = "REPLAYSSM_M2V_READ_L2PF"
+
+
+def _read_l2pf_default() -> int:
+    """``REPLAYSSM_M2V_READ_L2PF`` (heads ahead, default 0 = off): every CTA of a valid row has
+    thread 0 prefetch the read copy's words of its first D heads into L2 (one bulk prefetch per
+    head, ``cp.async.bulk.prefetch.L2``) right after the slot is known -- during the cursor /
+    C / cb / scan preamble -- and non-flush rows the words of head k + D when head k starts: each
+    head's read then waits on L2, not DRAM."""
+    return int(os.environ.get(READ_L2PF_ENV, "0"))
 
 
 def _frag_pd(T: int) -> int:
@@ -377,13 +389,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
         # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
         ff = _frag_flush_default()
-        self.frag = bool((self.T >= FRAG_MIN_T and self.hpc >= 4 if ff is None else ff)
+        self.frag = bool((self.T >= FRAG_MIN_T and self.hpc >= 2 if ff is None else ff)
                          and self.flush_dots and not self.split
                          and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
                          and self.cfg.nt == 128 and self.rows != 1
                          and dtype_name(self.act_dtype) != "float32")
         self.frag_pd = _frag_pd(self.T)
         self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "1") == "1"
+        # read copy prefetched into L2 this many heads ahead (not the split's flush launch;
+        # replaces the decode kernel's REPLAYSSM_M2_READ_L2PF)
+        self.read_l2pf = min(_read_l2pf_default(), self.hpc) if self.rows != 2 else 0
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
@@ -533,6 +548,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
 
         row, slot = self._grid_row_slot(mIdx, mOrder, gpos)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
+        if const_expr(self.read_l2pf > 0):
+            if valid:
+                if tidx == 0:            # the first heads' read words on their way into L2
+                    for k in cutlass.range_constexpr(self.read_l2pf):
+                        self._read_prefetch(mHi, mLo, slot, hc * HPC + k)
 
         if valid:
             # ------------------------------------------------------------ cursors
@@ -792,6 +812,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             cute.arch.cp_async_wait_group(0)     # the ring x (visible after the first barrier)
         for k in cutlass.range(self.hpc, unroll=1):
             head = _opaque_i32(head0 + k)
+            if const_expr(self.read_l2pf > 0):
+                if k + self.read_l2pf < self.hpc:
+                    if tidx == 0:
+                        self._read_prefetch(mHi, mLo, slot, head + self.read_l2pf)
             if const_expr(rAcc is not None):
                 c0 = common.sreg64("clock64")
             self._head_dot(use_hi, mHi, mHiS, mHiG, mLo, mLoS, mLoG, sCT, sDot, bfr, cpw, slot,
@@ -1503,7 +1527,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
            _verify_fold_unroll(), _frag_flush_default(), os.environ.get(FRAG_PD_ENV),
-           os.environ.get(FRAG_L2PF_ENV, "1")) + tuple(
+           os.environ.get(FRAG_L2PF_ENV, "1"), _read_l2pf_default()) + tuple(
         kw.values())
     return kw, key
 
@@ -1650,7 +1674,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
-              FRAG_L2PF_ENV, common.PDL_ENV)
+              FRAG_L2PF_ENV, READ_L2PF_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
