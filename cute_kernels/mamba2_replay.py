@@ -221,18 +221,6 @@ def _flush_impl_default() -> int:
     return int(os.environ.get("REPLAYSSM_M2_FLUSH", "2"))
 
 
-READ_L2PF_ENV = "REPLAYSSM_M2_READ_L2PF"
-
-
-def _read_l2pf() -> int:
-    """``REPLAYSSM_M2_READ_L2PF`` (heads ahead, default 0 = off): thread 0 of every CTA of a
-    valid row prefetches the read copy's words of its first D heads into L2 (one
-    ``cp.async.bulk.prefetch.L2`` per head) right after the slot is known -- the cursor /
-    preamble round trips then overlap their DRAM fetch -- and non-flush rows head k + D's when
-    head k starts."""
-    return int(os.environ.get(READ_L2PF_ENV, "0"))
-
-
 def _nonflush_mma_default() -> bool:
     """``REPLAYSSM_M2_MMA`` (0 / 1; default 1): nvfp4 read copies with 16-bit acts dot on the
     tensor cores (mma.sync) in non-flush rows; 0 = the CUDA-core path (fallback / A-B runs)."""
@@ -792,9 +780,6 @@ class Mamba2ReplayDecode:
         # <= 16 registers per thread); 16-bit / fp32 read sets (32 / 64 registers, live through
         # the preamble) would cost occupancy -- they load at the head start
         self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch)
-        # heads whose read copy goes into L2 by one bulk prefetch right after the slot, then
-        # head k + D at head k (READ_L2PF_ENV, default 0: off)
-        self.read_l2pf = min(_read_l2pf(), self.hpc)
         if early_read is None:
             early_read = _env_flag("REPLAYSSM_M2_EARLY_READ")  # tuning runs
         if early_read is not None:
@@ -965,11 +950,14 @@ class Mamba2ReplayDecode:
         return valid
 
     @cute.jit
-    def _dt_prime(self, dtv: Float32, mDtBias: Optional[cute.Tensor], head: Int32):
-        """dt' of one head from its raw dt (fp32): ``+ dt_bias``, then softplus (identity above
-        ``SOFTPLUS_THRESHOLD``), as configured."""
+    def _dt_prime(self, dtv: Float32, mDtBias: Optional[cute.Tensor], head: Int32, bias=None):
+        """dt' of one head from its raw dt (fp32): ``+ dt_bias`` (``bias``: already loaded), then
+        softplus (identity above ``SOFTPLUS_THRESHOLD``), as configured."""
         if const_expr(self.has_dt_bias):
-            dtv = dtv + mDtBias[head].to(Float32)
+            if const_expr(bias is None):
+                dtv = dtv + mDtBias[head].to(Float32)
+            else:
+                dtv = dtv + bias
         if const_expr(self.dt_softplus):
             if dtv <= Float32(SOFTPLUS_THRESHOLD):
                 dtv = cute.math.log1p(cute.math.exp(dtv))
@@ -1423,12 +1411,6 @@ class Mamba2ReplayDecode:
             if k < HPC:
                 dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
-        if const_expr(self.read_l2pf > 0):
-            if valid:
-                if tidx == 0:            # the first heads' read words on their way into L2
-                    for k in cutlass.range_constexpr(self.read_l2pf):
-                        self._read_prefetch(mHi, mLo, slot, hc * HPC + k)
-
         if valid:
             # ------------------------------------------------------------ preamble
             h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
@@ -1740,7 +1722,10 @@ class Mamba2ReplayDecode:
     @cute.jit
     def _read_prefetch(self, mHi: cute.Tensor, mLo: Optional[cute.Tensor], slot: Int32,
                        head: Int32):
-        """One bulk L2 prefetch of a head's read-copy words (lo for split pairs, else hi)."""
+        """One bulk L2 prefetch of a head's read-copy words (lo for split pairs, else hi; the
+        verify's REPLAYSSM_M2V_READ_L2PF). In this decode kernel it lost (session12_gpu/call2,
+        b256 / b512, one head ahead: fp32 330.7 -> 342.9 / 646.3 -> 677.4 µs, nvfp4/fp16sr
+        192.7 -> 199.1 / 367.0 -> 380.4, fp8/fp32 unchanged), so it is not used here."""
         fmt = self.read_fmt if const_expr(self.split) else self.rec_fmt
         mRd = mLo if const_expr(self.split) else mHi
         common.prefetch_l2_bulk(mRd[slot, head, None, None].iterator,
@@ -1799,10 +1784,6 @@ class Mamba2ReplayDecode:
             head = _opaque_i32(head0 + k)
             gam = sScal[k, 0]
             ccur = sScal[k, 1]
-            if const_expr(self.read_l2pf > 0):
-                if k + self.read_l2pf < self.hpc:
-                    if tidx == 0:
-                        self._read_prefetch(mHi, mLo, slot, head + self.read_l2pf)
             # ---- every state load of the head (or of the next head, prefetched) first
             if const_expr(self.snf):
                 self._snf_read(sSt, sSc, sGs, raw, bsc, gsc, k, rp, lir)
@@ -2481,7 +2462,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     )
     # the tuning override of the occupancy hint is read when the kernel is built: part of the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
-           _fold_unroll(), _read_l2pf()) + tuple(kw.values())
+           _fold_unroll()) + tuple(kw.values())
     return kw, key
 
 
@@ -2785,7 +2766,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
-              ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, READ_L2PF_ENV)
+              ORDER_CURSORS_ENV, FOLD_UNROLL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -227,15 +227,47 @@ FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
 #: 0 / 1 (default 1): the fragment flush prefetches each head's hi rows into L2 one head ahead
 FRAG_L2PF_ENV = "REPLAYSSM_M2V_FRAG_L2PF"
 READ_L2PF_ENV = "REPLAYSSM_M2V_READ_L2PF"
+PRE_HOIST_ENV = "REPLAYSSM_M2V_PRE_HOIST"
+#: 0 / 1 (default 1): the first READ_L2PF heads are prefetched after the cursors, by non-flush
+#: rows only; 0: right after the slot, by every row (session12_gpu/call2 vs call3, b256 T = 4:
+#: fp32 473.4 / 464.2 µs, nvfp4/fp16sr 377.8 / 374.4)
+READ_L2PF_LATE_ENV = "REPLAYSSM_M2V_READ_L2PF_LATE"
+#: the read copy's L2 prefetch by default up to this many drafts (timed at T = 4 and 8)
+READ_L2PF_MAX_T = 4
 
 
-def _read_l2pf_default() -> int:
-    """``REPLAYSSM_M2V_READ_L2PF`` (heads ahead, default 0 = off): every CTA of a valid row has
-    thread 0 prefetch the read copy's words of its first D heads into L2 (one bulk prefetch per
-    head, ``cp.async.bulk.prefetch.L2``) right after the slot is known -- during the cursor /
-    C / cb / scan preamble -- and non-flush rows the words of head k + D when head k starts: each
-    head's read then waits on L2, not DRAM."""
-    return int(os.environ.get(READ_L2PF_ENV, "0"))
+def _read_l2pf_default(T: int, frag: bool) -> int:
+    """``REPLAYSSM_M2V_READ_L2PF`` (heads ahead; unset: 1 up to T = READ_L2PF_MAX_T in builds
+    without the fragment flush, else 0): thread 0 of a non-flush row's CTA prefetches the read
+    copy's words of its first D heads into L2 (one bulk prefetch per head,
+    ``cp.async.bulk.prefetch.L2``) right after the cursors -- during the C / cb / scan preamble
+    -- and those of head k + D when head k starts: each head's read then waits on L2, not DRAM.
+    H200, Nemotron-3-Super, b256, same run (bench/results/session12_gpu/call3, hoisted preamble
+    without / with it): T = 4 fp32 471.5 -> 448.0 µs, nvfp4/fp16sr 386.3 -> 371.4, fp8/fp32
+    336.9 -> 334.0; T = 8 nvfp4/fp16sr 777.4 -> 782.6, fp8/fp32 685.3 -> 682.6, and the fp32
+    build with the fragment flush 586.9 -> 660.7 (its flush rows, which never prefetch, 881.2
+    -> 1057.8 µs flush-only: ptxas' schedule of that 128-register build, not traffic), hence
+    off there."""
+    v = os.environ.get(READ_L2PF_ENV)
+    if v is not None:
+        return int(v)
+    return 1 if (T <= READ_L2PF_MAX_T and not frag) else 0
+
+
+def _pre_hoist_default(read_fmt: str) -> bool:
+    """``REPLAYSSM_M2V_PRE_HOIST`` (0 / 1; unset: on for fp32 and nvfp4 read copies): the
+    preamble's loads hoisted -- dt / A / dt_bias of the CTA's heads at its start, the B_e of
+    the cb dots and the ring's dA / dt' right after the cursors (registers) -- so that the C,
+    cb and scan phases wait on one round trip instead of three. H200, Nemotron-3-Super, b256,
+    same run (bench/results/session12_gpu/call3, off / on; bit-identical): T = 8 fp32 611.6 ->
+    586.9 µs (flush only 923.9 -> 881.2), nvfp4/fp16sr 778.5 -> 777.4, fp8/fp32 676.0 -> 685.3
+    (hence off for fp8); T = 4 fp32 479.1 -> 471.5, nvfp4/fp16sr 390.6 -> 386.3, fp8/fp32
+    341.4 -> 336.9. Profile (fp32 T = 8, non-flush CTA): cursors+C / cb dots / scans 2.64 /
+    2.52 / 3.55 -> 4.89 / 0.96 / 2.12 µs."""
+    v = os.environ.get(PRE_HOIST_ENV)
+    if v is not None:
+        return v == "1"
+    return read_fmt in ("fp32", "nvfp4")
 
 
 def _frag_pd(T: int) -> int:
@@ -398,7 +430,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "1") == "1"
         # read copy prefetched into L2 this many heads ahead (not the split's flush launch;
         # replaces the decode kernel's REPLAYSSM_M2_READ_L2PF)
-        self.read_l2pf = min(_read_l2pf_default(), self.hpc) if self.rows != 2 else 0
+        self.read_l2pf = (min(_read_l2pf_default(self.T, self.frag), self.hpc)
+                          if self.rows != 2 else 0)
+        self.read_l2pf_late = os.environ.get(READ_L2PF_LATE_ENV, "1") == "1"
+        self.pre_hoist = _pre_hoist_default(self.read_fmt)
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
@@ -548,11 +583,20 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
 
         row, slot = self._grid_row_slot(mIdx, mOrder, gpos)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
-        if const_expr(self.read_l2pf > 0):
+        if const_expr(self.read_l2pf > 0 and not self.read_l2pf_late):
             if valid:
                 if tidx == 0:            # the first heads' read words on their way into L2
                     for k in cutlass.range_constexpr(self.read_l2pf):
                         self._read_prefetch(mHi, mLo, slot, hc * HPC + k)
+
+        NHW = -(-HPC // 4)                  # heads per warp in the scans
+        NSV = self.NSEGV
+        spre = None
+        if const_expr(self.pre_hoist):
+            # per head of this warp: [dt of draft `lane`, A, dt_bias, (dA, dt') per scan segment]
+            spre = cute.make_rmem_tensor((NHW * (3 + 2 * NSV),), Float32)
+            if valid:
+                self._scan_pre_heads(mDt, mA, mDtBias, spre, row, hc * HPC, warp, lane)
 
         if valid:
             # ------------------------------------------------------------ cursors
@@ -581,6 +625,17 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     origin2 = self._phys(origin, h)
                 head0 = hc * HPC
                 group = head0 // self.hpg
+                bpre = None
+                if const_expr(self.pre_hoist):
+                    # the cb dots' B_e and the scans' ring entries, before anything else
+                    bpre = cute.make_rmem_tensor(((-(-EM // 4)) * (N // 32),), Float32)
+                    self._cb_pre(mB, mBBuf, bpre, row, slot, group, origin, h, E, warp, lane)
+                    self._scan_pre_ring(mDtBuf, mDABuf, spre, slot, head0, origin, h, warp, lane)
+                if const_expr(self.read_l2pf > 0 and self.read_l2pf_late):
+                    if not flush:
+                        if tidx == 0:    # non-flush rows only: the first heads' read words
+                            for k in cutlass.range_constexpr(self.read_l2pf):
+                                self._read_prefetch(mHi, mLo, slot, head0 + k)
                 xdr = None                   # the drafts' x (xs builds), stored after the C loads
                 if const_expr(self.xs):
                     xdr = cute.make_rmem_tensor((-(-(HPC * T * P) // NT),), self.act_dtype)
@@ -614,7 +669,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     self._mma_col_exponents(sCT, sPw, warp, lane)
 
                 # ------------------------------------------------------------ cb[e, t] = B_e . C_t
-                self._cb_dots(mB, mBBuf, sCT, sCB, row, slot, group, origin, h, E, warp, lane)
+                self._cb_dots(mB, mBBuf, sCT, sCB, row, slot, group, origin, h, E, warp, lane,
+                              bpre)
                 cute.arch.barrier()
                 if const_expr(self.prof):
                     pcs.append(common.sreg64("clock64"))    # 2: cb dots
@@ -625,7 +681,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     if k < HPC:
                         self._head_scan(mDt, mA, mDtBias, mDtBuf, mDABuf, sCB, sCoef, sCoefT,
                                         sScal, sG, row, slot, head0 + k, k, origin, origin2, h,
-                                        hb, E, flush, lane)
+                                        hb, E, flush, lane, spre, i * (3 + 2 * NSV))
                 cute.arch.barrier()
                 if const_expr(self.prof):
                     pcs.append(common.sreg64("clock64"))    # 3: decay scans, coefficients
@@ -1083,26 +1139,88 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     @cute.jit
     def _cb_dots(self, mB: cute.Tensor, mBBuf: cute.Tensor, sCT: cute.Tensor, sCB: cute.Tensor,
                  row: Int32, slot: Int32, group: Int32, origin: Int32, h: Int32, E: Int32,
-                 warp: Int32, lane: Int32):
+                 warp: Int32, lane: Int32, bpre: Optional[cute.Tensor] = None):
         """``sCB[e, t] = B_e·C_t`` for e < E (ring entries e < h, drafts e = h + i): one warp per
-        entry, lanes over N, the T partial sums reduced with one transposed butterfly."""
+        entry, lanes over N, the T partial sums reduced with one transposed butterfly.
+        ``bpre``: the B_e already loaded by :meth:`_cb_pre`."""
         N, T, TP, EM = self.N, self.T, self.TP, self.EM
         NBL = N // 32
         for i in cutlass.range_constexpr(-(-EM // 4)):
             e = warp + 4 * i
             if e < E:
                 bv = cute.make_rmem_tensor((NBL,), Float32)
-                if e < h:
-                    ph = self._phys(origin, e)
+                if const_expr(bpre is not None):
                     for m in cutlass.range_constexpr(NBL):
-                        bv[m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
+                        bv[m] = bpre[i * NBL + m]
                 else:
-                    for m in cutlass.range_constexpr(NBL):
-                        bv[m] = mB[row, e - h, group, lane + 32 * m].to(Float32)
+                    self._cb_load(mB, mBBuf, bv, row, slot, group, origin, h, e, lane)
                 sums, base, cnt = self._cb_partials(bv, sCT, lane)
                 for m in cutlass.range_constexpr(len(sums)):
                     if Int32(m) < cnt:
                         sCB[e, base + m] = sums[m]
+
+    @cute.jit
+    def _cb_load(self, mB: cute.Tensor, mBBuf: cute.Tensor, bv: cute.Tensor, row: Int32,
+                 slot: Int32, group: Int32, origin: Int32, h: Int32, e: Int32, lane: Int32):
+        """Lane ``lane``'s columns ``lane + 32 m`` of B_e (the ring for e < h, else draft e - h)."""
+        NBL = self.N // 32
+        if e < h:
+            ph = self._phys(origin, e)
+            for m in cutlass.range_constexpr(NBL):
+                bv[m] = mBBuf[slot, group, ph, lane + 32 * m].to(Float32)
+        else:
+            for m in cutlass.range_constexpr(NBL):
+                bv[m] = mB[row, e - h, group, lane + 32 * m].to(Float32)
+
+    @cute.jit
+    def _cb_pre(self, mB: cute.Tensor, mBBuf: cute.Tensor, bpre: cute.Tensor, row: Int32,
+                slot: Int32, group: Int32, origin: Int32, h: Int32, E: Int32, warp: Int32,
+                lane: Int32):
+        """Every B_e of this warp's cb entries (e = warp + 4 i < E) into ``bpre[i·NBL + m]``."""
+        NBL = self.N // 32
+        for i in cutlass.range_constexpr(-(-self.EM // 4)):
+            e = warp + 4 * i
+            if e < E:
+                bv = cute.make_rmem_tensor((NBL,), Float32)
+                self._cb_load(mB, mBBuf, bv, row, slot, group, origin, h, e, lane)
+                for m in cutlass.range_constexpr(NBL):
+                    bpre[i * NBL + m] = bv[m]
+
+    @cute.jit
+    def _scan_pre_heads(self, mDt: cute.Tensor, mA: cute.Tensor, mDtBias: Optional[cute.Tensor],
+                        spre: cute.Tensor, row: Int32, head0: Int32, warp: Int32, lane: Int32):
+        """Per scan head of this warp (k = warp + 4 i): its draft dt (lane t), A and dt_bias into
+        ``spre`` (see the kernel); they need no cursor."""
+        W = 3 + 2 * self.NSEGV
+        tl = cutlass.min(lane, Int32(self.T - 1))
+        for i in cutlass.range_constexpr(-(-self.hpc // 4)):
+            k = warp + 4 * i
+            if k < self.hpc:
+                spre[i * W] = mDt[row, tl, head0 + k].to(Float32)
+                spre[i * W + 1] = mA[head0 + k].to(Float32)
+                if const_expr(self.has_dt_bias):
+                    spre[i * W + 2] = mDtBias[head0 + k].to(Float32)
+
+    @cute.jit
+    def _scan_pre_ring(self, mDtBuf: cute.Tensor, mDABuf: cute.Tensor, spre: cute.Tensor,
+                       slot: Int32, head0: Int32, origin: Int32, h: Int32, warp: Int32,
+                       lane: Int32):
+        """Per scan head of this warp: the ring's dA / dt' of entries e = lane + 32 s < h
+        (0 beyond) into ``spre``."""
+        W = 3 + 2 * self.NSEGV
+        for i in cutlass.range_constexpr(-(-self.hpc // 4)):
+            k = warp + 4 * i
+            if k < self.hpc:
+                for s in cutlass.range_constexpr(self.NSEGV):
+                    e = lane + 32 * s
+                    va = Float32(0.0)
+                    vd = Float32(0.0)
+                    if e < h:
+                        ph = self._phys(origin, cutlass.min(e, Int32(self.EM - 1)))
+                        va = mDABuf[slot, head0 + k, ph]
+                        vd = mDtBuf[slot, head0 + k, ph]
+                    spre[i * W + 3 + 2 * s] = va
+                    spre[i * W + 4 + 2 * s] = vd
 
     def _cb_partials(self, bv, sCT, lane):
         """Lane partials of B_e·C_t over its columns, reduced over the warp (see _lanes_reduce)."""
@@ -1121,16 +1239,21 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                    mDtBuf: cute.Tensor, mDABuf: cute.Tensor, sCB: cute.Tensor, sCoef: cute.Tensor,
                    sCoefT: cute.Tensor, sScal: cute.Tensor, sG: cute.Tensor, row: Int32,
                    slot: Int32, head: Int32, k: Int32, origin: Int32, origin2: Int32, h: Int32,
-                   hb: Int32, E: Int32, flush: Boolean, lane: Int32):
-        """One warp, head ``head`` (k-th of the CTA): dt'_t / dA_t of the drafts (lane t), appended
+                   hb: Int32, E: Int32, flush: Boolean, lane: Int32,
+                   spre: Optional[cute.Tensor] = None, pb: cutlass.Constexpr = 0):
+        """``spre`` (from ``pb``): this head's inputs loaded ahead (see the kernel). One warp, head ``head`` (k-th of the CTA): dt'_t / dA_t of the drafts (lane t), appended
         to dt_buf / dA_buf; the inclusive scan Λ over the E entries; the output coefficients
         ``sCoefT[k, t, e]``, ``sG[k, t] = exp(Λ_{h+t})`` (flush rows with the v2 flush, whose dots
         come from S_new: ``exp(Λ_{h+t} − Λ_{h−1})``); the fold weights of the decode flush
         ``sCoef[k, j] = exp(Λ_{h−1} − Λ_j)·dt'_j`` (j < h), ``sScal[k, 0] = exp(Λ_{h−1})``."""
         T, EM, NSEG = self.T, self.EM, self.NSEGV
         tl = cutlass.min(lane, Int32(T - 1))
-        dtv = self._dt_prime(mDt[row, tl, head].to(Float32), mDtBias, head)
-        dav = mA[head].to(Float32) * dtv
+        if const_expr(spre is not None):
+            dtv = self._dt_prime(spre[pb], mDtBias, head, spre[pb + 2])
+            dav = spre[pb + 1] * dtv
+        else:
+            dtv = self._dt_prime(mDt[row, tl, head].to(Float32), mDtBias, head)
+            dav = mA[head].to(Float32) * dtv
         lam = cute.make_rmem_tensor((NSEG,), Float32)
         dts = cute.make_rmem_tensor((NSEG,), Float32)
         carry = Float32(0.0)
@@ -1138,10 +1261,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             e = lane + 32 * s
             va = Float32(0.0)
             vd = Float32(0.0)
-            if e < h:
-                ph = self._phys(origin, cutlass.min(e, Int32(EM - 1)))
-                va = mDABuf[slot, head, ph]
-                vd = mDtBuf[slot, head, ph]
+            if const_expr(spre is not None):
+                va = spre[pb + 3 + 2 * s]
+                vd = spre[pb + 4 + 2 * s]
+            else:
+                if e < h:
+                    ph = self._phys(origin, cutlass.min(e, Int32(EM - 1)))
+                    va = mDABuf[slot, head, ph]
+                    vd = mDtBuf[slot, head, ph]
             di = cutlass.max(cutlass.min(e - h, Int32(T - 1)), Int32(0))
             va_d = cute.arch.shuffle_sync(dav, di)        # warp-collective: every lane
             vd_d = cute.arch.shuffle_sync(dtv, di)
@@ -1527,7 +1654,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _prof_default(), _mma_wide_default(),
            _xstage_default(), _xdraft_default(),
            _verify_fold_unroll(), _frag_flush_default(), os.environ.get(FRAG_PD_ENV),
-           os.environ.get(FRAG_L2PF_ENV, "1"), _read_l2pf_default()) + tuple(
+           os.environ.get(FRAG_L2PF_ENV, "1"), os.environ.get(READ_L2PF_ENV),
+           os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV)) + tuple(
         kw.values())
     return kw, key
 
@@ -1674,7 +1802,8 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
-              FRAG_L2PF_ENV, READ_L2PF_ENV, common.PDL_ENV)
+              FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
+              common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
