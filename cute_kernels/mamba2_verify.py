@@ -180,17 +180,22 @@ def _xstage_default() -> bool:
 
 
 XDRAFT_ENV = "REPLAYSSM_M2V_XDRAFT"
+#: read-copy formats whose flush rows stage the drafts' x by default
+XDRAFT_FMTS = ("fp8", "nvfp4", "bf16", "fp16")
 
 
 def _xdraft_default() -> Optional[bool]:
-    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for fp8 and nvfp4 read copies where its buffer
+    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for fp8, nvfp4, bf16 and fp16 read copies where its buffer
     costs no CTA per SM -- not fp8 at T = 16, for one; with the x staging only): flush rows load the drafts' x right after the cursors too, into a buffer of
     their own (the union buffer is the flush's), so their outputs and the append take it from
     shared memory instead of a global round trip per head and one more for the append. H200,
     Nemotron-3-Super, L = 16, T = 8, b256 (bench/results/session10_gpu/call5, same run, off /
     on): fp8/fp32 721.1 -> 691.8 µs, nvfp4/fp16sr 863.9 -> 834.8 (flush only 2027.8 ->
     1942.5); fp32 792.4 -> 818.4 (flush only 1662.3 -> 1607.6 but non-flush 430.0 -> 503.5:
-    its build is at the 128-register cap), hence off there."""
+    its build is at the 128-register cap), hence off there. bf16 / fp16 read copies
+    (session12_gpu/call4, off / on, T = 8): bf16/fp32 b256 752.7 -> 715.8, b512 1466.4 ->
+    1403.9; fp16/fp32 756.8 -> 719.4, 1468.1 -> 1404.1 (call1: bf16/fp32 b256 T = 6 558.9 ->
+    551.9)."""
     v = os.environ.get(XDRAFT_ENV)
     return None if v is None else v == "1"
 
@@ -437,7 +442,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
-                       and (self.read_fmt in ("fp8", "nvfp4") if xd is None else xd))
+                       and (self.read_fmt in XDRAFT_FMTS if xd is None else xd))
         if self.xd and xd is None:       # by default only where its 4 KB cost no CTA per SM
             with_xd = self._smem_ctas() or 8
             self.xd = False

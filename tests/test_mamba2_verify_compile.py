@@ -305,9 +305,38 @@ def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
     assert env in MV._ENV_NAMES
 
 
+def test_preamble_hoist_and_read_prefetch(monkeypatch):
+    """Defaults: the preamble's loads hoisted for fp32 and nvfp4 read copies (not fp8); the read
+    copy's L2 prefetch one head ahead up to T = READ_L2PF_MAX_T in builds without the fragment
+    flush, never in the split's flush launch; both forced by their switches. The builds carry
+    one bulk prefetch per head (the first after the cursors, the rest in the head loop)."""
+    for env in ("REPLAYSSM_M2V_PRE_HOIST", "REPLAYSSM_M2V_READ_L2PF",
+                "REPLAYSSM_M2V_READ_L2PF_LATE", "REPLAYSSM_M2V_FRAG_FLUSH"):
+        monkeypatch.delenv(env, raising=False)
+
+    def op(pair, T, rows=0):
+        return MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", 128, 64, 128, 8, 16, 16 + T, T,
+                                     True, False, True, True, 4, rows=rows)
+
+    assert op("fp32", 8).pre_hoist and op("nvfp4/fp16sr", 4).pre_hoist
+    assert not op("fp8/fp32", 4).pre_hoist
+    assert op("fp32", 4).read_l2pf == 1 and op("fp8/fp32", 4, rows=1).read_l2pf == 1
+    assert op("fp32", 8).read_l2pf == 0 and op("nvfp4/fp16sr", 8).read_l2pf == 0
+    assert op("fp8/fp32", 4, rows=2).read_l2pf == 0 and op("fp32", 4).read_l2pf_late
+    monkeypatch.setenv("REPLAYSSM_M2V_READ_L2PF", "2")
+    monkeypatch.setenv("REPLAYSSM_M2V_PRE_HOIST", "0")
+    assert op("fp32", 8).read_l2pf == 2 and not op("fp32", 8).pre_hoist
+    monkeypatch.delenv("REPLAYSSM_M2V_READ_L2PF")
+    monkeypatch.delenv("REPLAYSSM_M2V_PRE_HOIST")
+    _, ptx = MV.compile_only("fp32", T=4, heads_per_cta=4, keep_ptx=True)
+    assert ptx.count("cp.async.bulk.prefetch.L2.global") == 2
+    _, ptx = MV.compile_only("fp32", T=8, heads_per_cta=4, keep_ptx=True)
+    assert "cp.async.bulk.prefetch" not in ptx
+
+
 def test_verify_defaults_and_split_rule(monkeypatch):
-    """Defaults: x staged for every pair; the flush rows' drafts for fp8 / nvfp4 read copies
-    only; fold unrolled by 2; the split launch for fp8 / nvfp4 read copies from
+    """Defaults: x staged for every pair; the flush rows' drafts for fp8 / nvfp4 / bf16 / fp16
+    read copies (not the fp32 pair); fold unrolled by 2; the split launch for fp8 / nvfp4 read copies from
     SPLIT_MIN_BATCH rows, forced either way by REPLAYSSM_M2V_SPLIT; the non-flush build
     (rows=1) has no flush buffers."""
     for env in ("REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT", "REPLAYSSM_M2V_SPLIT",
@@ -319,7 +348,7 @@ def test_verify_defaults_and_split_rule(monkeypatch):
                                      True, False, True, True, 4, rows=rows)
 
     for pair, xd in (("fp32", False), ("fp8/fp32", True), ("nvfp4/fp16sr", True),
-                     ("bf16/fp32", False)):
+                     ("bf16/fp32", True), ("fp16/fp32", True)):
         o = op(pair)
         assert o.xs and o.xd == xd and o.fold_unroll == 2, pair
     # T = 16: the drafts buffer (8 KB) would cost fp8/fp32 a CTA per SM (3 -> 2): off there
@@ -345,8 +374,8 @@ def test_verify_defaults_and_split_rule(monkeypatch):
 
 
 def test_fragment_flush_default_and_compile(monkeypatch):
-    """The fp32 pair's flush in mma fragment layout: by default from T = FRAG_MIN_T at 4 heads
-    per CTA (forced either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 (T < 7) or 8 n-tiles
+    """The fp32 pair's flush in mma fragment layout: by default from T = FRAG_MIN_T at 2 or more
+    heads per CTA (forced either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 (T < 7) or 8 n-tiles
     ahead, L2 prefetch one head ahead; other pairs never. It builds for sm_90a with its tf32
     mmas (fold: 3 pieces x 2 k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and
     stores, and no local memory."""
@@ -360,7 +389,7 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     o = op("fp32", 8)
     assert o.frag and o.frag_pd == 8 and o.frag_l2pf and op("fp32", 6).frag_pd == 4
     assert op("fp32", MV.FRAG_MIN_T).frag and not op("fp32", MV.FRAG_MIN_T - 1).frag
-    assert not op("fp32", 8, hpc=2).frag          # below 64 rows: the CUDA-core flush
+    assert op("fp32", 8, hpc=2).frag and not op("fp32", 8, hpc=1).frag  # 1 head: CUDA cores
     assert not op("nvfp4/fp16sr", 8).frag and not op("fp8/fp32", 8).frag
     monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "0")
     assert not op("fp32", 8).frag
