@@ -260,7 +260,7 @@ def _read_l2pf_default(T: int, frag: bool) -> int:
 
 
 def _pre_hoist_default(read_fmt: str) -> bool:
-    """``REPLAYSSM_M2V_PRE_HOIST`` (0 / 1; unset: on for fp32 and nvfp4 read copies): the
+    """``REPLAYSSM_M2V_PRE_HOIST`` (0 / 1; unset: on for every read copy but fp8): the
     preamble's loads hoisted -- dt / A / dt_bias of the CTA's heads at its start, the B_e of
     the cb dots and the ring's dA / dt' right after the cursors (registers) -- so that the C,
     cb and scan phases wait on one round trip instead of three. H200, Nemotron-3-Super, b256,
@@ -268,11 +268,12 @@ def _pre_hoist_default(read_fmt: str) -> bool:
     586.9 µs (flush only 923.9 -> 881.2), nvfp4/fp16sr 778.5 -> 777.4, fp8/fp32 676.0 -> 685.3
     (hence off for fp8); T = 4 fp32 479.1 -> 471.5, nvfp4/fp16sr 390.6 -> 386.3, fp8/fp32
     341.4 -> 336.9. Profile (fp32 T = 8, non-flush CTA): cursors+C / cb dots / scans 2.64 /
-    2.52 / 3.55 -> 4.89 / 0.96 / 2.12 µs."""
+    2.52 / 3.55 -> 4.89 / 0.96 / 2.12 µs. bf16 / fp16 read copies (call7): T = 4 bf16/fp32
+    373.7 -> 364.0, fp16/fp32 376.2 -> 367.3; T = 8 719.2 -> 711.3, 716.1 -> 710.4."""
     v = os.environ.get(PRE_HOIST_ENV)
     if v is not None:
         return v == "1"
-    return read_fmt in ("fp32", "nvfp4")
+    return read_fmt != "fp8"
 
 
 def _frag_pd(T: int) -> int:

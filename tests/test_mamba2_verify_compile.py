@@ -306,7 +306,7 @@ def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
 
 
 def test_preamble_hoist_and_read_prefetch(monkeypatch):
-    """Defaults: the preamble's loads hoisted for fp32 and nvfp4 read copies (not fp8); the read
+    """Defaults: the preamble's loads hoisted for every read copy but fp8; the read
     copy's L2 prefetch one head ahead up to T = READ_L2PF_MAX_T in builds without the fragment
     flush, never in the split's flush launch; both forced by their switches. The builds carry
     one bulk prefetch per head (the first after the cursors, the rest in the head loop)."""
@@ -319,6 +319,7 @@ def test_preamble_hoist_and_read_prefetch(monkeypatch):
                                      True, False, True, True, 4, rows=rows)
 
     assert op("fp32", 8).pre_hoist and op("nvfp4/fp16sr", 4).pre_hoist
+    assert op("bf16/fp32", 4).pre_hoist and op("fp16/fp32", 8).pre_hoist
     assert not op("fp8/fp32", 4).pre_hoist
     assert op("fp32", 4).read_l2pf == 1 and op("fp8/fp32", 4, rows=1).read_l2pf == 1
     assert op("fp32", 8).read_l2pf == 0 and op("nvfp4/fp16sr", 8).read_l2pf == 0
