@@ -291,7 +291,9 @@ def test_profiling_build(monkeypatch):
 
 @pytest.mark.parametrize("env", ["REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT",
                                  "REPLAYSSM_M2_FOLD_UNROLL", "REPLAYSSM_M2V_FRAG_FLUSH",
-                                 "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF"])
+                                 "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF",
+                                 "REPLAYSSM_M2V_PRE_HOIST", "REPLAYSSM_M2V_READ_L2PF",
+                                 "REPLAYSSM_M2V_READ_L2PF_LATE", "REPLAYSSM_M2V_DOT_PIECES"])
 def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
     """Every switch read while tracing is part of the compile key and of the launch memo's
     environment (an in-process flip must not reuse the other build: session 9's void check)."""
@@ -299,8 +301,8 @@ def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
             4, True)
     monkeypatch.delenv(env, raising=False)
     k0 = MV._resolve(*args)[1]
-    monkeypatch.setenv(env, {"REPLAYSSM_M2_FOLD_UNROLL": "4", "REPLAYSSM_M2V_FRAG_PD": "2"}.get(
-        env, "0"))
+    monkeypatch.setenv(env, {"REPLAYSSM_M2_FOLD_UNROLL": "4", "REPLAYSSM_M2V_FRAG_PD": "2",
+                             "REPLAYSSM_M2V_DOT_PIECES": "2"}.get(env, "0"))
     assert MV._resolve(*args)[1] != k0
     assert env in MV._ENV_NAMES
 
