@@ -259,8 +259,14 @@ def _read_l2pf_default(T: int, frag: bool) -> int:
     return 1 if (T <= READ_L2PF_MAX_T and not frag) else 0
 
 
-def _pre_hoist_default(read_fmt: str) -> bool:
-    """``REPLAYSSM_M2V_PRE_HOIST`` (0 / 1; unset: on for every read copy but fp8): the
+#: the hoisted cb operands' registers per lane by default at most (L = 16, T <= 8, N = 128: 24;
+#: larger rings were not timed with the hoist)
+PRE_HOIST_MAX_REGS = 24
+
+
+def _pre_hoist_default(read_fmt: str, cb_regs: int) -> bool:
+    """``REPLAYSSM_M2V_PRE_HOIST`` (0 / 1; unset: on for every read copy but fp8 while the
+    hoisted B_e take at most PRE_HOIST_MAX_REGS registers per lane, ``cb_regs``): the
     preamble's loads hoisted -- dt / A / dt_bias of the CTA's heads at its start, the B_e of
     the cb dots and the ring's dA / dt' right after the cursors (registers) -- so that the C,
     cb and scan phases wait on one round trip instead of three. H200, Nemotron-3-Super, b256,
@@ -273,7 +279,7 @@ def _pre_hoist_default(read_fmt: str) -> bool:
     v = os.environ.get(PRE_HOIST_ENV)
     if v is not None:
         return v == "1"
-    return read_fmt != "fp8"
+    return read_fmt != "fp8" and cb_regs <= PRE_HOIST_MAX_REGS
 
 
 def _frag_pd(T: int) -> int:
@@ -463,7 +469,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.read_l2pf = (min(_read_l2pf_default(self.T, self.frag), self.hpc)
                           if self.rows != 2 else 0)
         self.read_l2pf_late = os.environ.get(READ_L2PF_LATE_ENV, "1") == "1"
-        self.pre_hoist = _pre_hoist_default(self.read_fmt)
+        self.pre_hoist = _pre_hoist_default(self.read_fmt, -(-self.EM // 4) * (self.N // 32))
         self.dot_pieces = _dot_pieces()
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()

@@ -322,6 +322,9 @@ def test_preamble_hoist_and_read_prefetch(monkeypatch):
 
     assert op("fp32", 8).pre_hoist and op("nvfp4/fp16sr", 4).pre_hoist
     assert op("bf16/fp32", 4).pre_hoist and op("fp16/fp32", 8).pre_hoist
+    big = MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 128, 64, 128, 8, 32, 40, 8, True,
+                                False, True, True, 4)
+    assert not big.pre_hoist                      # L = 32: 40 hoisted registers, not timed
     assert not op("fp8/fp32", 4).pre_hoist
     assert op("fp32", 4).read_l2pf == 1 and op("fp8/fp32", 4, rows=1).read_l2pf == 1
     assert op("fp32", 8).read_l2pf == 0 and op("nvfp4/fp16sr", 8).read_l2pf == 0
