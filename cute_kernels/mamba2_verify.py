@@ -185,8 +185,8 @@ XDRAFT_FMTS = ("fp8", "nvfp4", "bf16", "fp16")
 
 
 def _xdraft_default() -> Optional[bool]:
-    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for fp8, nvfp4, bf16 and fp16 read copies where its buffer
-    costs no CTA per SM -- not fp8 at T = 16, for one; with the x staging only): flush rows load the drafts' x right after the cursors too, into a buffer of
+    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for fp8, nvfp4, bf16 and fp16 read copies
+    where its buffer costs no CTA per SM -- not fp8 at T = 16, for one; with the x staging only): flush rows load the drafts' x right after the cursors too, into a buffer of
     their own (the union buffer is the flush's), so their outputs and the append take it from
     shared memory instead of a global round trip per head and one more for the append. H200,
     Nemotron-3-Super, L = 16, T = 8, b256 (bench/results/session10_gpu/call5, same run, off /
@@ -1181,7 +1181,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         """``sCB[e, t] = B_e·C_t`` for e < E (ring entries e < h, drafts e = h + i): one warp per
         entry, lanes over N, the T partial sums reduced with one transposed butterfly.
         ``bpre``: the B_e already loaded by :meth:`_cb_pre`."""
-        N, T, TP, EM = self.N, self.T, self.TP, self.EM
+        N, EM = self.N, self.EM
         NBL = N // 32
         for i in cutlass.range_constexpr(-(-EM // 4)):
             e = warp + 4 * i
@@ -1279,11 +1279,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                    slot: Int32, head: Int32, k: Int32, origin: Int32, origin2: Int32, h: Int32,
                    hb: Int32, E: Int32, flush: Boolean, lane: Int32,
                    spre: Optional[cute.Tensor] = None, pb: cutlass.Constexpr = 0):
-        """``spre`` (from ``pb``): this head's inputs loaded ahead (see the kernel). One warp, head ``head`` (k-th of the CTA): dt'_t / dA_t of the drafts (lane t), appended
+        """One warp, head ``head`` (k-th of the CTA): dt'_t / dA_t of the drafts (lane t), appended
         to dt_buf / dA_buf; the inclusive scan Λ over the E entries; the output coefficients
         ``sCoefT[k, t, e]``, ``sG[k, t] = exp(Λ_{h+t})`` (flush rows with the v2 flush, whose dots
         come from S_new: ``exp(Λ_{h+t} − Λ_{h−1})``); the fold weights of the decode flush
-        ``sCoef[k, j] = exp(Λ_{h−1} − Λ_j)·dt'_j`` (j < h), ``sScal[k, 0] = exp(Λ_{h−1})``."""
+        ``sCoef[k, j] = exp(Λ_{h−1} − Λ_j)·dt'_j`` (j < h), ``sScal[k, 0] = exp(Λ_{h−1})``.
+        ``spre`` (from ``pb``): this head's inputs loaded ahead (the hoisted preamble)."""
         T, EM, NSEG = self.T, self.EM, self.NSEGV
         tl = cutlass.min(lane, Int32(T - 1))
         if const_expr(spre is not None):
