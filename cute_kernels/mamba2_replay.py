@@ -1411,6 +1411,7 @@ class Mamba2ReplayDecode:
             if k < HPC:
                 dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
+
         if valid:
             # ------------------------------------------------------------ preamble
             h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
@@ -1718,18 +1719,6 @@ class Mamba2ReplayDecode:
             if tidx < HPC:
                 sDD[tidx] = xzr[xzr.shape[0] - 1]
         cute.arch.cp_async_wait_group(0)
-
-    @cute.jit
-    def _read_prefetch(self, mHi: cute.Tensor, mLo: Optional[cute.Tensor], slot: Int32,
-                       head: Int32):
-        """One bulk L2 prefetch of a head's read-copy words (lo for split pairs, else hi; the
-        verify's REPLAYSSM_M2V_READ_L2PF). In this decode kernel it lost (session12_gpu/call2,
-        b256 / b512, one head ahead: fp32 330.7 -> 342.9 / 646.3 -> 677.4 µs, nvfp4/fp16sr
-        192.7 -> 199.1 / 367.0 -> 380.4, fp8/fp32 unchanged), so it is not used here."""
-        fmt = self.read_fmt if const_expr(self.split) else self.rec_fmt
-        mRd = mLo if const_expr(self.split) else mHi
-        common.prefetch_l2_bulk(mRd[slot, head, None, None].iterator,
-                                self.P * self.N * common.FMT_BITS[fmt] // 8)
 
     @cute.jit
     def _nonflush(self, mX: cute.Tensor, mZ: Optional[cute.Tensor], mD: Optional[cute.Tensor],

@@ -180,7 +180,8 @@ def _xstage_default() -> bool:
 
 
 XDRAFT_ENV = "REPLAYSSM_M2V_XDRAFT"
-#: read-copy formats whose flush rows stage the drafts' x by default
+#: read-copy formats whose flush rows stage the drafts' x by default (bf16 / fp16: split pairs
+#: only -- the shared 16-bit pairs were not timed with it)
 XDRAFT_FMTS = ("fp8", "nvfp4", "bf16", "fp16")
 
 
@@ -253,8 +254,8 @@ def _read_l2pf_default(T: int, frag: bool) -> int:
     build with the fragment flush 586.9 -> 660.7 (its flush rows, which never prefetch, 881.2
     -> 1057.8 µs flush-only: ptxas' schedule of that 128-register build, not traffic), hence
     off there."""
-    v = os.environ.get(READ_L2PF_ENV)
-    if v is not None:
+    v = os.environ.get(READ_L2PF_ENV, "")
+    if v.isdigit():
         return int(v)
     return 1 if (T <= READ_L2PF_MAX_T and not frag) else 0
 
@@ -464,8 +465,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          and dtype_name(self.act_dtype) != "float32")
         self.frag_pd = _frag_pd(self.T)
         self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "1") == "1"
-        # read copy prefetched into L2 this many heads ahead (not the split's flush launch;
-        # replaces the decode kernel's REPLAYSSM_M2_READ_L2PF)
+        # read copy prefetched into L2 this many heads ahead (not the split's flush launch)
         self.read_l2pf = (min(_read_l2pf_default(self.T, self.frag), self.hpc)
                           if self.rows != 2 else 0)
         self.read_l2pf_late = os.environ.get(READ_L2PF_LATE_ENV, "1") == "1"
@@ -474,7 +474,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # flush rows' drafts x staged too (own buffer), for their outputs and the append
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
-                       and (self.read_fmt in XDRAFT_FMTS if xd is None else xd))
+                       and ((self.read_fmt in XDRAFT_FMTS
+                             and (self.split or self.read_fmt in ("fp8", "nvfp4")))
+                            if xd is None else xd))
         if self.xd and xd is None:       # by default only where its 4 KB cost no CTA per SM
             with_xd = self._smem_ctas() or 8
             self.xd = False
@@ -1060,6 +1062,18 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                             sDotF[k, q, p0 + 8 * r] = dacc[0][2 * r + j] + dacc[1][2 * r + j]
 
     @cute.jit
+    def _read_prefetch(self, mHi: cute.Tensor, mLo: Optional[cute.Tensor], slot: Int32,
+                       head: Int32):
+        """One bulk L2 prefetch of a head's read-copy words (lo for split pairs, else hi). The
+        same prefetch lost in the decode kernel (session12_gpu/call2, b256 / b512, one head
+        ahead: fp32 330.7 -> 342.9 / 646.3 -> 677.4 µs, nvfp4/fp16sr 192.7 -> 199.1 / 367.0 ->
+        380.4, fp8/fp32 unchanged)."""
+        fmt = self.read_fmt if const_expr(self.split) else self.rec_fmt
+        mRd = mLo if const_expr(self.split) else mHi
+        common.prefetch_l2_bulk(mRd[slot, head, None, None].iterator,
+                                self.P * self.N * common.FMT_BITS[fmt] // 8)
+
+    @cute.jit
     def _frag_prefetch(self, mHi: cute.Tensor, slot: Int32, head: Int32, warp: Int32, g: Int32,
                        t: Int32):
         """L2 prefetch of the hi rows this thread's warp folds in ``head``: lane (g, t) takes
@@ -1288,7 +1302,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         T, EM, NSEG = self.T, self.EM, self.NSEGV
         tl = cutlass.min(lane, Int32(T - 1))
         if const_expr(spre is not None):
-            dtv = self._dt_prime(spre[pb], mDtBias, head, spre[pb + 2])
+            if const_expr(self.has_dt_bias):
+                dtv = self._dt_prime(spre[pb], mDtBias, head, spre[pb + 2])
+            else:
+                dtv = self._dt_prime(spre[pb], mDtBias, head)
             dav = spre[pb + 1] * dtv
         else:
             dtv = self._dt_prime(mDt[row, tl, head].to(Float32), mDtBias, head)

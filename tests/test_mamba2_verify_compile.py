@@ -342,7 +342,7 @@ def test_preamble_hoist_and_read_prefetch(monkeypatch):
 
 def test_verify_defaults_and_split_rule(monkeypatch):
     """Defaults: x staged for every pair; the flush rows' drafts for fp8 / nvfp4 / bf16 / fp16
-    read copies (not the fp32 pair); fold unrolled by 2; the split launch for fp8 / nvfp4 read copies from
+    read copies (bf16 / fp16 of split pairs only; not the fp32 pair); fold unrolled by 2; the split launch for fp8 / nvfp4 read copies from
     SPLIT_MIN_BATCH rows, forced either way by REPLAYSSM_M2V_SPLIT; the non-flush build
     (rows=1) has no flush buffers."""
     for env in ("REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT", "REPLAYSSM_M2V_SPLIT",
@@ -354,7 +354,8 @@ def test_verify_defaults_and_split_rule(monkeypatch):
                                      True, False, True, True, 4, rows=rows)
 
     for pair, xd in (("fp32", False), ("fp8/fp32", True), ("nvfp4/fp16sr", True),
-                     ("bf16/fp32", True), ("fp16/fp32", True)):
+                     ("bf16/fp32", True), ("fp16/fp32", True), ("fp16sr", False),
+                     ("nvfp4sr", True)):
         o = op(pair)
         assert o.xs and o.xd == xd and o.fold_unroll == 2, pair
     # T = 16: the drafts buffer (8 KB) would cost fp8/fp32 a CTA per SM (3 -> 2): off there
