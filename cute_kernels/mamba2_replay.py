@@ -120,7 +120,7 @@ __all__ = [
 SOFTPLUS_THRESHOLD = 20.0
 NUM_THREADS = 128
 CHUNK = 16                        # flush mapping: elements per chunk (one nvfp4 block, 4 Philox quads)
-_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "nvfp4": 4}
+_BITS = common.FMT_BITS
 _ACT_DTYPES = ("float32", "float16", "bfloat16")
 # fold staging (flush rows): sB [JB, N] + sWX [JB, P] fp32; JB entries per stage
 _FOLD_SMEM_BYTES = 24 * 1024

@@ -66,7 +66,8 @@ without the flush code or buffers (its own occupancy), then the flush rows. Per 
 
    the sums land in smem (``sDot[t, p]``, scaled); the x_e rows of the E entries of every head
    were staged in smem right after the cursors (``xs``: ring entries by cp.async, drafts by plain
-   loads; flush rows of fp8 / nvfp4 read copies stage their drafts too, ``xd``), so the head loop
+   loads; flush rows of fp8 / nvfp4 read copies and of split pairs' bf16 / fp16 ones stage their
+   drafts too, ``xd``), so the head loop
    waits on no global load but the state's; then ``Y = coef·X + exp(Λ)·sDot + D·x`` (a T×E by
    E×P product, one (t, p) output per thread step), gated and stored;
    (flush rows, v2 flush: steps 4's dots come from ``_flush2``, which runs first; the outputs
@@ -180,15 +181,17 @@ def _xstage_default() -> bool:
 
 
 XDRAFT_ENV = "REPLAYSSM_M2V_XDRAFT"
-#: read-copy formats whose flush rows stage the drafts' x by default (bf16 / fp16: split pairs
-#: only -- the shared 16-bit pairs were not timed with it)
-XDRAFT_FMTS = ("fp8", "nvfp4", "bf16", "fp16")
+#: read-copy formats whose flush rows stage the drafts' x by default: any pair / split pairs only
+#: (the shared 16-bit pairs were not timed with it)
+XDRAFT_FMTS = ("fp8", "nvfp4")
+XDRAFT_SPLIT_FMTS = ("bf16", "fp16")
 
 
 def _xdraft_default() -> Optional[bool]:
-    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for fp8, nvfp4, bf16 and fp16 read copies
-    where its buffer costs no CTA per SM -- not fp8 at T = 16, for one; with the x staging only): flush rows load the drafts' x right after the cursors too, into a buffer of
-    their own (the union buffer is the flush's), so their outputs and the append take it from
+    """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for XDRAFT_FMTS read copies and the
+    XDRAFT_SPLIT_FMTS ones of split pairs, where its buffer costs no CTA per SM -- not fp8 at
+    T = 16, for one; with the x staging only): flush rows load the drafts' x right after the
+    cursors too, into a buffer of their own (the union buffer is the flush's), so their outputs and the append take it from
     shared memory instead of a global round trip per head and one more for the append. H200,
     Nemotron-3-Super, L = 16, T = 8, b256 (bench/results/session10_gpu/call5, same run, off /
     on): fp8/fp32 721.1 -> 691.8 µs, nvfp4/fp16sr 863.9 -> 834.8 (flush only 2027.8 ->
@@ -214,9 +217,8 @@ FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
 def _frag_flush_default() -> Optional[bool]:
     """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T with 2 or more heads
     per CTA, i.e. from 16 rows; 1-head builds keep the CUDA-core flush, not timed with this
-    one): the fp32 pair's
-    flush rows fold and take their T dots on tf32 tensor cores, the fold kept in mma fragment
-    layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk
+    one): the fp32 pair's flush rows fold and take their T dots on tf32 tensor cores, the fold
+    kept in mma fragment layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk
     loop. H200, Nemotron-3-Super fp32, L = 16, same run, off / on (bench/results/session11_gpu/
     call8): b256 T = 8 777.1 -> 609.6 µs (flush only 1620.7 -> 916.7), T = 7 717.8 -> 575.1,
     T = 6 639.2 -> 538.5; b512 T = 8 1526.3 -> 1169.8. T = 4 (call4): 479.1 -> 519.8 (its flush
@@ -475,7 +477,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         xd = _xdraft_default()
         self.xd = bool(self.xs and self.rows != 1
                        and ((self.read_fmt in XDRAFT_FMTS
-                             and (self.split or self.read_fmt in ("fp8", "nvfp4")))
+                             or (self.split and self.read_fmt in XDRAFT_SPLIT_FMTS))
                             if xd is None else xd))
         if self.xd and xd is None:       # by default only where its 4 KB cost no CTA per SM
             with_xd = self._smem_ctas() or 8
@@ -1264,15 +1266,22 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             k = warp + 4 * i
             if k < self.hpc:
                 for s in cutlass.range_constexpr(self.NSEGV):
-                    e = lane + 32 * s
-                    va = Float32(0.0)
-                    vd = Float32(0.0)
-                    if e < h:
-                        ph = self._phys(origin, cutlass.min(e, Int32(self.EM - 1)))
-                        va = mDABuf[slot, head0 + k, ph]
-                        vd = mDtBuf[slot, head0 + k, ph]
+                    va, vd = self._ring_da_dt(mDtBuf, mDABuf, slot, head0 + k, origin, h,
+                                              lane + 32 * s)
                     spre[i * W + 3 + 2 * s] = va
                     spre[i * W + 4 + 2 * s] = vd
+
+    @cute.jit
+    def _ring_da_dt(self, mDtBuf: cute.Tensor, mDABuf: cute.Tensor, slot: Int32, head: Int32,
+                    origin: Int32, h: Int32, e: Int32):
+        """``(dA, dt')`` of ring entry e of ``head`` (0, 0 from e = h on)."""
+        va = Float32(0.0)
+        vd = Float32(0.0)
+        if e < h:
+            ph = self._phys(origin, cutlass.min(e, Int32(self.EM - 1)))
+            va = mDABuf[slot, head, ph]
+            vd = mDtBuf[slot, head, ph]
+        return va, vd
 
     def _cb_partials(self, bv, sCT, lane):
         """Lane partials of B_e·C_t over its columns, reduced over the warp (see _lanes_reduce)."""
@@ -1321,10 +1330,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 va = spre[pb + 3 + 2 * s]
                 vd = spre[pb + 4 + 2 * s]
             else:
-                if e < h:
-                    ph = self._phys(origin, cutlass.min(e, Int32(EM - 1)))
-                    va = mDABuf[slot, head, ph]
-                    vd = mDtBuf[slot, head, ph]
+                va, vd = self._ring_da_dt(mDtBuf, mDABuf, slot, head, origin, h, e)
             di = cutlass.max(cutlass.min(e - h, Int32(T - 1)), Int32(0))
             va_d = cute.arch.shuffle_sync(dav, di)        # warp-collective: every lane
             vd_d = cute.arch.shuffle_sync(dtv, di)
