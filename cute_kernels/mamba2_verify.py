@@ -244,9 +244,10 @@ READ_L2PF_LATE_ENV = "REPLAYSSM_M2V_READ_L2PF_LATE"
 READ_L2PF_MAX_T = 4
 
 
-def _read_l2pf_default(T: int, frag: bool) -> int:
+def _read_l2pf_default(T: int, frag: bool, fp32_nonflush_launch: bool = False) -> int:
     """``REPLAYSSM_M2V_READ_L2PF`` (heads ahead; unset: 1 up to T = READ_L2PF_MAX_T in builds
-    without the fragment flush, else 0): thread 0 of a non-flush row's CTA prefetches the read
+    without the fragment flush and at any T in the fp32 pair's non-flush launch of a split, else
+    0): thread 0 of a non-flush row's CTA prefetches the read
     copy's words of its first D heads into L2 (one bulk prefetch per head,
     ``cp.async.bulk.prefetch.L2``) right after the cursors -- during the C / cb / scan preamble
     -- and those of head k + D when head k starts: each head's read then waits on L2, not DRAM.
@@ -255,11 +256,13 @@ def _read_l2pf_default(T: int, frag: bool) -> int:
     336.9 -> 334.0; T = 8 nvfp4/fp16sr 777.4 -> 782.6, fp8/fp32 685.3 -> 682.6, and the fp32
     build with the fragment flush 586.9 -> 660.7 (its flush rows, which never prefetch, 881.2
     -> 1057.8 µs flush-only: ptxas' schedule of that 128-register build, not traffic), hence
-    off there."""
+    off there. The fp32 pair's split launch keeps the prefetch out of the flush launch
+    (session13_gpu/call2, b256 T = 8, split with the SPLIT_FLUSH_* flush launch, without / with
+    it in the non-flush launch): 580.0 -> 571.8 µs (non-flush only 403.7 -> 398.5)."""
     v = os.environ.get(READ_L2PF_ENV, "")
     if v.isdigit():
         return int(v)
-    return 1 if (T <= READ_L2PF_MAX_T and not frag) else 0
+    return 1 if ((T <= READ_L2PF_MAX_T and not frag) or fp32_nonflush_launch) else 0
 
 
 #: the hoisted cb operands' registers per lane by default at most (L = 16, T <= 8, N = 128: 24;
@@ -285,8 +288,16 @@ def _pre_hoist_default(read_fmt: str, cb_regs: int) -> bool:
     return read_fmt != "fp8" and cb_regs <= PRE_HOIST_MAX_REGS
 
 
-def _frag_pd(T: int) -> int:
-    """``REPLAYSSM_M2V_FRAG_PD`` (unset: 4 below T = 7, else 8): the fragment flush loads a hi
+#: the split's flush launch: CTAs per SM (168 registers, no spills) and hi n-tiles in flight
+#: (a whole m-tile row of N = 128)
+SPLIT_FLUSH_MINB = 3
+SPLIT_FLUSH_PD = 16
+
+
+def _frag_pd(T: int, flush_launch: bool = False) -> int:
+    """``REPLAYSSM_M2V_FRAG_PD`` (1-16; unset: 4 below T = 7, else 8; SPLIT_FLUSH_PD in the
+    split's flush launch, whose SPLIT_FLUSH_MINB CTAs per SM leave the registers for it -- see
+    :func:`_use_split`): the fragment flush loads a hi
     n-tile this many n-tiles ahead of its use (8 registers per n-tile of depth). Memory-level
     parallelism sets it, not the L1 (session11_gpu calls 2-4, flush only, T = 8 b256: PD 1
     5777.8 µs, 2 5342.3, 4 1090.3; ld.global.cg changed nothing; with the L2 prefetch PD 2
@@ -294,8 +305,10 @@ def _frag_pd(T: int) -> int:
     / 555.6 µs, T = 7 621.0 / 577.4 / 575.6, T = 8 720.5 / 669.3 / 611.6 (ptxas' schedule of
     the 128-register build moves with it)."""
     v = os.environ.get(FRAG_PD_ENV, "")
-    if v.isdigit() and 1 <= int(v) <= 8:
+    if v.isdigit() and 1 <= int(v) <= 16:
         return int(v)
+    if flush_launch:
+        return SPLIT_FLUSH_PD
     return 8 if T >= 7 else 4
 
 
@@ -465,10 +478,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
                          and self.cfg.nt == 128 and self.rows != 1
                          and dtype_name(self.act_dtype) != "float32")
-        self.frag_pd = _frag_pd(self.T)
+        self.frag_pd = _frag_pd(self.T, flush_launch=self.rows == 2)
         self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "1") == "1"
         # read copy prefetched into L2 this many heads ahead (not the split's flush launch)
-        self.read_l2pf = (min(_read_l2pf_default(self.T, self.frag), self.hpc)
+        self.read_l2pf = (min(_read_l2pf_default(self.T, self.frag, self.rows == 1
+                                                  and self.read_fmt == "fp32"), self.hpc)
                           if self.rows != 2 else 0)
         self.read_l2pf_late = os.environ.get(READ_L2PF_LATE_ENV, "1") == "1"
         self.pre_hoist = _pre_hoist_default(self.read_fmt, -(-self.EM // 4) * (self.N // 32))
@@ -487,8 +501,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
         self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
-        # the flush path together; fewer when shared memory binds
-        k = 4 if min_blocks_per_mp is None else int(min_blocks_per_mp)
+        # the flush path together; fewer when shared memory binds; the split's fragment-flush
+        # launch SPLIT_FLUSH_MINB (its hi loads SPLIT_FLUSH_PD n-tiles deep)
+        k = ((SPLIT_FLUSH_MINB if self.rows == 2 and self.frag else 4)
+             if min_blocks_per_mp is None else int(min_blocks_per_mp))
         forced = os.environ.get("REPLAYSSM_M2V_MINBLOCKS")    # tuning runs
         if forced and min_blocks_per_mp is None:
             k = int(forced)
@@ -1818,15 +1834,18 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     :func:`cute_kernels.mamba2_replay.make_launch`)."""
     args = (cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices, heads_per_cta,
             min_blocks_per_mp, flush_impl, use_mma)
-    if not _use_split(cache, x.shape[0]):
+    if not _use_split(cache, x.shape[0], x.shape[1]):
         return _launcher(_launch_entry(*args))
     ent1, op1 = _launch_entry(*args, rows=1, with_op=True)
     if not op1.flush_dots:           # the v1 flush (forced, or past one staging round): one launch
         return _launcher(_launch_entry(*args))
+    ent, op2 = _launch_entry(*args, rows=2, with_op=True)
+    if (os.environ.get(SPLIT_ENV) is None and cache.pair.read_fmt not in SPLIT_READ_FMTS
+            and not op2.frag):       # the fp32 pair's default split is for the fragment flush
+        return _launcher(_launch_entry(*args))
     # split: the non-flush rows' launch (its own occupancy, no flush buffers), then the flush
     # rows' launch on the same flush-first order
     nonflush = _launcher(ent1)
-    ent = _launch_entry(*args, rows=2)
     flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=ent[8] is not None)
 
     def launch(*a):
@@ -1839,24 +1858,35 @@ SPLIT_ENV = "REPLAYSSM_M2V_SPLIT"
 SPLIT_MINB_ENV = "REPLAYSSM_M2V_SPLIT_MINB"
 
 
-#: the split launch by default from this many rows (fp8 / nvfp4 read copies; measured at 256)
+#: the split launch by default from this many rows (measured at 256 and 512)
 SPLIT_MIN_BATCH = 256
+#: read copies split by default at any T (the fp32 pair: from T = FRAG_MIN_T)
+SPLIT_READ_FMTS = ("fp8", "nvfp4")
 
 
-def _use_split(cache, batch: int) -> bool:
+def _use_split(cache, batch: int, T: int) -> bool:
     """Whether a verify call is two launches of the same kernel: one for the non-flush rows (no
     flush code or buffers: 24 KB of smem instead of 45-69, ``REPLAYSSM_M2V_SPLIT_MINB`` CTAs/SM,
     default 5, where the single kernel runs 3-4) and one for the flush rows; the CTAs of the
     other kind of row exit after the cursors. ``REPLAYSSM_M2V_SPLIT`` = 1 / 0 forces it on / off;
-    unset: fp8 and nvfp4 read copies from :data:`SPLIT_MIN_BATCH` rows. H200,
-    Nemotron-3-Super, L = 16, b256 (bench/results/session10_gpu/call6, same run, single /
-    split): T = 8 fp8/fp32 694.4 -> 675.6 µs, nvfp4/fp16sr 828.0 -> 781.4, fp32 786.9 -> 798.6
-    (its flush rows lose what the non-flush launch gains); T = 4 fp8/fp32 375.4 -> 345.2,
-    nvfp4/fp16sr 404.0 -> 393.5, fp32 480.8 -> 487.7."""
+    unset: from :data:`SPLIT_MIN_BATCH` rows, for fp8 and nvfp4 read copies and for the fp32
+    pair's fragment flush (T >= FRAG_MIN_T; :func:`make_launch` keeps one launch where the
+    flush is not the fragment one). H200, Nemotron-3-Super, L = 16, b256 (bench/results/
+    session10_gpu/call6, same run, single / split): T = 8 fp8/fp32 694.4 -> 675.6 µs,
+    nvfp4/fp16sr 828.0 -> 781.4; T = 4 fp8/fp32 375.4 -> 345.2, nvfp4/fp16sr 404.0 -> 393.5,
+    fp32 480.8 -> 487.7. The fp32 pair's split pays off once its flush launch holds
+    SPLIT_FLUSH_MINB CTAs per SM with hi loads SPLIT_FLUSH_PD deep and its non-flush launch
+    prefetches the read copy (session13_gpu/call3, same run, single / split): b256 T = 8 594.2
+    -> 573.4 µs (standard fp32 step 574.0), T = 7 577.6 -> 552.3, T = 6 535.1 -> 497.5; b512
+    T = 8 1125.7 -> 1094.0, T = 6 1039.3 -> 954.4. With the old 128-register flush launch it
+    lost (call2: b256 T = 8 589.4 -> 665.6)."""
     v = os.environ.get(SPLIT_ENV)
     if v is not None:
         return v == "1"
-    return cache.pair.read_fmt in ("fp8", "nvfp4") and batch >= SPLIT_MIN_BATCH
+    if batch < SPLIT_MIN_BATCH:
+        return False
+    return (cache.pair.read_fmt in SPLIT_READ_FMTS
+            or (cache.pair.name == "fp32" and T >= FRAG_MIN_T))
 
 
 #: environment variables the launch decisions read (part of the launch memo key)

@@ -329,6 +329,9 @@ def test_preamble_hoist_and_read_prefetch(monkeypatch):
     assert op("fp32", 4).read_l2pf == 1 and op("fp8/fp32", 4, rows=1).read_l2pf == 1
     assert op("fp32", 8).read_l2pf == 0 and op("nvfp4/fp16sr", 8).read_l2pf == 0
     assert op("fp8/fp32", 4, rows=2).read_l2pf == 0 and op("fp32", 4).read_l2pf_late
+    # the fp32 pair's split: the non-flush launch prefetches at any T, the flush launch never
+    assert op("fp32", 8, rows=1).read_l2pf == 1 and op("fp32", 8, rows=2).read_l2pf == 0
+    assert op("nvfp4/fp16sr", 8, rows=1).read_l2pf == 0
     monkeypatch.setenv("REPLAYSSM_M2V_READ_L2PF", "2")
     monkeypatch.setenv("REPLAYSSM_M2V_PRE_HOIST", "0")
     assert op("fp32", 8).read_l2pf == 2 and not op("fp32", 8).pre_hoist
@@ -343,7 +346,8 @@ def test_preamble_hoist_and_read_prefetch(monkeypatch):
 def test_verify_defaults_and_split_rule(monkeypatch):
     """Defaults: x staged for every pair; the flush rows' drafts for fp8 / nvfp4 / bf16 / fp16
     read copies (bf16 / fp16 of split pairs only; not the fp32 pair); fold unrolled by 2; the split launch for fp8 / nvfp4 read copies from
-    SPLIT_MIN_BATCH rows, forced either way by REPLAYSSM_M2V_SPLIT; the non-flush build
+    SPLIT_MIN_BATCH rows (the fp32 pair's from FRAG_MIN_T drafts), forced either way by
+    REPLAYSSM_M2V_SPLIT; the non-flush build
     (rows=1) has no flush buffers."""
     for env in ("REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT", "REPLAYSSM_M2V_SPLIT",
                 "REPLAYSSM_M2_FOLD_UNROLL"):
@@ -370,22 +374,29 @@ def test_verify_defaults_and_split_rule(monkeypatch):
             from replayssm_lp.pairs import parse_pair
             self.pair = parse_pair(pair)
 
-    n = MV.SPLIT_MIN_BATCH
-    assert MV._use_split(Cache("nvfp4/fp16sr"), n) and MV._use_split(Cache("fp8/fp32"), n)
-    assert not MV._use_split(Cache("nvfp4/fp16sr"), n - 1)
-    assert not MV._use_split(Cache("fp32"), 4 * n)
+    n, f = MV.SPLIT_MIN_BATCH, MV.FRAG_MIN_T
+    assert MV._use_split(Cache("nvfp4/fp16sr"), n, 1) and MV._use_split(Cache("fp8/fp32"), n, 4)
+    assert not MV._use_split(Cache("nvfp4/fp16sr"), n - 1, 8)
+    # the fp32 pair: from FRAG_MIN_T drafts (its fragment flush gets the flush launch)
+    assert MV._use_split(Cache("fp32"), n, f) and MV._use_split(Cache("fp32"), 2 * n, 8)
+    assert not MV._use_split(Cache("fp32"), 4 * n, f - 1)
+    assert not MV._use_split(Cache("fp32"), n - 1, 8)
+    for pair in ("bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr"):
+        assert not MV._use_split(Cache(pair), 4 * n, 8), pair
     monkeypatch.setenv("REPLAYSSM_M2V_SPLIT", "1")
-    assert MV._use_split(Cache("fp32"), 1)
+    assert MV._use_split(Cache("fp32"), 1, 1)
     monkeypatch.setenv("REPLAYSSM_M2V_SPLIT", "0")
-    assert not MV._use_split(Cache("nvfp4/fp16sr"), 4 * n)
+    assert not MV._use_split(Cache("nvfp4/fp16sr"), 4 * n, 8)
+    assert not MV._use_split(Cache("fp32"), 4 * n, 8)
 
 
 def test_fragment_flush_default_and_compile(monkeypatch):
     """The fp32 pair's flush in mma fragment layout: by default from T = FRAG_MIN_T at 2 or more
     heads per CTA (forced either way by REPLAYSSM_M2V_FRAG_FLUSH), hi loads 4 (T < 7) or 8 n-tiles
-    ahead, L2 prefetch one head ahead; other pairs never. It builds for sm_90a with its tf32
-    mmas (fold: 3 pieces x 2 k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and
-    stores, and no local memory."""
+    ahead (SPLIT_FLUSH_PD in the split's flush launch, at SPLIT_FLUSH_MINB CTAs per SM), L2
+    prefetch one head ahead; other pairs never. It builds for sm_90a with its tf32 mmas (fold:
+    3 pieces x 2 k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and stores, and
+    no local memory."""
     for env in ("REPLAYSSM_M2V_FRAG_FLUSH", "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF"):
         monkeypatch.delenv(env, raising=False)
 
@@ -395,6 +406,12 @@ def test_fragment_flush_default_and_compile(monkeypatch):
 
     o = op("fp32", 8)
     assert o.frag and o.frag_pd == 8 and o.frag_l2pf and op("fp32", 6).frag_pd == 4
+    assert o.min_blocks_per_mp == 4
+    # the split's flush launch: SPLIT_FLUSH_MINB CTAs per SM, hi SPLIT_FLUSH_PD n-tiles deep
+    fl = MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 24, 8, True,
+                               False, True, True, 4, rows=2)
+    assert fl.frag and fl.frag_pd == MV.SPLIT_FLUSH_PD == 16
+    assert fl.min_blocks_per_mp == MV.SPLIT_FLUSH_MINB == 3
     assert op("fp32", MV.FRAG_MIN_T).frag and not op("fp32", MV.FRAG_MIN_T - 1).frag
     assert op("fp32", 8, hpc=2).frag and not op("fp32", 8, hpc=1).frag  # 1 head: CUDA cores
     assert not op("nvfp4/fp16sr", 8).frag and not op("fp8/fp32", 8).frag
