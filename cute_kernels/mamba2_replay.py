@@ -2725,24 +2725,38 @@ def _launch(ent, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
     _launcher(ent)(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id)
 
 
+def _order_launcher(ent):
+    """``run(cache, x, state_batch_indices, pad_slot_id) -> order``: the flush-first order kernel
+    of a :func:`_launch_args` entry, into the cache's scratch (``row_order_ext`` when the entry's
+    kernel takes the cursors from it, else ``row_order``)."""
+    order_ffi, ocur = ent[8], ent[9]
+
+    def run(cache, x, state_batch_indices, pad_slot_id):
+        if ocur:
+            order_ffi(state_batch_indices, cache.write_pos, cache.ring_origin, cache.flush_count,
+                      cache.row_order_ext, x.shape[0], pad_slot_id)
+            return cache.row_order_ext
+        order_ffi(state_batch_indices, cache.write_pos, None, None, cache.row_order, x.shape[0],
+                  pad_slot_id)
+        return cache.row_order
+    return run
+
+
 def _launcher(ent, order_ready: bool = False):
     """The launch function of a :func:`_launch_args` entry (the entry unpacked once, into the
     closure): the per-token inputs and the cache's buffers, cursors and seed, read per call.
     ``order_ready``: the kernel (compiled with ``row_order``) takes the order an earlier launch
-    of the same call computed (``cache.row_order``) instead of running the order kernel."""
+    of the same call computed (``cache.row_order``, or ``row_order_ext`` with the cursors)
+    instead of running the order kernel."""
     fn, hw, hs, hg, lw, ls, lg, any_sr, order_ffi, ocur = ent
+    run_order = _order_launcher(ent) if order_ffi is not None else None
 
     def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
-        order = cache.row_order if order_ready else None
-        if order_ffi is not None:    # the flush-first order first, into the cache's scratch
-            if ocur:
-                order = cache.row_order_ext
-                order_ffi(state_batch_indices, cache.write_pos, cache.ring_origin,
-                          cache.flush_count, order, x.shape[0], pad_slot_id)
-            else:
-                order = cache.row_order
-                order_ffi(state_batch_indices, cache.write_pos, None, None, order, x.shape[0],
-                          pad_slot_id)
+        order = None
+        if order_ready:
+            order = cache.row_order_ext if ocur else cache.row_order
+        if run_order is not None:    # the flush-first order first, into the cache's scratch
+            order = run_order(cache, x, state_batch_indices, pad_slot_id)
         fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,
            cache.x_buf, cache.B_buf, cache.dt_buf, cache.dA_buf, cache.write_pos,
            cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,

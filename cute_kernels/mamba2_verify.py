@@ -112,6 +112,7 @@ from .mamba2_replay import (
     _fp16_range_exponent,
     _launch_args,
     _launcher,
+    _order_launcher,
     _mma_nvfp4_tile,
     _add_rn,
     _fold_unroll,
@@ -426,7 +427,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                  has_z: bool, has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True, min_blocks_per_mp: Optional[int] = None,
                  flush_impl: Optional[int] = None, use_mma: Optional[bool] = None,
-                 row_order: bool = False, pdl: Optional[int] = None, rows: int = 0):
+                 row_order: bool = False, pdl: Optional[int] = None, rows: int = 0,
+                 order_cursors: bool = False):
         T = int(num_drafts)
         # 0: every row; split launch: 1 = non-flush rows only, 2 = flush rows only (the other
         # rows' CTAs exit after the cursors; the two launches together make one verify call)
@@ -447,7 +449,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          flush_impl=flush_impl, nonflush_mma=False, staged=False,
                          row_order=row_order,
                          mma_fold=bool(_mma_fold_default()),   # off unless forced: 0.90-0.98x
-                         pdl=common.pdl_mode(pdl, verify=True))
+                         pdl=common.pdl_mode(pdl, verify=True), order_cursors=order_cursors)
         if self.rows:
             self.early_arrive = True     # the owned cursor read arrives at the CTA's start
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
@@ -639,6 +641,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                                                stride=(EM * P, P, 1)))
 
         row, slot = self._grid_row_slot(mIdx, mOrder, gpos)
+        ocur = None                      # the cursors as the order kernel read them
+        if const_expr(self.order_cursors):
+            ocur = (mOrder[2, gpos], mOrder[3, gpos], mOrder[4, gpos])
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
         if const_expr(self.read_l2pf > 0 and not self.read_l2pf_late):
             if valid:
@@ -660,10 +665,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             # h <= R - T for any valid cache state (clamped: memory safety on corrupt cursors)
             if const_expr(self.rows == 0):
                 h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
-                                                         slot, tidx)
+                                                         slot, tidx, pre=ocur)
             else:
                 h, origin, gen, old = self._read_cursors_owned(sCur, mWPos, mOrig, mFlushCnt,
-                                                               mArrive, slot, tidx)
+                                                               mArrive, slot, tidx, pre=ocur)
             h = cutlass.max(cutlass.min(h, Int32(R - T)), Int32(0))
             flush = h + Int32(T) > Int32(L)
             own = Boolean(True)          # split launch: this launch's kind of row only
@@ -840,16 +845,28 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     @cute.jit
     def _read_cursors_owned(self, sCur: cute.Tensor, mWPos: cute.Tensor, mOrig: cute.Tensor,
                             mFlushCnt: cute.Tensor, mArrive: cute.Tensor, slot: Int32,
-                            tidx: Int32):
+                            tidx: Int32, pre=None):
         """Split launch (``rows`` 1 / 2): the cursors as :meth:`_read_cursors` reads them (thread
         0, broadcast through smem), but the CTA arrives on the row's counter only when the row
         is this launch's kind (non-flush / flush): the other launch owns, arrives and publishes
-        it. Returns ``(write_pos, ring_origin, flush_count, the counter's old value)``."""
+        it. ``pre``: the cursors as the order kernel read them (``order_cursors``; thread 0
+        arrives without a fence). Only then may the two launches run at once: the other one
+        moves its rows' live cursors meanwhile. Returns ``(write_pos, ring_origin, flush_count,
+        the counter's old value)``."""
         R, T, L = self.R, self.T, self.L
 
         def owned(w):
             fl = cutlass.max(cutlass.min(w, Int32(R - T)), Int32(0)) + Int32(T) > Int32(L)
             return fl if const_expr(self.rows == 2) else not fl
+
+        if const_expr(pre is not None):
+            old = Int32(0)
+            if const_expr(self.cfg.ctas_per_row > 1):
+                mine = owned(pre[0])
+                if tidx == 0:
+                    if mine:
+                        old = common.row_arrive(mArrive, slot)
+            return pre[0], pre[1], pre[2], old
 
         old = common.read_cursors_and_arrive(
             sCur, mWPos, mOrig, mFlushCnt, mArrive if self.cfg.ctas_per_row > 1 else None, slot,
@@ -1714,7 +1731,7 @@ _CACHE = KernelCache("mamba2_verify")
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None,
-             use_mma=None, row_order=False, rows=0):
+             use_mma=None, row_order=False, rows=0, order_cursors=False):
     from .mamba2_replay import _early_arrive_default, _flush_impl_default
     kw = dict(
         pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
@@ -1726,6 +1743,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         flush_impl=_flush_impl_default() if flush_impl is None else int(flush_impl),
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
         row_order=bool(row_order), pdl=common.pdl_default(verify=True), rows=int(rows),
+        order_cursors=bool(order_cursors and row_order),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
@@ -1747,7 +1765,8 @@ def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           flush_impl: Optional[int] = None,
                           dump: Optional["common.dump_ptx"] = None,
                           use_mma: Optional[bool] = None,
-                          row_order: bool = False, rows: int = 0) -> CompiledKernel:
+                          row_order: bool = False, rows: int = 0,
+                          order_cursors: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the verify kernel for T drafts. Every argument
     is baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -1759,7 +1778,7 @@ def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
         raise RuntimeError("the Mamba-2 verify kernel needs apache-tvm-ffi (TVM-FFI call path)")
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices,
-                       min_blocks_per_mp, flush_impl, use_mma, row_order, rows)
+                       min_blocks_per_mp, flush_impl, use_mma, row_order, rows, order_cursors)
     # per-token inputs carry the T mode: x, z, out [batch, T, H, P], dt [batch, T, H], B, C
     # [batch, T, G, N]; the cache tensors as in the decode kernel
     return _compile_op(_CACHE, key, Mamba2VerifyKernel, kw, dump, draft_modes=(int(T),))
@@ -1771,14 +1790,17 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
                  has_dt_bias: bool = True, dt_softplus: bool = True, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True,
                  keep_ptx: bool = True, min_blocks_per_mp: Optional[int] = None,
-                 rows: int = 0) -> Tuple[CompiledKernel, Optional[str]]:
+                 rows: int = 0, order_cursors: bool = False
+                 ) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
     layer, L = 16, T = 8, ring R = max(L, T) + T. Returns ``(kernel, ptx_or_None)``."""
     if R is None:
         R = max(L, T) + T
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
             dt_softplus, heads_per_cta, has_state_batch_indices, min_blocks_per_mp)
-    return _compile_keep_ptx(functools.partial(compile_mamba2_verify, rows=rows), args, keep_ptx)
+    return _compile_keep_ptx(functools.partial(compile_mamba2_verify, rows=rows,
+                                               row_order=order_cursors,
+                                               order_cursors=order_cursors), args, keep_ptx)
 
 
 def supports_cache(cache) -> bool:
@@ -1836,22 +1858,56 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
             min_blocks_per_mp, flush_impl, use_mma)
     if not _use_split(cache, x.shape[0], x.shape[1]):
         return _launcher(_launch_entry(*args))
-    ent1, op1 = _launch_entry(*args, rows=1, with_op=True)
+    conc = _split_concurrent() and use_row_order(cache, x.shape[0])
+    ent1, op1 = _launch_entry(*args, rows=1, with_op=True, order_cursors=conc)
     if not op1.flush_dots:           # the v1 flush (forced, or past one staging round): one launch
         return _launcher(_launch_entry(*args))
-    ent, op2 = _launch_entry(*args, rows=2, with_op=True)
+    ent, op2 = _launch_entry(*args, rows=2, with_op=True, order_cursors=conc)
     if (os.environ.get(SPLIT_ENV) is None and cache.pair.read_fmt not in SPLIT_READ_FMTS
             and not op2.frag):       # the fp32 pair's default split is for the fragment flush
         return _launcher(_launch_entry(*args))
-    # split: the non-flush rows' launch (its own occupancy, no flush buffers), then the flush
-    # rows' launch on the same flush-first order
-    nonflush = _launcher(ent1)
-    flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=ent[8] is not None)
+    if not conc:
+        # the non-flush rows' launch (its own occupancy, no flush buffers), then the flush rows'
+        # launch on the same flush-first order
+        nonflush = _launcher(ent1)
+        flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=ent[8] is not None)
 
-    def launch(*a):
-        nonflush(*a)
-        flush(*a)
+        def launch(*a):
+            nonflush(*a)
+            flush(*a)
+        return launch
+    # concurrent: the order kernel (rows, slots and cursors), then the flush launch on a side
+    # stream and the non-flush launch on the caller's, both on that order; joined before return
+    import torch
+
+    order = _order_launcher(ent1)
+    nonflush = _launcher(ent1[:8] + (None,) + ent1[9:], order_ready=True)
+    flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=True)
+    side = torch.cuda.Stream(device=x.device)
+
+    def launch(cache, x, *a):        # a = dt, A, B, C, D, z, dt_bias, indices, out, pad_slot_id
+        order(cache, x, a[7], a[9])
+        main = torch.cuda.current_stream(x.device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            flush(cache, x, *a)
+        nonflush(cache, x, *a)
+        main.wait_stream(side)
     return launch
+
+
+SPLIT_CONCURRENT_ENV = "REPLAYSSM_M2V_SPLIT_CONCURRENT"
+
+
+def _split_concurrent() -> bool:
+    """``REPLAYSSM_M2V_SPLIT_CONCURRENT`` (0 / 1; default 1): a split call runs its two launches
+    at once -- the flush rows' on a side stream, first, the non-flush rows' on the caller's --
+    so that the short non-flush CTAs fill the SMs around the long flush ones (what the single
+    launch's flush-first order does) instead of each launch ending on its own tail. Both take
+    their rows' cursors from the flush-first order's entries (``order_cursors``), so neither
+    reads cursors the other moves. Needs the order kernel (``use_row_order``); 0: one launch
+    after the other on the caller's stream."""
+    return os.environ.get(SPLIT_CONCURRENT_ENV, "1") != "0"
 
 
 SPLIT_ENV = "REPLAYSSM_M2V_SPLIT"
@@ -1896,16 +1952,17 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
-              DOT_PIECES_ENV, common.PDL_ENV)
+              DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
 def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
                   heads_per_cta, min_blocks_per_mp, flush_impl, use_mma, rows=0,
-                  with_op=False):
+                  with_op=False, order_cursors=False):
     """A :func:`cute_kernels.mamba2_replay._launch_args` entry for one call signature on one
     cache (``rows``: the split launch's kind of row, see :class:`Mamba2VerifyKernel`;
-    ``with_op``: also the kernel object)."""
+    ``with_op``: also the kernel object; ``order_cursors``: the kernel takes the rows' cursors
+    from the order too, whose kernel then writes them)."""
     if rows == 1 and min_blocks_per_mp is None:
         min_blocks_per_mp = int(os.environ.get(SPLIT_MINB_ENV, "5"))
     batch, T, H, P = x.shape
@@ -1918,6 +1975,8 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     k = compile_mamba2_verify(pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
                               T, D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, has_idx, min_blocks_per_mp,
-                              flush_impl, use_mma=use_mma, row_order=ordered, rows=rows)
-    ent = _launch_args(k, cache, order_fn(cache, T, has_idx) if ordered else None)
+                              flush_impl, use_mma=use_mma, row_order=ordered, rows=rows,
+                              order_cursors=order_cursors and ordered)
+    ocur = bool(k.meta["op"].order_cursors)
+    ent = _launch_args(k, cache, order_fn(cache, T, has_idx, ocur) if ordered else None)
     return (ent, k.meta["op"]) if with_op else ent

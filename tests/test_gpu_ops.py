@@ -195,6 +195,62 @@ def test_cuda_graph_capture_replay(order, seed, monkeypatch):
     assert torch.equal(cache.hi.data, twin.hi.data) and torch.equal(cache.lo.data, twin.lo.data)
 
 
+def test_verify_split_concurrent_capture_matches_single_launch(seed, monkeypatch):
+    """The split verify (fp32 pair, fragment flush, T = 8) with its two launches at once -- flush
+    rows on a side stream, cursors from the flush-first order -- captured with commits in a CUDA
+    graph: outputs, checkpoint, ring and cursors bit-identical to the single launch, run eagerly;
+    pad rows and unowned slots untouched."""
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
+    H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
+    dev, L, T, b, slots = "cuda", 16, 8, 12, 20
+    g = torch.Generator(device=dev).manual_seed(1000 + seed)
+    r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+    cache = R.Mamba2ReplayCache(slots, H, P, N, G, precision="fp32", buffer_len=L, max_draft=T,
+                                act_dtype=torch.bfloat16, device=dev, seed=5)
+    cache.init_from_state(list(range(slots)), r(slots, H, P, N))
+    cache.write_pos.copy_(torch.arange(slots, dtype=torch.int32, device=dev) % (L + 1))
+    sbi = torch.randperm(slots, device=dev, generator=g)[:b].to(torch.int32)
+    sbi[3] = -1
+    sbi[8] = -1
+    x, z = r(b, T, H, P).to(torch.bfloat16), r(b, T, H, P).to(torch.bfloat16)
+    dt, A, D = r(b, T, H), -torch.rand(H, device=dev, generator=g), r(H)
+    Bm, Cm = r(b, T, G, N).to(torch.bfloat16), r(b, T, G, N).to(torch.bfloat16)
+    acc = torch.randint(0, T + 1, (b,), device=dev, generator=g, dtype=torch.int32)
+    twin = copy.deepcopy(cache)
+    hi0, wp0 = cache.hi.data.clone(), cache.write_pos.clone()
+    out = torch.full((b, T, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
+    ref = out.clone()
+
+    def step(c, o):
+        R.mamba2_verify(c, x, dt, A, Bm, Cm, D, z, None, True, sbi, out=o, backend="cute")
+        R.commit(c, acc, sbi, backend="cute")
+
+    monkeypatch.setenv("REPLAYSSM_M2V_SPLIT", "1")
+    step(cache, out)                     # compile + warm up outside capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(3):
+            step(cache, out)
+    monkeypatch.setenv("REPLAYSSM_M2V_SPLIT", "0")
+    step(twin, ref)
+    for _ in range(2):
+        graph.replay()
+        for _ in range(3):
+            step(twin, ref)
+    torch.cuda.synchronize()
+    assert int(twin.flush_count.max()) >= 2
+    valid = sbi >= 0
+    assert torch.equal(out[valid], ref[valid]) and out[~valid].isnan().all()
+    unowned = torch.ones(slots, dtype=torch.bool, device=dev)
+    unowned[sbi[valid].long()] = False
+    assert torch.equal(cache.hi.data[unowned], hi0[unowned])
+    assert torch.equal(cache.write_pos[unowned], wp0[unowned])
+    for name in ("write_pos", "ring_origin", "flush_count", "pending", "x_buf", "B_buf",
+                 "dt_buf", "dA_buf"):
+        assert torch.equal(getattr(cache, name), getattr(twin, name)), name
+    assert torch.equal(cache.hi.data, twin.hi.data)
+
+
 def test_commit_kernel_matches_torch(seed):
     c1 = R.Mamba2ReplayCache(10, 2, 8, 32, 1, buffer_len=8, max_draft=4, device="cuda")
     c1.pending.copy_(torch.randint(0, 5, (10,), dtype=torch.int32))

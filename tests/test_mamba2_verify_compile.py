@@ -40,6 +40,11 @@ def _variants():
     # the split launch (REPLAYSSM_M2V_SPLIT): non-flush rows' kernel, flush rows' kernel
     out.append(("nvfp4/fp16sr", "bfloat16", 64, 4, 16, 8, {"row_order": True, "rows": 1}))
     out.append(("fp32", "bfloat16", 64, 4, 16, 8, {"row_order": True, "rows": 2}))
+    # ... run at once: both take the rows' cursors from the order (REPLAYSSM_M2V_SPLIT_CONCURRENT)
+    out.append(("fp32", "bfloat16", 64, 4, 16, 8, {"row_order": True, "rows": 1,
+                                                   "order_cursors": True}))
+    out.append(("fp32", "bfloat16", 64, 4, 16, 6, {"row_order": True, "rows": 2,
+                                                   "order_cursors": True}))
     return out
 
 
