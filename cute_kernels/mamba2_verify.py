@@ -1906,7 +1906,11 @@ def _split_concurrent() -> bool:
     launch's flush-first order does) instead of each launch ending on its own tail. Both take
     their rows' cursors from the flush-first order's entries (``order_cursors``), so neither
     reads cursors the other moves. Needs the order kernel (``use_row_order``); 0: one launch
-    after the other on the caller's stream."""
+    after the other on the caller's stream. H200, Nemotron-3-Super, L = 16, b256, same run
+    (bench/results/session13_gpu/call4, one after the other / at once): fp32 T = 8 576.4 ->
+    568.8 µs (single launch 592.2, standard fp32 step 573.7), T = 7 552.0 -> 542.6, T = 6 500.3
+    -> 486.7; b512 T = 8 1095.4 -> 1075.4; nvfp4/fp16sr T = 8 776.8 -> 749.0, T = 4 370.5 ->
+    369.2; fp8/fp32 T = 8 676.2 -> 646.2, T = 4 336.7 -> 318.6."""
     return os.environ.get(SPLIT_CONCURRENT_ENV, "1") != "0"
 
 
@@ -1914,8 +1918,8 @@ SPLIT_ENV = "REPLAYSSM_M2V_SPLIT"
 SPLIT_MINB_ENV = "REPLAYSSM_M2V_SPLIT_MINB"
 
 
-#: the split launch by default from this many rows (measured at 256 and 512)
-SPLIT_MIN_BATCH = 256
+#: the split launch by default from this many rows (measured at 128, 256 and 512)
+SPLIT_MIN_BATCH = 128
 #: read copies split by default at any T (the fp32 pair: from T = FRAG_MIN_T)
 SPLIT_READ_FMTS = ("fp8", "nvfp4")
 
@@ -1935,7 +1939,10 @@ def _use_split(cache, batch: int, T: int) -> bool:
     prefetches the read copy (session13_gpu/call3, same run, single / split): b256 T = 8 594.2
     -> 573.4 µs (standard fp32 step 574.0), T = 7 577.6 -> 552.3, T = 6 535.1 -> 497.5; b512
     T = 8 1125.7 -> 1094.0, T = 6 1039.3 -> 954.4. With the old 128-register flush launch it
-    lost (call2: b256 T = 8 589.4 -> 665.6)."""
+    lost (call2: b256 T = 8 589.4 -> 665.6). b128 with the two launches at once (call5, single /
+    split): fp32 T = 8 314.9 -> 303.8 (T = 4 236.0 / 237.8, not split by default),
+    nvfp4/fp16sr T = 4 200.8 -> 189.2, T = 8 418.7 -> 384.4, fp8/fp32 186.0 -> 165.2,
+    358.2 -> 335.2."""
     v = os.environ.get(SPLIT_ENV)
     if v is not None:
         return v == "1"

@@ -393,6 +393,18 @@ def test_verify_defaults_and_split_rule(monkeypatch):
     monkeypatch.setenv("REPLAYSSM_M2V_SPLIT", "0")
     assert not MV._use_split(Cache("nvfp4/fp16sr"), 4 * n, 8)
     assert not MV._use_split(Cache("fp32"), 4 * n, 8)
+    # the two launches at once by default; the switch is in the launch memo's key, and the
+    # kernels that take the cursors from the order are a compile key of their own
+    monkeypatch.delenv(MV.SPLIT_CONCURRENT_ENV, raising=False)
+    assert MV._split_concurrent() and MV.SPLIT_CONCURRENT_ENV in MV._ENV_NAMES
+    monkeypatch.setenv(MV.SPLIT_CONCURRENT_ENV, "0")
+    assert not MV._split_concurrent()
+    args = ("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 24, 8, True, False, True, True, 4,
+            True)
+    k1 = MV._resolve(*args, row_order=True, rows=1)[1]
+    assert MV._resolve(*args, row_order=True, rows=1, order_cursors=True)[1] != k1
+    assert MV._resolve(*args, row_order=False, rows=1, order_cursors=True)[1] == \
+        MV._resolve(*args, row_order=False, rows=1)[1]      # no order, no cursors from it
 
 
 def test_fragment_flush_default_and_compile(monkeypatch):
