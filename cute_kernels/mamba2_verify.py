@@ -21,8 +21,8 @@ entry j at physical ring index ``(origin + j) % R``):
   ``ring_origin += h``, ``write_pos = 0``, ``flush_count += 1``. ``_flush2`` takes the T query dots
   of S_new in place of the decode output (``_flush_dots``); with the v1 flush (``flush_impl=1``)
   the outputs come first, from hi before the flush rewrites it, and the decode flush's own T = 1
-  output goes to a shared-memory sink. The fp32 pair from T = FRAG_MIN_T folds and takes those
-  dots on tf32 tensor cores instead (``_flush_frag``: exact products, the tensor cores' fp32
+  output goes to a shared-memory sink. The fp32 pair from T = FRAG_MIN_T (SPLIT_FRAG_MIN_T in a
+  split's flush launch) folds and takes those dots on tf32 tensor cores instead (``_flush_frag``: exact products, the tensor cores' fp32
   sums, so its hi differs from the CUDA-core fold by fp32 rounding).
 * **append** (every valid row): x_t, B_t, dt'_t, A·dt'_t at logical h'..h'+T−1 (h' = 0 after a
   flush) of the (possibly moved) ring; these positions never hold an entry this call reads.
@@ -217,7 +217,8 @@ FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
 
 def _frag_flush_default() -> Optional[bool]:
     """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T with 2 or more heads
-    per CTA, i.e. from 16 rows; 1-head builds keep the CUDA-core flush, not timed with this
+    per CTA, i.e. from 16 rows, and from T = SPLIT_FRAG_MIN_T in a split's flush launch; 1-head
+    builds keep the CUDA-core flush, not timed with this
     one): the fp32 pair's flush rows fold and take their T dots on tf32 tensor cores, the fold
     kept in mma fragment layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk
     loop. H200, Nemotron-3-Super fp32, L = 16, same run, off / on (bench/results/session11_gpu/
@@ -230,8 +231,13 @@ def _frag_flush_default() -> Optional[bool]:
     return None if v is None else v == "1"
 
 
-#: the fragment flush by default from this many drafts (measured at T = 4, 6, 8)
+#: the fragment flush by default from this many drafts (measured at T = 4, 6, 8) ...
 FRAG_MIN_T = 6
+#: ... and in a split's flush launch, where it does not cap the non-flush rows' registers (H200,
+#: b256 / b512, session13_gpu/call6, single launch with the CUDA-core flush / split with the
+#: fragment flush: T = 4 448.3 -> 423.6 / 881.5 -> 800.8 µs, T = 5 590.8 -> 465.2 / 1150.7 ->
+#: 882.6; flush only at T = 5 1580.4 -> 842.0 at b256)
+SPLIT_FRAG_MIN_T = 4
 FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
 #: 0 / 1 (default 1): the fragment flush prefetches each head's hi rows into L2 one head ahead
 FRAG_L2PF_ENV = "REPLAYSSM_M2V_FRAG_L2PF"
@@ -475,7 +481,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
         # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
         ff = _frag_flush_default()
-        self.frag = bool((self.T >= FRAG_MIN_T and self.hpc >= 2 if ff is None else ff)
+        frag_min_t = SPLIT_FRAG_MIN_T if self.rows == 2 else FRAG_MIN_T
+        self.frag = bool((self.T >= frag_min_t and self.hpc >= 2 if ff is None else ff)
                          and self.flush_dots and not self.split
                          and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
                          and self.cfg.nt == 128 and self.rows != 1
@@ -1920,7 +1927,7 @@ SPLIT_MINB_ENV = "REPLAYSSM_M2V_SPLIT_MINB"
 
 #: the split launch by default from this many rows (measured at 128, 256 and 512)
 SPLIT_MIN_BATCH = 128
-#: read copies split by default at any T (the fp32 pair: from T = FRAG_MIN_T)
+#: read copies split by default at any T (the fp32 pair: from T = SPLIT_FRAG_MIN_T)
 SPLIT_READ_FMTS = ("fp8", "nvfp4")
 
 
@@ -1930,7 +1937,7 @@ def _use_split(cache, batch: int, T: int) -> bool:
     default 5, where the single kernel runs 3-4) and one for the flush rows; the CTAs of the
     other kind of row exit after the cursors. ``REPLAYSSM_M2V_SPLIT`` = 1 / 0 forces it on / off;
     unset: from :data:`SPLIT_MIN_BATCH` rows, for fp8 and nvfp4 read copies and for the fp32
-    pair's fragment flush (T >= FRAG_MIN_T; :func:`make_launch` keeps one launch where the
+    pair's fragment flush (T >= SPLIT_FRAG_MIN_T; :func:`make_launch` keeps one launch where the
     flush is not the fragment one). H200, Nemotron-3-Super, L = 16, b256 (bench/results/
     session10_gpu/call6, same run, single / split): T = 8 fp8/fp32 694.4 -> 675.6 µs,
     nvfp4/fp16sr 828.0 -> 781.4; T = 4 fp8/fp32 375.4 -> 345.2, nvfp4/fp16sr 404.0 -> 393.5,
@@ -1940,7 +1947,7 @@ def _use_split(cache, batch: int, T: int) -> bool:
     -> 573.4 µs (standard fp32 step 574.0), T = 7 577.6 -> 552.3, T = 6 535.1 -> 497.5; b512
     T = 8 1125.7 -> 1094.0, T = 6 1039.3 -> 954.4. With the old 128-register flush launch it
     lost (call2: b256 T = 8 589.4 -> 665.6). b128 with the two launches at once (call5, single /
-    split): fp32 T = 8 314.9 -> 303.8 (T = 4 236.0 / 237.8, not split by default),
+    split): fp32 T = 8 314.9 -> 303.8 (T = 4 236.0 / 237.8 with the CUDA-core flush),
     nvfp4/fp16sr T = 4 200.8 -> 189.2, T = 8 418.7 -> 384.4, fp8/fp32 186.0 -> 165.2,
     358.2 -> 335.2."""
     v = os.environ.get(SPLIT_ENV)
@@ -1949,7 +1956,7 @@ def _use_split(cache, batch: int, T: int) -> bool:
     if batch < SPLIT_MIN_BATCH:
         return False
     return (cache.pair.read_fmt in SPLIT_READ_FMTS
-            or (cache.pair.name == "fp32" and T >= FRAG_MIN_T))
+            or (cache.pair.name == "fp32" and T >= SPLIT_FRAG_MIN_T))
 
 
 #: environment variables the launch decisions read (part of the launch memo key)

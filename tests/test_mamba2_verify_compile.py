@@ -351,7 +351,7 @@ def test_preamble_hoist_and_read_prefetch(monkeypatch):
 def test_verify_defaults_and_split_rule(monkeypatch):
     """Defaults: x staged for every pair; the flush rows' drafts for fp8 / nvfp4 / bf16 / fp16
     read copies (bf16 / fp16 of split pairs only; not the fp32 pair); fold unrolled by 2; the split launch for fp8 / nvfp4 read copies from
-    SPLIT_MIN_BATCH rows (the fp32 pair's from FRAG_MIN_T drafts), forced either way by
+    SPLIT_MIN_BATCH rows (the fp32 pair's from SPLIT_FRAG_MIN_T drafts), forced either way by
     REPLAYSSM_M2V_SPLIT; the non-flush build
     (rows=1) has no flush buffers."""
     for env in ("REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT", "REPLAYSSM_M2V_SPLIT",
@@ -379,10 +379,10 @@ def test_verify_defaults_and_split_rule(monkeypatch):
             from replayssm_lp.pairs import parse_pair
             self.pair = parse_pair(pair)
 
-    n, f = MV.SPLIT_MIN_BATCH, MV.FRAG_MIN_T
+    n, f = MV.SPLIT_MIN_BATCH, MV.SPLIT_FRAG_MIN_T
     assert MV._use_split(Cache("nvfp4/fp16sr"), n, 1) and MV._use_split(Cache("fp8/fp32"), n, 4)
     assert not MV._use_split(Cache("nvfp4/fp16sr"), n - 1, 8)
-    # the fp32 pair: from FRAG_MIN_T drafts (its fragment flush gets the flush launch)
+    # the fp32 pair: from SPLIT_FRAG_MIN_T drafts (its fragment flush gets the flush launch)
     assert MV._use_split(Cache("fp32"), n, f) and MV._use_split(Cache("fp32"), 2 * n, 8)
     assert not MV._use_split(Cache("fp32"), 4 * n, f - 1)
     assert not MV._use_split(Cache("fp32"), n - 1, 8)
@@ -429,6 +429,14 @@ def test_fragment_flush_default_and_compile(monkeypatch):
                                False, True, True, 4, rows=2)
     assert fl.frag and fl.frag_pd == MV.SPLIT_FLUSH_PD == 16
     assert fl.min_blocks_per_mp == MV.SPLIT_FLUSH_MINB == 3
+    # ... whose fragment flush starts at SPLIT_FRAG_MIN_T drafts (the single launch: FRAG_MIN_T)
+    t = MV.SPLIT_FRAG_MIN_T
+    assert t < MV.FRAG_MIN_T and not op("fp32", t).frag
+    fl = MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 16 + t, t, True,
+                               False, True, True, 4, rows=2)
+    assert fl.frag and fl.min_blocks_per_mp == 3
+    assert not MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 15 + t,
+                                     t - 1, True, False, True, True, 4, rows=2).frag
     assert op("fp32", MV.FRAG_MIN_T).frag and not op("fp32", MV.FRAG_MIN_T - 1).frag
     assert op("fp32", 8, hpc=2).frag and not op("fp32", 8, hpc=1).frag  # 1 head: CUDA cores
     assert not op("nvfp4/fp16sr", 8).frag and not op("fp8/fp32", 8).frag
