@@ -234,10 +234,11 @@ def _frag_flush_default() -> Optional[bool]:
 #: the fragment flush by default from this many drafts (measured at T = 4, 6, 8) ...
 FRAG_MIN_T = 6
 #: ... and in a split's flush launch, where it does not cap the non-flush rows' registers (H200,
-#: b256 / b512, session13_gpu/call6, single launch with the CUDA-core flush / split with the
-#: fragment flush: T = 4 448.3 -> 423.6 / 881.5 -> 800.8 µs, T = 5 590.8 -> 465.2 / 1150.7 ->
-#: 882.6; flush only at T = 5 1580.4 -> 842.0 at b256)
-SPLIT_FRAG_MIN_T = 4
+#: b256 / b512, session13_gpu/call6 and call8, single launch with the CUDA-core flush / split
+#: with the fragment flush: T = 3 422.8 -> 409.8 / 819.4 -> 778.6 µs, T = 4 448.3 -> 423.6 /
+#: 881.5 -> 800.8, T = 5 590.8 -> 465.2 / 1150.7 -> 882.6; T = 2 367.8 / 371.8, 714.5 / 707.9;
+#: T = 1 325.5 / 340.2)
+SPLIT_FRAG_MIN_T = 3
 FRAG_PD_ENV = "REPLAYSSM_M2V_FRAG_PD"
 #: 0 / 1 (default 1): the fragment flush prefetches each head's hi rows into L2 one head ahead
 FRAG_L2PF_ENV = "REPLAYSSM_M2V_FRAG_L2PF"
