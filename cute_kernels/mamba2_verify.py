@@ -1892,15 +1892,18 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     nonflush = _launcher(ent1[:8] + (None,) + ent1[9:], order_ready=True)
     flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=True)
     side = torch.cuda.Stream(device=x.device)
+    forked, joined = torch.cuda.Event(), torch.cuda.Event()   # re-recorded each call
 
     def launch(cache, x, *a):        # a = dt, A, B, C, D, z, dt_bias, indices, out, pad_slot_id
         order(cache, x, a[7], a[9])
         main = torch.cuda.current_stream(x.device)
-        side.wait_stream(main)
+        forked.record(main)
+        side.wait_event(forked)
         with torch.cuda.stream(side):
             flush(cache, x, *a)
         nonflush(cache, x, *a)
-        main.wait_stream(side)
+        joined.record(side)
+        main.wait_event(joined)
     return launch
 
 
@@ -1992,6 +1995,6 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               heads_per_cta, has_idx, min_blocks_per_mp,
                               flush_impl, use_mma=use_mma, row_order=ordered, rows=rows,
                               order_cursors=order_cursors and ordered)
-    ocur = bool(k.meta["op"].order_cursors)
+    ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     ent = _launch_args(k, cache, order_fn(cache, T, has_idx, ocur) if ordered else None)
     return (ent, k.meta["op"]) if with_op else ent

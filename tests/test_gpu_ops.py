@@ -199,8 +199,10 @@ def test_verify_split_concurrent_capture_matches_single_launch(seed, monkeypatch
     """The split verify (fp32 pair, fragment flush, T = 8) with its two launches at once -- flush
     rows on a side stream, cursors from the flush-first order -- captured with commits in a CUDA
     graph: outputs, checkpoint, ring and cursors bit-identical to the single launch, run eagerly;
-    pad rows and unowned slots untouched."""
+    pad rows and unowned slots untouched, every row's arrive counter back to 0."""
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
+    monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "2")     # the fragment flush: >= 2 heads
+    monkeypatch.setenv("REPLAYSSM_M2V_SPLIT_CONCURRENT", "1")
     H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
     dev, L, T, b, slots = "cuda", 16, 8, 12, 20
     g = torch.Generator(device=dev).manual_seed(1000 + seed)
@@ -249,6 +251,7 @@ def test_verify_split_concurrent_capture_matches_single_launch(seed, monkeypatch
                  "dt_buf", "dA_buf"):
         assert torch.equal(getattr(cache, name), getattr(twin, name)), name
     assert torch.equal(cache.hi.data, twin.hi.data)
+    assert not cache.arrive.any() and not twin.arrive.any()
 
 
 def test_commit_kernel_matches_torch(seed):

@@ -45,6 +45,9 @@ def _variants():
                                                    "order_cursors": True}))
     out.append(("fp32", "bfloat16", 64, 4, 16, 6, {"row_order": True, "rows": 2,
                                                    "order_cursors": True}))
+    # the split's flush launch takes the fragment flush from SPLIT_FRAG_MIN_T drafts
+    out.append(("fp32", "bfloat16", 64, 4, 16, MV.SPLIT_FRAG_MIN_T,
+                {"row_order": True, "rows": 2, "order_cursors": True}))
     return out
 
 
@@ -137,8 +140,9 @@ def test_compile_variant(compiled, v):
     assert r["mma_w"] == (want and r["read_fmt"] in MV.WIDE_FMTS)
     # + the fragment flush (fp32 pair, T >= FRAG_MIN_T): 16 n-tiles x (2 fold k-steps + 1 dot)
     # x 3 pieces
+    frag_min_t = MV.SPLIT_FRAG_MIN_T if rows == 2 else MV.FRAG_MIN_T
     assert r["frag"] == (r["read_fmt"] == "fp32" and r["rec_fmt"] == "fp32" and rows != 1
-                         and act != "float32" and T >= MV.FRAG_MIN_T and P % 64 == 0
+                         and act != "float32" and T >= frag_min_t and P % 64 == 0
                          and hpc >= 4)
     assert r["mma_tf32"] == ((48 if r["read_fmt"] == "fp32" else 16)
                              if r["mma_w"] and rows != 2 else 0) + (144 if r["frag"] else 0)
