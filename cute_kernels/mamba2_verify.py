@@ -33,7 +33,9 @@ entry j at physical ring index ``(origin + j) % R``):
 Launch: grid ``(H / heads_per_cta, batch)``, 128 threads; a CTA owns one row and ``heads_per_cta``
 consecutive heads of one group (:func:`cute_kernels.mamba2_replay.choose_heads_per_cta`). The
 split launch (``rows``; :func:`_use_split`) runs the grid twice, the non-flush rows in a build
-without the flush code or buffers (its own occupancy), then the flush rows. Per CTA:
+without the flush code or buffers (its own occupancy) and the flush rows in one with the flush's
+(the fp32 pair's: 3 CTAs/SM), both at once on two streams (:func:`_split_concurrent`), the rows'
+cursors taken from the flush-first order's entries. Per CTA:
 
 1. cursors; C_t of all T queries to smem (``sCT[n, t]``, t contiguous: one 16-byte load gives four
    queries' C at a column);
