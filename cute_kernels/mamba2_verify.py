@@ -22,8 +22,9 @@ entry j at physical ring index ``(origin + j) % R``):
   of S_new in place of the decode output (``_flush_dots``); with the v1 flush (``flush_impl=1``)
   the outputs come first, from hi before the flush rewrites it, and the decode flush's own T = 1
   output goes to a shared-memory sink. The fp32 pair from T = FRAG_MIN_T (SPLIT_FRAG_MIN_T in a
-  split's flush launch) folds and takes those dots on tf32 tensor cores instead (``_flush_frag``: exact products, the tensor cores' fp32
-  sums, so its hi differs from the CUDA-core fold by fp32 rounding).
+  split's flush launch) folds and takes those dots on tf32 tensor cores instead (``_flush_frag``:
+  exact products, the tensor cores' fp32 sums, so its hi differs from the CUDA-core fold by fp32
+  rounding).
 * **append** (every valid row): x_t, B_t, dt'_t, A·dt'_t at logical h'..h'+T−1 (h' = 0 after a
   flush) of the (possibly moved) ring; these positions never hold an entry this call reads.
 * **cursors** (last CTA of the row, ``arrive`` counter as in the decode kernel): ``write_pos = h'``,
@@ -194,8 +195,8 @@ def _xdraft_default() -> Optional[bool]:
     """``REPLAYSSM_M2V_XDRAFT`` (0 / 1; unset: on for XDRAFT_FMTS read copies and the
     XDRAFT_SPLIT_FMTS ones of split pairs, where its buffer costs no CTA per SM -- not fp8 at
     T = 16, for one; with the x staging only): flush rows load the drafts' x right after the
-    cursors too, into a buffer of their own (the union buffer is the flush's), so their outputs and the append take it from
-    shared memory instead of a global round trip per head and one more for the append. H200,
+    cursors too, into a buffer of their own (the union buffer is the flush's), so their outputs
+    and the append take it from shared memory instead of a global round trip per head and one more for the append. H200,
     Nemotron-3-Super, L = 16, T = 8, b256 (bench/results/session10_gpu/call5, same run, off /
     on): fp8/fp32 721.1 -> 691.8 µs, nvfp4/fp16sr 863.9 -> 834.8 (flush only 2027.8 ->
     1942.5); fp32 792.4 -> 818.4 (flush only 1662.3 -> 1607.6 but non-flush 430.0 -> 503.5:
@@ -220,10 +221,9 @@ FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
 def _frag_flush_default() -> Optional[bool]:
     """``REPLAYSSM_M2V_FRAG_FLUSH`` (0 / 1; unset: on for T >= FRAG_MIN_T with 2 or more heads
     per CTA, i.e. from 16 rows, and from T = SPLIT_FRAG_MIN_T in a split's flush launch; 1-head
-    builds keep the CUDA-core flush, not timed with this
-    one): the fp32 pair's flush rows fold and take their T dots on tf32 tensor cores, the fold
-    kept in mma fragment layout end to end (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk
-    loop. H200, Nemotron-3-Super fp32, L = 16, same run, off / on (bench/results/session11_gpu/
+    builds keep the CUDA-core flush, not timed with this one): the fp32 pair's flush rows fold
+    and take their T dots on tf32 tensor cores, the fold kept in mma fragment layout end to end
+    (:meth:`Mamba2VerifyKernel._flush_frag`), instead of the CUDA-core chunk loop. H200, Nemotron-3-Super fp32, L = 16, same run, off / on (bench/results/session11_gpu/
     call8): b256 T = 8 777.1 -> 609.6 µs (flush only 1620.7 -> 916.7), T = 7 717.8 -> 575.1,
     T = 6 639.2 -> 538.5; b512 T = 8 1526.3 -> 1169.8. T = 4 (call4): 479.1 -> 519.8 (its flush
     rows fold as fast, but the mixed step is slower), hence from T = 6. b32 (2 heads per CTA;
@@ -257,8 +257,7 @@ READ_L2PF_MAX_T = 4
 def _read_l2pf_default(T: int, frag: bool, fp32_nonflush_launch: bool = False) -> int:
     """``REPLAYSSM_M2V_READ_L2PF`` (heads ahead; unset: 1 up to T = READ_L2PF_MAX_T in builds
     without the fragment flush and at any T in the fp32 pair's non-flush launch of a split, else
-    0): thread 0 of a non-flush row's CTA prefetches the read
-    copy's words of its first D heads into L2 (one bulk prefetch per head,
+    0): thread 0 of a non-flush row's CTA prefetches the read copy's words of its first D heads into L2 (one bulk prefetch per head,
     ``cp.async.bulk.prefetch.L2``) right after the cursors -- during the C / cb / scan preamble
     -- and those of head k + D when head k starts: each head's read then waits on L2, not DRAM.
     H200, Nemotron-3-Super, b256, same run (bench/results/session12_gpu/call3, hoisted preamble
@@ -307,8 +306,7 @@ SPLIT_FLUSH_PD = 16
 def _frag_pd(T: int, flush_launch: bool = False) -> int:
     """``REPLAYSSM_M2V_FRAG_PD`` (1-16; unset: 4 below T = 7, else 8; SPLIT_FLUSH_PD in the
     split's flush launch, whose SPLIT_FLUSH_MINB CTAs per SM leave the registers for it -- see
-    :func:`_use_split`): the fragment flush loads a hi
-    n-tile this many n-tiles ahead of its use (8 registers per n-tile of depth). Memory-level
+    :func:`_use_split`): the fragment flush loads a hi n-tile this many n-tiles ahead of its use (8 registers per n-tile of depth). Memory-level
     parallelism sets it, not the L1 (session11_gpu calls 2-4, flush only, T = 8 b256: PD 1
     5777.8 µs, 2 5342.3, 4 1090.3; ld.global.cg changed nothing; with the L2 prefetch PD 2
     2682.5, PD 4 947.4). With 2 fold k-steps (call 7, b256, PD 4 / 6 / 8): T = 6 541.2 / 605.3
@@ -679,8 +677,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             else:
                 h, origin, gen, old = self._read_cursors_owned(sCur, mWPos, mOrig, mFlushCnt,
                                                                mArrive, slot, tidx, pre=ocur)
-            h = cutlass.max(cutlass.min(h, Int32(R - T)), Int32(0))
-            flush = h + Int32(T) > Int32(L)
+            h = self._clamp_h(h)
+            flush = self._flushes(h)
             own = Boolean(True)          # split launch: this launch's kind of row only
             if const_expr(self.rows == 1):
                 own = not flush
@@ -863,10 +861,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         arrives without a fence). Only then may the two launches run at once: the other one
         moves its rows' live cursors meanwhile. Returns ``(write_pos, ring_origin, flush_count,
         the counter's old value)``."""
-        R, T, L = self.R, self.T, self.L
-
         def owned(w):
-            fl = cutlass.max(cutlass.min(w, Int32(R - T)), Int32(0)) + Int32(T) > Int32(L)
+            fl = self._flushes(self._clamp_h(w))
             return fl if const_expr(self.rows == 2) else not fl
 
         if const_expr(pre is not None):
@@ -883,6 +879,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             tidx, arrive_if=owned)
         cute.arch.barrier()
         return sCur[0], sCur[1], sCur[2], old
+
+    def _clamp_h(self, w):
+        """A row's committed entries h from its write_pos, clamped to [0, R − T] (any valid cache
+        state is inside; memory safety on corrupt cursors)."""
+        return cutlass.max(cutlass.min(w, Int32(self.R - self.T)), Int32(0))
+
+    def _flushes(self, h):
+        """Whether a row with h committed entries flushes in this call: h + T > L (the order
+        kernel's test, :mod:`cute_kernels.row_order`)."""
+        return h + Int32(self.T) > Int32(self.L)
 
     # ------------------------------------------------------------------ outputs
     @cute.jit
@@ -1869,18 +1875,18 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     if not _use_split(cache, x.shape[0], x.shape[1]):
         return _launcher(_launch_entry(*args))
     conc = _split_concurrent() and use_row_order(cache, x.shape[0])
-    ent1, op1 = _launch_entry(*args, rows=1, with_op=True, order_cursors=conc)
-    if not op1.flush_dots:           # the v1 flush (forced, or past one staging round): one launch
-        return _launcher(_launch_entry(*args))
     ent, op2 = _launch_entry(*args, rows=2, with_op=True, order_cursors=conc)
+    if not op2.flush_dots:           # the v1 flush (forced, or past one staging round): one launch
+        return _launcher(_launch_entry(*args))
     if (os.environ.get(SPLIT_ENV) is None and cache.pair.read_fmt not in SPLIT_READ_FMTS
             and not op2.frag):       # the fp32 pair's default split is for the fragment flush
         return _launcher(_launch_entry(*args))
+    ent1 = _launch_entry(*args, rows=1, order_cursors=conc)
     if not conc:
         # the non-flush rows' launch (its own occupancy, no flush buffers), then the flush rows'
         # launch on the same flush-first order
         nonflush = _launcher(ent1)
-        flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=ent[8] is not None)
+        flush = _launcher(_no_order(ent), order_ready=ent[8] is not None)
 
         def launch(*a):
             nonflush(*a)
@@ -1891,8 +1897,8 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     import torch
 
     order = _order_launcher(ent1)
-    nonflush = _launcher(ent1[:8] + (None,) + ent1[9:], order_ready=True)
-    flush = _launcher(ent[:8] + (None,) + ent[9:], order_ready=True)
+    nonflush = _launcher(_no_order(ent1), order_ready=True)
+    flush = _launcher(_no_order(ent), order_ready=True)
     side = torch.cuda.Stream(device=x.device)
     forked, joined = torch.cuda.Event(), torch.cuda.Event()   # re-recorded each call
 
@@ -1907,6 +1913,12 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
         joined.record(side)
         main.wait_event(joined)
     return launch
+
+
+def _no_order(ent):
+    """A launch entry without its order kernel (the kernel takes the order another step of the
+    same call computed)."""
+    return ent[:8] + (None,) + ent[9:]
 
 
 SPLIT_CONCURRENT_ENV = "REPLAYSSM_M2V_SPLIT_CONCURRENT"

@@ -449,6 +449,45 @@ def test_verify_and_commit_fast_paths(cute_on_meta, monkeypatch):
     assert len(calls) == 3
 
 
+@pytest.mark.parametrize("frag", [True, False])
+def test_verify_split_launch_selection(cute_on_meta, monkeypatch, frag):
+    """The split verify, one launch after the other (REPLAYSSM_M2V_SPLIT=1, _CONCURRENT=0): the
+    flush launch's build decides (compiled first), then the non-flush launch's; each call runs
+    the non-flush rows' kernel, then the flush rows'. Unforced, the fp32 pair keeps one launch
+    when its flush launch has no fragment flush."""
+    import cute_kernels.mamba2_verify as MV
+    calls, compiles = [], []
+
+    def compile(*a, **k):
+        compiles.append(k.get("rows", 0))
+        rows = k.get("rows", 0)
+        op = types.SimpleNamespace(any_sr=True, flush_dots=True, frag=frag, order_cursors=False)
+        return types.SimpleNamespace(ffi=lambda *args: calls.append(rows), meta={"op": op})
+
+    monkeypatch.setattr(MV, "compile_mamba2_verify", compile)
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0")
+    monkeypatch.setenv(MV.SPLIT_CONCURRENT_ENV, "0")
+    monkeypatch.setenv(MV.SPLIT_ENV, "1")
+    c = _m2_cache(precision="fp32", max_draft=4)
+    b, T = 3, 4
+    e = lambda *s, dtype=torch.float32: torch.empty(*s, dtype=dtype, device=META)  # noqa: E731
+    bf = torch.bfloat16
+    kw = dict(x=e(b, T, H, P, dtype=bf), dt=e(b, T, H), A=e(H), B=e(b, T, G, N, dtype=bf),
+              C=e(b, T, G, N, dtype=bf), D=e(H), dt_bias=e(H), out=e(b, T, H, P, dtype=bf),
+              state_batch_indices=torch.zeros(b, dtype=torch.int32, device=META))
+    R.mamba2_verify(c, **kw, backend="cute")
+    assert compiles == [2, 1] and calls == [1, 2]          # forced: split whatever the flush
+    monkeypatch.delenv(MV.SPLIT_ENV)
+    monkeypatch.setattr(MV, "_use_split", lambda cache, batch, T: True)   # as from 128 rows
+    compiles.clear()
+    calls.clear()
+    R.mamba2_verify(c, **dict(kw, out=e(b, T, H, P, dtype=bf)), backend="cute")
+    if frag:
+        assert compiles == [2, 1] and calls == [1, 2]
+    else:                                                   # fp32 without the fragment flush
+        assert compiles == [2, 0] and calls == [0]
+
+
 @pytest.mark.parametrize("field,bad,match", [
     ("q", torch.empty(2, 2, 127, dtype=torch.bfloat16, device=META), "q must have shape"),
     ("k", torch.empty(2, 2, 128, dtype=torch.float16, device=META), "k must have dtype"),
