@@ -36,10 +36,16 @@ owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte
   reference's dot to ~2^-22), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T
   vectors kn_t, qn_t with CUDA-core fp32 FMAs and a quad butterfly; the row sums go to shared
   memory per (vector, row);
+  With ``bsplit`` (default at a 128-register budget, ``REPLAYSSM_GDN_VERIFY_BSPLIT``) the 2T
+  vectors are split into tf32 pieces once per CTA in shared memory (``_presplit_vectors``: every
+  warp used to split them again in every k-step) and fp32 A values by integer rounding
+  (``lowprec.split_tf32_fast``, 4 instructions instead of 9): the CTA is issue-bound, not
+  waiting on memory (session14_gpu: its read dots were ~1400 SASS instructions per warp);
 * coefficient dots c, d: one thread per (vector, position) item over keys staged in shared memory
   (pitch K + 1: conflict-free across positions); decays from one sequential prefix (warp 0);
 * flush rows: the v2 flush (fold, encoders, SR generation), unchanged; its output hook
-  (``_flush_out_partials``) dots the fold, still in registers, with all 2T vectors;
+  (``_flush_out_partials``) dots the fold, still in registers, with all 2T vectors (``bsplit``
+  at 128 registers: on the read dots' 3xTF32 mma path, else CUDA-core FMAs);
 * finish: thread r < block_v solves its row's T x T system, writes outputs, u (and v).
 
 The "tail" (``tail_default``, ``REPLAYSSM_GDN_VERIFY_TAIL``) removes the waits the phase profile
@@ -132,7 +138,7 @@ class VerifyTile(ReplayTileV2):
     key copies (``ks_split``) are kept only where everything fits the static budget."""
 
     def __init__(self, read_fmt: str, rec_fmt: str, K: int, V: int, block_v: int, L: int,
-                 split: bool, T: int):
+                 split: bool, T: int, bsplit: bool = False):
         super().__init__(read_fmt, rec_fmt, K, V, block_v, L, split, tpw=1)
         if not 1 <= T <= MAX_T:
             raise ValueError(f"verify needs 1 <= T <= {MAX_T}, got T={T}")
@@ -145,12 +151,22 @@ class VerifyTile(ReplayTileV2):
         flush = lp_ * KS_PITCH + lp_ * lp_ + 5 * 32
         nks_split = 1 + self.f5_pieces
         allocs = 18 * 16                      # alignment slack, 16 B per allocation
-        split_limit = KSPLIT_SMEM_LIMIT if ksplit_big(read_fmt) else SMEM_LIMIT
+        # the mma dots' B operands pre-split into tf32 pieces (bsplit): per vector (n-tiles of 8,
+        # zero past 2T) and column pair (hi, hi, lo, lo) -- one 16-byte load per n-tile and
+        # k-step; the pitch (2 KP + 4 words) spreads a quarter-warp's loads over all banks
+        self.bsplit = bool(bsplit)
+        self.bp_pitch = 2 * KP + 4
+        self.bp_words = 8 * ((2 * T + 7) // 8) * self.bp_pitch if self.bsplit else 0
+        # (its bytes come on top of the budgets: they do not decide ks_split)
+        split_limit = (KSPLIT_SMEM_LIMIT if ksplit_big(read_fmt) else SMEM_LIMIT) \
+            + 4 * self.bp_words
+        plain_limit = SMEM_LIMIT + 4 * self.bp_words
+        own += self.bp_words
         fits_split = 4 * (own + flush + (nks_split - 1) * lp_ * KS_PITCH) + allocs <= split_limit
         self.ks_split = bool(self.ks_split and fits_split)
         extra = (nks_split - 1) * lp_ * KS_PITCH if self.ks_split else 0
         self.smem_bytes = 4 * (own + flush + extra) + allocs
-        if self.smem_bytes > (split_limit if self.ks_split else SMEM_LIMIT):
+        if self.smem_bytes > (split_limit if self.ks_split else plain_limit):
             raise ValueError(f"verify shared memory {self.smem_bytes} B over budget "
                              f"(T={T}, L={L}, block_v={block_v})")
         if L * KD_PITCH > lp_ * KS_PITCH:
@@ -158,6 +174,7 @@ class VerifyTile(ReplayTileV2):
 
     def __repr__(self):
         return (f"VerifyTile(T={self.T}, block_v={self.block_v}, threads={self.num_threads}, "
+                f"bsplit={self.bsplit}, "
                 f"key tiles={self.nkt}, ks_split={self.ks_split}, smem={self.smem_bytes})")
 
 
@@ -180,8 +197,11 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
                  preamble: Optional[int] = None, prof: bool = False,
-                 tail: Optional[bool] = None, mma_dots: bool = True):
+                 tail: Optional[bool] = None, mma_dots: bool = True,
+                 coef_first: bool = False, bsplit: bool = False):
         self.T = int(T)
+        # (read by _make_tile inside the base constructor)
+        self.bsplit = bool(bsplit) and bool(mma_dots)
         # (None: tail_default; the read format is known only after the base class parsed it)
         self._tail_req = tail
         self.mma_dots = bool(mma_dots)
@@ -200,6 +220,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                      else bool(self._tail_req))
         if (L * K + self.num_threads - 1) // self.num_threads > TAIL_MAX_KEYS:
             self.tail = False          # its key staging would hold too many values per thread
+        # non-flush rows: key staging + coefficient dots before the read dots (COEF_FIRST_ENV);
+        # the tail's early loads are what make that order free of new waits
+        self.coef_first = bool(coef_first) and self.tail
         if self.prof and (self.block_v != self.V or self.act_dtype.width != 16):
             raise ValueError("the verify profiling build writes its record over a whole head's "
                              "16-bit output row: block_v must be V and the activations 16-bit")
@@ -213,10 +236,17 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
     def _default_min_blocks(self):
         return verify_min_blocks(self.tile, self.read_fmt, self.rec_fmt)
 
+    def _hook_mma(self) -> bool:
+        """``bsplit`` flush rows take their output dots on the mma path too -- with a 128-register
+        budget only: at 80 (3 CTAs/SM) the spilling flush gets slower (session14_gpu/call3:
+        nvfp4/fp16sr flush only b256 T = 8 1206.5 -> 1502.9 µs; fp32 831.2 -> 767.5)."""
+        mb = self.min_blocks_per_mp if self.min_blocks_per_mp > 0 else 1
+        return self.bsplit and 65536 // (self.num_threads * mb) >= 128
+
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
         return VerifyTile(self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L, self.split,
-                          self.T)
+                          self.T, self.bsplit)
 
     # ---------------------------------------------------------------- device helpers
     def _draft_gates(self, mG, mBeta, mALog, mA, mDtBias, mB, row, t, hv):
@@ -241,37 +271,45 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         """Flush hook (replaces the decode kernel's two dots): full row sums of the fresh fold
         with every draft vector, scaled by e^{G_{t-1}}, into sSum. The four lanes of a quad hold
         bit-identical sums after the butterfly (IEEE addition commutes), so all of them store."""
-        sVec, sSum, sTok, lrow = self._vctx
+        sVec, sSum, sTok, lrow, sBp, g4, warp = self._vctx
         T, BV = self.T, self.block_v
-        KP = self.K + self.K // 8
-        for vi in cutlass.range(2 * T, unroll=1):       # run-time loop: small code
-            p0 = Float32(0.0)
-            p1 = Float32(0.0)
-            for k4 in cutlass.range_constexpr(8):
-                vv = cute.make_rmem_tensor((4,), Float32)
-                a4 = vi * Int32(KP // 4) + _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
-                cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
-                for e in cutlass.range_constexpr(4):
-                    p0 = p0 + S[0, 4 * k4 + e] * vv[e]
-                    p1 = p1 + S[1, 4 * k4 + e] * vv[e]
-            eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
-            p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=1)
-            p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=2)
-            p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=1)
-            p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=2)
-            sSum[vi * BV + lrow + 16 * tr] = eg * p0
-            sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
+        if const_expr(self._hook_mma()):
+            # the same tf32 mma dots as a non-flush row's read copy, on the fresh fold (fp32)
+            self._read_dots_mma(None, sVec, sSum, sTok, [Float32(1.0), Float32(1.0)], t4, g4,
+                                warp, sBp, S)
+        else:
+            KP = self.K + self.K // 8
+            for vi in cutlass.range(2 * T, unroll=1):       # run-time loop: small code
+                p0 = Float32(0.0)
+                p1 = Float32(0.0)
+                for k4 in cutlass.range_constexpr(8):
+                    vv = cute.make_rmem_tensor((4,), Float32)
+                    a4 = vi * Int32(KP // 4) + _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
+                    cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
+                    for e in cutlass.range_constexpr(4):
+                        p0 = p0 + S[0, 4 * k4 + e] * vv[e]
+                        p1 = p1 + S[1, 4 * k4 + e] * vv[e]
+                eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
+                p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=1)
+                p0 = p0 + cute.arch.shuffle_sync_bfly(p0, offset=2)
+                p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=1)
+                p1 = p1 + cute.arch.shuffle_sync_bfly(p1, offset=2)
+                sSum[vi * BV + lrow + 16 * tr] = eg * p0
+                sSum[vi * BV + lrow + 16 * tr + 8] = eg * p1
 
     @cute.jit
-    def _read_dots_mma(self, dv: cute.Tensor, sVec: cute.Tensor, sSum: cute.Tensor,
-                       sTok: cute.Tensor, rsc, t4: Int32, g4: Int32, warp: Int32):
-        """Non-flush read dots on the tensor cores (``mma_dots``): the warp's 16 rows times the
-        2T vectors, mma.sync m16n8k8 tf32 (vectors as the 8 columns of an n-tile). The lane's
-        decoded values ``dv`` are the A fragment as they are: k-step s takes its elements 2s
-        (logical k = t) and 2s + 1 (k = t + 4), two adjacent columns, so B is one 8-byte load of
-        the same two columns of vector g. Read copies exact in tf32 (nvfp4 without its global
-        scale, fp8, bf16, fp16) take A once and B split in two (2 mma); fp32 3xTF32. The D
-        fragment holds whole row sums (rows g, g + 8; vectors 2t, 2t + 1): no lane reduction."""
+    def _read_dots_mma(self, dv: Optional[cute.Tensor], sVec: cute.Tensor, sSum: cute.Tensor,
+                       sTok: cute.Tensor, rsc, t4: Int32, g4: Int32, warp: Int32,
+                       sBp: Optional[cute.Tensor] = None, S: Optional[cute.Tensor] = None):
+        """Read dots on the tensor cores (``mma_dots``): the warp's 16 rows times the 2T vectors,
+        mma.sync m16n8k8 tf32 (vectors as the 8 columns of an n-tile). The lane's values are the
+        A fragment as they are: k-step s takes its elements 2s (logical k = t) and 2s + 1
+        (k = t + 4), two adjacent columns, so B is one load of the same two columns of vector g.
+        A = the decoded read copy ``dv`` [element, row] (non-flush rows) or, with ``S`` [row,
+        element], a flush row's fresh fold (columns :func:`_fidx`). Read copies exact in tf32
+        (nvfp4 without its global scale, fp8, bf16, fp16) take A once and B split in two (2 mma);
+        fp32 3xTF32. B comes split from ``sBp`` (``bsplit``: one 16-byte load) or is split here.
+        The D fragment holds whole row sums (rows g, g + 8; vectors 2t, 2t + 1)."""
         K, T, BV = self.K, self.T, self.block_v
         NV = 2 * T
         KP = K + K // 8
@@ -280,29 +318,47 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         UE = min(CER, 16)
         NUN = CER // UE
         NJ = (NV + 7) // 8                     # n-tiles of 8 vectors
-        exact = self.read_fmt in ("nvfp4", "fp8", "bf16", "fp16")   # <= 11 significant bits
+        fold = S is not None
+        exact = (not fold) and self.read_fmt in ("nvfp4", "fp8", "bf16", "fp16")   # <= 11 bits
+        presplit = sBp is not None
         z = Float32(0.0)
         acc = [[z, z, z, z] for _ in range(NJ)]
         vok = [Int32(8 * j) + g4 < Int32(NV) for j in range(NJ)]
         vbase = [cutlass.min(Int32(8 * j) + g4, Int32(NV - 1)) * Int32(KP) for j in range(NJ)]
+        if const_expr(presplit):
+            vbase = [(Int32(8 * j) + g4) * Int32(tl.bp_pitch) for j in range(NJ)]
         for s in cutlass.range_constexpr(K // 8):
             d0 = 2 * s
-            ii = d0 // (NUN * UE)
-            u = (d0 % (NUN * UE)) // UE
-            col = (Int32(ii * 4) + t4) * Int32(CER) + Int32(UE * u + d0 % UE)
-            av = [dv[d0, 0], dv[d0, 1], dv[d0 + 1, 0], dv[d0 + 1, 1]]
-            if const_expr(exact):
-                ab = [lp.tf32_bits(x) for x in av]
+            if const_expr(fold):
+                col = _fidx(t4, d0)
+                av = [S[0, d0], S[1, d0], S[0, d0 + 1], S[1, d0 + 1]]
             else:
-                sp = [lp.split_tf32(x) for x in av]
+                ii = d0 // (NUN * UE)
+                u = (d0 % (NUN * UE)) // UE
+                col = (Int32(ii * 4) + t4) * Int32(CER) + Int32(UE * u + d0 % UE)
+                av = [dv[d0, 0], dv[d0, 1], dv[d0 + 1, 0], dv[d0 + 1, 1]]
+            if const_expr(exact):
+                # (values exact in tf32: their fp32 bits are the tf32 operand)
+                ab = ([lp.f32_bits(x) for x in av] if const_expr(presplit)
+                      else [lp.tf32_bits(x) for x in av])
+            else:
+                sp = ([lp.split_tf32_fast(x) for x in av] if const_expr(presplit)
+                      else [lp.split_tf32(x) for x in av])
                 ah = [p_[0] for p_ in sp]
                 al = [p_[1] for p_ in sp]
             for j in cutlass.range_constexpr(NJ):
-                bb = cute.make_rmem_tensor((2,), Float32)
-                cute.autovec_copy(cute.local_tile(sVec, (2,), ((vbase[j] + _kq_addr(col))
-                                                              // Int32(2),)), bb)
-                b0h, b0l = lp.split_tf32(Float32(_sel(vok[j], bb[0], z)))
-                b1h, b1l = lp.split_tf32(Float32(_sel(vok[j], bb[1], z)))
+                if const_expr(presplit):
+                    bq = cute.make_rmem_tensor((4,), Uint32)
+                    cute.autovec_copy(cute.local_tile(sBp, (4,), ((vbase[j] + Int32(2)
+                                                                   * _kq_addr(col)) // Int32(4),)),
+                                      bq)
+                    b0h, b1h, b0l, b1l = bq[0], bq[1], bq[2], bq[3]
+                else:
+                    bb = cute.make_rmem_tensor((2,), Float32)
+                    cute.autovec_copy(cute.local_tile(sVec, (2,), ((vbase[j] + _kq_addr(col))
+                                                                  // Int32(2),)), bb)
+                    b0h, b0l = lp.split_tf32(Float32(_sel(vok[j], bb[0], z)))
+                    b1h, b1l = lp.split_tf32(Float32(_sel(vok[j], bb[1], z)))
                 if const_expr(exact):
                     acc[j] = _mma("tf32", ab, [b0l, b1l], acc[j])
                     acc[j] = _mma("tf32", ab, [b0h, b1h], acc[j])
@@ -316,6 +372,29 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                     for rr in cutlass.range_constexpr(2):
                         sSum[vi * BV + warp * 16 + g4 + 8 * rr] = eg * (acc[j][2 * rr + hc]
                                                                         * rsc[rr])
+
+    @cute.jit
+    def _presplit_vectors(self, sVec: cute.Tensor, sBp: cute.Tensor, tidx: Int32):
+        """``bsplit``: the 2T vectors' tf32 pieces into ``sBp`` (zeros past 2T, up to whole
+        n-tiles): word v * pitch + 2 kq(c) + {0, 1} the hi of columns c, c + 1 (c even),
+        + {2, 3} their lo -- exactly :func:`lowprec.split_tf32` of each value."""
+        K, NT = self.K, self.num_threads
+        NV = 2 * self.T
+        KP = K + K // 8
+        NVP = 8 * ((NV + 7) // 8)
+        P2 = self.tile.bp_pitch
+        for it in cutlass.range_constexpr((NVP * K + NT - 1) // NT):
+            e = tidx + it * NT
+            if e < Int32(NVP * K):
+                v = e // K
+                c = e % K
+                x = Float32(0.0)
+                if v < Int32(NV):
+                    x = sVec[v * KP + _kq_addr(c)]
+                h, lo = lp.split_tf32(x)
+                w = v * Int32(P2) + Int32(2) * _kq_addr(c - c % Int32(2)) + c % Int32(2)
+                sBp[w] = h
+                sBp[w + Int32(2)] = lo
 
     @cute.jit
     def _stage_committed_keys(self, sKc: cute.Tensor, sKic: cute.Tensor, mKb: cute.Tensor,
@@ -345,6 +424,56 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         cute.arch.cp_async_commit_group()
 
     @cute.jit
+    def _finish_loads(self, mUb: cute.Tensor, mV: cute.Tensor, mK: cute.Tensor, slot: Int32,
+                      hv: Int32, hk: Int32, row_b: Int32, origin: Int32, m0: Int32, v0: Int32,
+                      vblk: Int32, tidx: Int32):
+        """Tail: the finish's global inputs into registers -- row-owner threads the committed u
+        of their row (0 from m0 on) and the drafts' v; the drafts' raw keys for the append."""
+        K, L, T, NT, BV, RING = self.K, self.L, self.T, self.num_threads, self.block_v, self.ring
+        NKD = T * (K // 8)                           # 8-element chunks of draft keys
+        NKI = (NKD + NT - 1) // NT
+        rUr = cute.make_rmem_tensor((L,), Float32)
+        rUr.fill(0.0)
+        rVr = cute.make_rmem_tensor((T,), self.act_dtype)
+        rKd = cute.make_rmem_tensor((NKI, 8), self.act_dtype)
+        if tidx < Int32(BV):
+            for pu in cutlass.range_constexpr(L):
+                if Int32(pu) < m0:
+                    rUr[pu] = mUb[slot, hv, _ring(origin, Int32(pu), RING), v0 + tidx]
+            for tv in cutlass.range_constexpr(T):
+                rVr[tv] = mV[row_b, tv, hv, v0 + tidx]
+        if vblk == 0:
+            if hv % self.group == 0:
+                for ik in cutlass.range_constexpr(NKI):
+                    ck = tidx + ik * NT
+                    if ck < Int32(NKD):
+                        cute.autovec_copy(cute.local_tile(mK[row_b, ck // (K // 8), hk, None],
+                                                          (8,), (ck % (K // 8),)),
+                                          rKd[ik, None])
+        return rUr, rVr, rKd
+
+    @cute.jit
+    def _prefetch_finish_lines(self, mUb: cute.Tensor, mV: cute.Tensor, slot: Int32, hv: Int32,
+                               row_b: Int32, origin: Int32, m0: Int32, v0: Int32, tidx: Int32):
+        """coef_first: L2 prefetch of the lines :meth:`_finish_loads` reads later (ring u of the
+        m0 committed positions, the drafts' v), one line per thread, right after the cursors."""
+        BV, T, RING = self.block_v, self.T, self.ring
+        LU = (BV * 4 + 127) // 128                   # 128-byte lines of one ring-u row block
+        LV = (BV * self.act_dtype.width // 8 + 127) // 128 + 1   # v rows: any 2-byte offset
+        NVL = BV // LV if LV > 1 else 0
+        if tidx < m0 * Int32(LU):
+            p = tidx // Int32(LU)
+            c = tidx % Int32(LU)
+            common.prefetch_l2(mUb[slot, hv, _ring(origin, p, RING), None].iterator
+                               + v0 + c * Int32(32))
+        iv = tidx - Int32(self.L * LU)
+        if (iv >= Int32(0)) & (iv < Int32(T * LV)):
+            t = iv // Int32(LV)
+            c = iv % Int32(LV)
+            off = cutlass.min(c * Int32(NVL), Int32(BV - 1))
+            common.prefetch_l2(mV[row_b, t, hv, None].iterator + v0 + off)
+
+    @cute.jit
     def _ring_terms(self, sCo: cute.Tensor, base, rUr: cute.Tensor, m0: Int32) -> Float32:
         """sum_{p < m0} sCo[base + p] u_p of the row-owner thread (u_p = 0 from m0 on);
         coefficients read 4 at a time (broadcast: every thread of the warp reads the same)."""
@@ -361,6 +490,61 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         for p in cutlass.range_constexpr(4 * N4, L):
             acc[0] = acc[0] + Float32(_sel(Int32(p) < m0, sCo[base + p], Float32(0.0))) * rUr[p]
         return acc[0] + acc[1]
+
+    @cute.jit
+    def _nonflush_dots(self, rRd: cute.Tensor, rsc, rbs, sVec: cute.Tensor, sSum: cute.Tensor,
+                       sTok: cute.Tensor, t4: Int32, g4: Int32, warp: Int32,
+                       sBp: Optional[cute.Tensor] = None):
+        """Non-flush rows: sSum[v, row] = e^{G_{m0+t-1}} (S0 vec_v) for the 2T vectors, S0 = the
+        lane's read-copy words ``rRd`` (fp8 row scale ``rsc``, nvfp4 block scales ``rbs``)."""
+        K, T, BV, RFMT = self.K, self.T, self.block_v, self.read_fmt
+        R2 = 2
+        NV = 2 * T
+        KP = K + K // 8
+        tl = self.tile
+        RW = 4 * (K * tl.rbits // 512)
+        # S0 = the read copy, one pass for 2T vectors
+        # (the committed ring terms are added once the coefficients exist)
+        # decode the lane's 32 columns of both rows once (nvfp4: block scale applied),
+        # then a run-time loop over the vectors (small code, no accumulator array)
+        CER = 128 // tl.rbits                  # elements per 16-byte chunk
+        UE = min(CER, 16)                      # elements per unit (one nvfp4 block)
+        NUN = CER // UE
+        WU = UE * tl.rbits // 32               # words per unit
+        dv = cute.make_rmem_tensor((K // 4, R2), Float32)
+        for ii in cutlass.range_constexpr(RW // 4):
+            for u in cutlass.range_constexpr(NUN):
+                for r in cutlass.range_constexpr(R2):
+                    vs = _read_chunk_values(RFMT, [rRd[4 * ii + WU * u + w, r]
+                                                   for w in range(WU)])
+                    for e in cutlass.range_constexpr(UE):
+                        x = vs[e]
+                        if const_expr(RFMT == "nvfp4"):
+                            x = x * rbs[2 * r + u]
+                        dv[(ii * NUN + u) * UE + e, r] = x
+        if const_expr(self.mma_dots):
+            self._read_dots_mma(dv, sVec, sSum, sTok, rsc, t4, g4, warp, sBp)
+        else:
+            for vi in cutlass.range(NV, unroll=1):
+                a = [Float32(0.0), Float32(0.0)]
+                for ii in cutlass.range_constexpr(RW // 4):
+                    for u in cutlass.range_constexpr(NUN):
+                        col0 = (Int32(ii * 4) + t4) * Int32(CER) + Int32(UE * u)
+                        for j4 in cutlass.range_constexpr(UE // 4):
+                            vv = cute.make_rmem_tensor((4,), Float32)
+                            a4 = vi * Int32(KP // 4) + _kq_addr(col0 + Int32(4 * j4)) \
+                                // Int32(4)
+                            cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
+                            for e in cutlass.range_constexpr(4):
+                                jd = (ii * NUN + u) * UE + 4 * j4 + e
+                                for r in cutlass.range_constexpr(R2):
+                                    a[r] = a[r] + dv[jd, r] * vv[e]
+                eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
+                for r in cutlass.range_constexpr(R2):
+                    x = a[r] * rsc[r]
+                    x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+                    x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
+                    sSum[vi * BV + warp * 16 + g4 + 8 * r] = eg * x
 
     # ---------------------------------------------------------------- device side
     @cute.kernel
@@ -399,6 +583,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         sGp = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sCo = smem.allocate_tensor(Float32, cute.make_layout(NV * L), byte_alignment=16)
         sSum = smem.allocate_tensor(Float32, cute.make_layout(NV * BV), byte_alignment=16)
+        sBp = None
+        if const_expr(self.bsplit):
+            sBp = smem.allocate_tensor(Uint32, cute.make_layout(tl.bp_words), byte_alignment=16)
         # v2 flush workspace (the staged keys double as the coefficient keys afterwards)
         sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
         sKd = cute.make_tensor(sKs.iterator, cute.make_layout(L * KD_PITCH))
@@ -411,7 +598,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                                    cute.make_layout((L, K), stride=(K, 1)))
             sKic = sA
         # what the flush hook needs (trace-time context)
-        self._vctx = (sVec, sSum, sTok, warp * 16 + g4)
+        self._vctx = (sVec, sSum, sTok, warp * 16 + g4, sBp, g4, warp)
 
         wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
@@ -484,8 +671,12 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             # ---- u of the committed entries this lane adds (positions t4 + 4 i < m0)
             if const_expr(self.tail):
                 self._stage_committed_keys(sKc, sKic, mKb, mKinvb, slot, hk, origin, m0, tidx)
+                if const_expr(self.coef_first):
+                    self._prefetch_finish_lines(mUb, mV, slot, hv, row_b, origin, m0, v0, tidx)
             else:
                 rU = self._load_ring_u(mUb, slot, hv, origin, m0, rows, t4)
+            if const_expr(self.bsplit):
+                self._presplit_vectors(sVec, sBp, tidx)
             cute.arch.barrier()
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))    # 2: decay prefix, ring u issued
@@ -498,74 +689,22 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                             sBeta, sAm, rPd,
                             slot, hv, hk, row0, origin, cutlass.min(h, Int32(L)), gen, tidx,
                             lane, warp, g4, t4, rFs if const_expr(self.prof) else None)
+                if const_expr(self.coef_first):
+                    # the tile is used after this branch on non-flush rows only: redefining it
+                    # here ends its live range at the branch, so it holds no registers during
+                    # the fold (else ptxas keeps all of it live across the flush and spills)
+                    rRd.fill(0)
             else:
-                # ================= non-flush row: S0 = the read copy, one pass for 2T vectors
-                # (the committed ring terms are added once the coefficients exist)
-                # decode the lane's 32 columns of both rows once (nvfp4: block scale applied),
-                # then a run-time loop over the vectors (small code, no accumulator array)
-                CER = 128 // tl.rbits                  # elements per 16-byte chunk
-                UE = min(CER, 16)                      # elements per unit (one nvfp4 block)
-                NUN = CER // UE
-                WU = UE * tl.rbits // 32               # words per unit
-                dv = cute.make_rmem_tensor((K // 4, R2), Float32)
-                for ii in cutlass.range_constexpr(RW // 4):
-                    for u in cutlass.range_constexpr(NUN):
-                        for r in cutlass.range_constexpr(R2):
-                            vs = _read_chunk_values(RFMT, [rRd[4 * ii + WU * u + w, r]
-                                                           for w in range(WU)])
-                            for e in cutlass.range_constexpr(UE):
-                                x = vs[e]
-                                if const_expr(RFMT == "nvfp4"):
-                                    x = x * rbs[2 * r + u]
-                                dv[(ii * NUN + u) * UE + e, r] = x
-                if const_expr(self.mma_dots):
-                    self._read_dots_mma(dv, sVec, sSum, sTok, rsc, t4, g4, warp)
-                else:
-                    for vi in cutlass.range(NV, unroll=1):
-                        a = [Float32(0.0), Float32(0.0)]
-                        for ii in cutlass.range_constexpr(RW // 4):
-                            for u in cutlass.range_constexpr(NUN):
-                                col0 = (Int32(ii * 4) + t4) * Int32(CER) + Int32(UE * u)
-                                for j4 in cutlass.range_constexpr(UE // 4):
-                                    vv = cute.make_rmem_tensor((4,), Float32)
-                                    a4 = vi * Int32(KP // 4) + _kq_addr(col0 + Int32(4 * j4)) \
-                                        // Int32(4)
-                                    cute.autovec_copy(cute.local_tile(sVec, (4,), (a4,)), vv)
-                                    for e in cutlass.range_constexpr(4):
-                                        jd = (ii * NUN + u) * UE + 4 * j4 + e
-                                        for r in cutlass.range_constexpr(R2):
-                                            a[r] = a[r] + dv[jd, r] * vv[e]
-                        eg = sTok[Int32(TOK_EG) + vi % Int32(T)]
-                        for r in cutlass.range_constexpr(R2):
-                            x = a[r] * rsc[r]
-                            x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
-                            x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
-                            sSum[vi * BV + warp * 16 + g4 + 8 * r] = eg * x
+                if const_expr(not self.coef_first):
+                    # ================= non-flush row: S0 = the read copy, one pass for 2T
+                    # vectors (the committed ring terms are added once the coefficients exist)
+                    self._nonflush_dots(rRd, rsc, rbs, sVec, sSum, sTok, t4, g4, warp, sBp)
             if const_expr(self.tail):
-                # the finish's global inputs, issued now (their round trip hides behind the key
-                # staging and the coefficient dots): row-owner threads the committed u of their
-                # row and the drafts' v; the drafts' raw keys for the append
-                NKD = T * (K // 8)                           # 8-element chunks of draft keys
-                NKI = (NKD + NT - 1) // NT
-                rUr = cute.make_rmem_tensor((L,), Float32)
-                rUr.fill(0.0)
-                rVr = cute.make_rmem_tensor((T,), self.act_dtype)
-                rKd = cute.make_rmem_tensor((NKI, 8), self.act_dtype)
-                if tidx < Int32(BV):
-                    for pu in cutlass.range_constexpr(L):
-                        if Int32(pu) < m0:
-                            rUr[pu] = mUb[slot, hv, _ring(origin, Int32(pu), RING), v0 + tidx]
-                    for tv in cutlass.range_constexpr(T):
-                        rVr[tv] = mV[row_b, tv, hv, v0 + tidx]
-                if vblk == 0:
-                    if hv % self.group == 0:
-                        for ik in cutlass.range_constexpr(NKI):
-                            ck = tidx + ik * NT
-                            if ck < Int32(NKD):
-                                cute.autovec_copy(cute.local_tile(mK[row_b, ck // (K // 8), hk,
-                                                                     None], (8,),
-                                                                  (ck % (K // 8),)),
-                                                  rKd[ik, None])
+                if const_expr(not self.coef_first):
+                    # the finish's global inputs, issued now (their round trip hides behind the
+                    # key staging and the coefficient dots)
+                    rUr, rVr, rKd = self._finish_loads(mUb, mV, mK, slot, hv, hk, row_b, origin,
+                                                       m0, v0, vblk, tidx)
                 cute.arch.cp_async_wait_group(0)             # the committed keys are in smem
             cute.arch.barrier()                              # sKs is reused below
             if const_expr(self.prof):
@@ -628,6 +767,15 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         w = cute.math.exp(sGp[m0 + t - Int32(1)] - sGp[p])
                         val = w * (a0 + a1)
                     sCo[item] = val
+            if const_expr(self.coef_first):
+                if not flush:
+                    # the read tile, loaded at the start, has had the key staging and the
+                    # coefficient dots to arrive
+                    self._nonflush_dots(rRd, rsc, rbs, sVec, sSum, sTok, t4, g4, warp, sBp)
+                # (after the read dots: issued earlier they would share registers with the tile;
+                # the ring u and v lines were prefetched into L2 after the cursors)
+                rUr, rVr, rKd = self._finish_loads(mUb, mV, mK, slot, hv, hk, row_b, origin, m0,
+                                                   v0, vblk, tidx)
             cute.arch.barrier()
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))    # 5: coefficient dots
@@ -740,7 +888,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
     kw.update(T=int(T), block_v=bv, min_blocks_per_mp=int(min_blocks_per_mp),
               pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1),
               prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T),
-              mma_dots=_env_int(MMA_ENV) != 0)
+              mma_dots=_env_int(MMA_ENV) != 0, coef_first=_env_int(COEF_FIRST_ENV) == 1,
+              bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)))
     # switches read while tracing (not constructor arguments) are part of the key
     key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
     return kw, key
@@ -885,8 +1034,33 @@ def _tail_setting(read_fmt: str, T: int) -> bool:
 #: T = 4 / 8 355.1 -> 341.6 / 580.4 -> 544.1, fp8/fp32 390.4 -> 373.8 / 753.2 -> 749.0,
 #: nvfp4/fp16sr 429.7 -> 427.5 / 839.4 -> 845.3; b32 1.03-1.07x
 MMA_ENV = "REPLAYSSM_GDN_VERIFY_MMA"
+#: non-flush rows stage the coefficient keys and run the coefficient dots before the read dots
+#: (they need only the cursors, keys and decays), so the read tile issued at the CTA's start has
+#: that long to arrive; 1: on (needs the tail), unset / 0: the read dots first
+COEF_FIRST_ENV = "REPLAYSSM_GDN_VERIFY_COEF_FIRST"
+#: value rows per CTA (block_v) for tuning runs; unset: choose_block_v_v2
+BV_ENV = "REPLAYSSM_GDN_VERIFY_BV"
+#: the mma dots' B operands (the 2T vectors) split into tf32 pieces once per CTA in shared memory,
+#: A (fp32 values) split by integer rounding (``lowprec.split_tf32_fast``); the flush rows' output
+#: dots on the same mma path. 1 / 0 force on / off; unset: :func:`bsplit_setting`
+BSPLIT_ENV = "REPLAYSSM_GDN_VERIFY_BSPLIT"
+
+
+def bsplit_setting(num_threads: int, min_blocks: int) -> bool:
+    """Whether the verify kernel pre-splits its mma B operands (BSPLIT_ENV): by default where
+    the register budget is 128 (<= 2 CTAs of 256 threads per SM). H200, Qwen3.5-4B, L = 16,
+    session14_gpu/call3-4 (same run, off / on, µs): b256 T = 8 fp32 538.1 -> 500.3 (non-flush
+    386.5 -> 360.2, flush only 810.1 -> 760.8), T = 4 336.2 -> 320.4, b512 T = 8 1060.3 ->
+    985.6, b32 T = 8 86.8 -> 81.2; fp8/fp32 b256 T = 8 639.4 -> 631.2, T = 4 348.6 -> 336.6.
+    Not at 80 registers (nvfp4 read copies from 4096 CTAs): its 18.7 KB at T = 8 shrink the L1
+    that holds the spilling flush's locals (nvfp4/fp16sr flush only b256 T = 8 1181.8 ->
+    1324.1)."""
+    e = _env_int(BSPLIT_ENV)
+    if e is not None:
+        return e == 1
+    return 65536 // (num_threads * max(int(min_blocks), 1)) >= 128
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
-              ENCODE_ENV, KSPLIT_ENV)
+              ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -908,6 +1082,8 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         bv = block_v
         if bv is None and _env_int(PROF_ENV) == 1:
             bv = Vd                # profiling build: one CTA (and one record) per (row, head)
+        if bv is None:
+            bv = _env_int(BV_ENV)
         if bv is None:
             bv = choose_block_v_v2(batch, HV, Vd, rf, cf)
         if min_blocks_per_mp is None and _env_int(VERIFY_MINB_ENV) is None:

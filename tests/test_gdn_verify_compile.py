@@ -152,6 +152,7 @@ def test_gdn_verify_mma_dots_variant(monkeypatch):
     bf16), 3xTF32 for fp32; the flush's own 3xTF32 fold stays; part of the compile key; no
     local memory."""
     monkeypatch.delenv(GV.MMA_ENV, raising=False)
+    monkeypatch.setenv(GV.BSPLIT_ENV, "0")   # the flush's output dots stay on the CUDA cores
     args = ("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
             "float32", "bfloat16", True, True, None)
     kw1, key1 = GV._resolve(*args)
@@ -168,3 +169,95 @@ def test_gdn_verify_mma_dots_variant(monkeypatch):
         nj = (2 * T + 7) // 8
         assert r1["mma_tf32"] - r0["mma_tf32"] == per_step * 16 * nj, (pair, r0, r1)
         assert r1["stats"]["ld.local"] == 0 and r1["stats"]["st.local"] == 0
+
+
+def test_gdn_verify_bsplit_variant(monkeypatch):
+    """REPLAYSSM_GDN_VERIFY_BSPLIT (default: on at a 128-register budget): the 2T vectors split
+    into tf32 pieces once per CTA in shared memory (one 16-byte load per n-tile and k-step, a
+    bank-spreading pitch), and the flush rows' output dots on the same 3xTF32 mma path -- the
+    latter only at 128 registers; part of the compile key; no local memory. Also the
+    coefficient-dots-first order (REPLAYSSM_GDN_VERIFY_COEF_FIRST) and the block_v override
+    (REPLAYSSM_GDN_VERIFY_BV) of the tuning runs."""
+    for e in (GV.BSPLIT_ENV, GV.COEF_FIRST_ENV, GV.BV_ENV):
+        monkeypatch.delenv(e, raising=False)
+        assert e in GV._ENV_NAMES
+    assert GV.bsplit_setting(256, 2) and GV.bsplit_setting(128, 4) and GV.bsplit_setting(256, 0)
+    assert not GV.bsplit_setting(256, 3)                 # 80 registers: the spilling flush's L1
+    args = ("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
+            "float32", "bfloat16", True, True, None)
+    kw1, key1 = GV._resolve(*args)
+    assert kw1["bsplit"] is True and kw1["coef_first"] is False
+    assert GV._resolve("nvfp4/fp16sr", *args[1:])[0]["bsplit"] is False      # 3 CTAs/SM
+    # a small nvfp4 launch keeps 2 CTAs/SM (128 registers): bsplit there
+    assert GV._resolve("nvfp4/fp16sr", *args[1:], min_blocks_per_mp=2)[0]["bsplit"] is True
+    monkeypatch.setenv(GV.BSPLIT_ENV, "0")
+    kw0, key0 = GV._resolve(*args)
+    assert kw0["bsplit"] is False and key0 != key1
+    # shared memory: the pieces of whole n-tiles of vectors, pitch 4 (mod 32) words
+    t0 = GV.VerifyTile("fp32", "fp32", 128, 128, 128, 16, False, 8)
+    t1 = GV.VerifyTile("fp32", "fp32", 128, 128, 128, 16, False, 8, bsplit=True)
+    assert t1.bp_pitch % 32 == 4 and t1.bp_words == 16 * t1.bp_pitch
+    assert t1.smem_bytes - t0.smem_bytes == 4 * t1.bp_words and t1.ks_split == t0.ks_split
+    t3 = GV.VerifyTile("fp32", "fp32", 128, 128, 128, 16, False, 3, bsplit=True)
+    assert t3.bp_words == 8 * t3.bp_pitch                 # 6 vectors, one whole n-tile
+    for pair, T, hook in (("fp32", 8, True), ("fp8/fp32", 4, True), ("nvfp4/fp16sr", 8, False)):
+        monkeypatch.setenv(GV.BSPLIT_ENV, "0")
+        r0 = GV.compile_report(pair, T)
+        monkeypatch.setenv(GV.BSPLIT_ENV, "1")
+        r1 = GV.compile_report(pair, T)
+        nj = (2 * T + 7) // 8
+        # the read dots keep their mma count; the flush hook adds 3 per k-step and n-tile
+        assert r1["mma_tf32"] - r0["mma_tf32"] == (3 * 16 * nj if hook else 0), (pair, r0, r1)
+        assert "bsplit=True" in r1["tile"]
+        assert r1["stats"]["ld.local"] == 0 and r1["stats"]["st.local"] == 0
+    monkeypatch.setenv(GV.COEF_FIRST_ENV, "1")
+    kw, key = GV._resolve(*args)
+    assert kw["coef_first"] is True and key != key1
+    k, ptx = GV.compile_only("fp32", T=4, keep_ptx=True)
+    assert k.meta["tile"].bsplit and ptx.count("ld.local") == 0
+    assert GV.GDNVerifyKernel(**dict(kw, tail=False)).coef_first is False   # needs the tail
+
+
+def test_split_tf32_fast_arithmetic():
+    """``lowprec.split_tf32_fast`` in numpy (the same integer steps): hi is x rounded to
+    nearest tf32 with ties away from zero (checked against an exact rational rounding), x - hi
+    is exact in fp32, and hi + trunc_tf32(x - hi) is within 2^-21 |x| (2^-136 below tf32's
+    normal range); inf stays inf; a NaN reaches lo."""
+    import numpy as np
+    from fractions import Fraction
+    rng = np.random.default_rng()
+    x = (rng.standard_normal(20000) * np.exp2(rng.integers(-60, 60, 20000))).astype(np.float32)
+    x = np.concatenate([x, np.float32([1.0, -1.0, 1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11,
+                                       2.0 ** -140, 3.4e38])])
+    xb = x.view(np.uint32)
+    hi = ((xb + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo = x - hi
+    lo_t = (lo.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    for xi, hv in zip(x[::97].tolist() + x[-6:-1].tolist(),
+                      hi[::97].tolist() + hi[-6:-1].tolist()):
+        f = Fraction(xi)
+        if f == 0:
+            continue
+        # tf32 keeps 10 fraction bits: the grid step at |x| is 2^(e - 10), e = exponent of |x|
+        e = max(abs(f).numerator.bit_length() - abs(f).denominator.bit_length(), -126)
+        while Fraction(2) ** e > abs(f):
+            e -= 1
+        while Fraction(2) ** (e + 1) <= abs(f):
+            e += 1
+        step = Fraction(2) ** (max(e, -126) - 10)
+        q, r = divmod(abs(f), step)
+        rq = q + (1 if 2 * r >= step else 0)                       # ties away from zero
+        assert Fraction(hv) == (rq * step if f > 0 else -rq * step), (xi, hv)
+    fin = np.isfinite(hi)
+    assert np.all((x[fin].astype(np.float64) - hi[fin]) == lo[fin])          # exact
+    err = np.abs(x[fin].astype(np.float64) - hi[fin] - lo_t[fin].astype(np.float64))
+    # (below tf32's normal range its grid step 2^-136 bounds the error instead)
+    assert np.all(err <= np.maximum(np.abs(x[fin].astype(np.float64)) * 2.0 ** -21,
+                                    2.0 ** -136))
+    special = np.float32([np.inf, -np.inf, np.nan]).view(np.uint32)
+    sh = ((special + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    assert np.isinf(sh[0]) and np.isinf(sh[1])
+    with np.errstate(invalid="ignore"):
+        nan_lo = np.float32(np.nan) - sh[2]
+    assert np.isnan((np.float32(nan_lo).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32))
