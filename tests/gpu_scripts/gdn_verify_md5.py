@@ -1,0 +1,29 @@
+"""PTX fingerprint of GDN verify builds (CPU only): md5 of the PTX with the kernel name masked,
+plus ptxas' registers / spills (a local ptxas older than the DSL's PTX gets ``.version 9.0``).
+
+    python tests/gpu_scripts/gdn_verify_md5.py fp32:8 nvfp4/fp16sr:4 fp8/fp32:8:64   # pair:T[:block_v]
+
+Compare a default build with an env-forced one (same tree) to show a default is what was timed.
+"""
+import hashlib
+import os
+import re
+import sys
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+os.environ.setdefault("REPLAYSSM_PDL", "0")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from cute_kernels import common  # noqa: E402
+from cute_kernels import gdn_verify as GV  # noqa: E402
+
+for spec in sys.argv[1:]:
+    parts = spec.split(":")
+    pair, T = parts[0], int(parts[1])
+    bv = int(parts[2]) if len(parts) > 2 else None
+    k, ptx = GV.compile_only(pair, T=T, keep_ptx=True, block_v=bv)
+    md5 = hashlib.md5(re.sub(r"kernel_\w+", "K", ptx).encode()).hexdigest()[:10]
+    info = common.ptxas_info(re.sub(r"\.version 9\.\d", ".version 9.0", ptx)) or ""
+    regs = re.findall(r"Used (\d+) registers", info)
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
+    print(f"{spec}: md5 {md5} registers {regs} spills {spills} {k.meta['tile']}", flush=True)
