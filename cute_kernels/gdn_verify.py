@@ -33,7 +33,7 @@ owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte
   the dot, nvfp4 values pre-scaled per 16-block); by default on the tensor cores
   (``_read_dots_mma``: tf32 mma.sync, the decoded values are the A fragment as loaded, 2 mma per
   k-step for read copies exact in tf32 (all but fp32), 3xTF32 for fp32 -- as accurate as the fp32
-  reference's dot to ~2^-22), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T
+  reference's dot to ~2^-22, ~2^-21 with ``bsplit``'s truncated A lo piece), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T
   vectors kn_t, qn_t with CUDA-core fp32 FMAs and a quad butterfly; the row sums go to shared
   memory per (vector, row);
   With ``bsplit`` (default at a 128-register budget, ``REPLAYSSM_GDN_VERIFY_BSPLIT``) the 2T
@@ -54,6 +54,10 @@ committed keys + kinv go by cp.async into the flush workspace right after the cu
 rows only: flush rows have none left), the finish's global inputs (ring u of the thread's row, the
 drafts' v and raw keys) are issued right after the read dots, and the committed ring terms are
 added by the row-owner thread inside the finish instead of a pass of shuffles and barriers.
+``coef_first`` (``REPLAYSSM_GDN_VERIFY_COEF_FIRST``, a tuning switch, off: it did not win)
+moves a non-flush row's key staging and coefficient dots before its read dots, the finish's
+inputs after them (their lines prefetched into L2 after the cursors); the profiling build's
+phase 5 then holds both dots.
 
 Shared memory: 2T padded draft vectors, per-draft scalars, the decay prefix, the 2T x L
 coefficient matrix, 2T x block_v row sums, plus the v2 flush workspace (its pre-split key copies
@@ -104,7 +108,8 @@ TOK_G, TOK_BETA, TOK_ALPHA, TOK_KQ, TOK_KINV, TOK_EG = 0, 8, 16, 24, 32, 40   # 
 
 
 #: the flush's pre-split tf32 key copies (``ks_split``) also when they take the CTA past the 47 KB
-#: budget, up to KSPLIT_SMEM_LIMIT (3 CTAs/SM still fit the SM's 228 KB); without them T = 8 (and
+#: budget, up to KSPLIT_SMEM_LIMIT (3 CTAs/SM still fit the SM's 228 KB -- not with bsplit's
+#: pre-split vectors on top, which are off at 3 CTAs/SM by default); without them T = 8 (and
 #: T = 4 with a fp32 recurrence copy) splits every key operand again inside the P dots and the
 #: fold. Default: for read copies narrower than fp32 (their kernel has 80 registers and spills);
 #: 1 / 0 force on / off. H200, Qwen3.5-4B, L = 16, session9_gpu/call4 (same run, off / on, µs):
@@ -153,7 +158,8 @@ class VerifyTile(ReplayTileV2):
         allocs = 18 * 16                      # alignment slack, 16 B per allocation
         # the mma dots' B operands pre-split into tf32 pieces (bsplit): per vector (n-tiles of 8,
         # zero past 2T) and column pair (hi, hi, lo, lo) -- one 16-byte load per n-tile and
-        # k-step; the pitch (2 KP + 4 words) spreads a quarter-warp's loads over all banks
+        # k-step; the pitch (2 KP + 4 words) spreads a quarter-warp's loads over all banks for
+        # the fp32 read layout (2-way conflicts for the narrower layouts and the flush's columns)
         self.bsplit = bool(bsplit)
         self.bp_pitch = 2 * KP + 4
         self.bp_words = 8 * ((2 * T + 7) // 8) * self.bp_pitch if self.bsplit else 0
@@ -238,10 +244,11 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
 
     def _hook_mma(self) -> bool:
         """``bsplit`` flush rows take their output dots on the mma path too -- with a 128-register
-        budget only: at 80 (3 CTAs/SM) the spilling flush gets slower (session14_gpu/call3:
-        nvfp4/fp16sr flush only b256 T = 8 1206.5 -> 1502.9 µs; fp32 831.2 -> 767.5)."""
-        mb = self.min_blocks_per_mp if self.min_blocks_per_mp > 0 else 1
-        return self.bsplit and 65536 // (self.num_threads * mb) >= 128
+        budget only: a forced bsplit at 80 (3 CTAs/SM) made the spilling flush slower, the mma
+        hook more so (session14_gpu/call3 with it, call4 without: nvfp4/fp16sr flush only b256
+        T = 8 1206.5 -> 1502.9 / 1181.8 -> 1324.1 µs; fp32 831.2 -> 767.5)."""
+        assert self.tile.tpw == 1          # the mma path writes the rows of one tile per warp
+        return self.bsplit and _budget_128(self.num_threads, self.min_blocks_per_mp)
 
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
@@ -269,8 +276,10 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
     def _flush_out_partials(self, S: cute.Tensor, rP: cute.Tensor, sKn: cute.Tensor,
                             sQn: cute.Tensor, tr: cutlass.Constexpr, t4: Int32):
         """Flush hook (replaces the decode kernel's two dots): full row sums of the fresh fold
-        with every draft vector, scaled by e^{G_{t-1}}, into sSum. The four lanes of a quad hold
-        bit-identical sums after the butterfly (IEEE addition commutes), so all of them store."""
+        with every draft vector, scaled by e^{G_{t-1}}, into sSum. With :meth:`_hook_mma` the
+        3xTF32 mma dots of :meth:`_read_dots_mma` (one tile per warp: ``tr`` is 0); else CUDA-core
+        FMAs, where the four lanes of a quad hold bit-identical sums after the butterfly (IEEE
+        addition commutes), so all of them store."""
         sVec, sSum, sTok, lrow, sBp, g4, warp = self._vctx
         T, BV = self.T, self.block_v
         if const_expr(self._hook_mma()):
@@ -460,7 +469,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         BV, T, RING = self.block_v, self.T, self.ring
         LU = (BV * 4 + 127) // 128                   # 128-byte lines of one ring-u row block
         LV = (BV * self.act_dtype.width // 8 + 127) // 128 + 1   # v rows: any 2-byte offset
-        NVL = BV // LV if LV > 1 else 0
         if tidx < m0 * Int32(LU):
             p = tidx // Int32(LU)
             c = tidx % Int32(LU)
@@ -470,7 +478,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         if (iv >= Int32(0)) & (iv < Int32(T * LV)):
             t = iv // Int32(LV)
             c = iv % Int32(LV)
-            off = cutlass.min(c * Int32(NVL), Int32(BV - 1))
+            off = c * Int32(BV - 1) // Int32(LV - 1)      # first .. last element: every line
             common.prefetch_l2(mV[row_b, t, hv, None].iterator + v0 + off)
 
     @cute.jit
@@ -1058,7 +1066,14 @@ def bsplit_setting(num_threads: int, min_blocks: int) -> bool:
     e = _env_int(BSPLIT_ENV)
     if e is not None:
         return e == 1
+    return _budget_128(num_threads, min_blocks)
+
+
+def _budget_128(num_threads: int, min_blocks: int) -> bool:
+    """A register budget of at least 128 per thread (``min_blocks`` 0: ptxas' choice)."""
     return 65536 // (num_threads * max(int(min_blocks), 1)) >= 128
+
+
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
               ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV)
 _env = env_reader(_ENV_NAMES)

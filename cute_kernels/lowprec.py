@@ -429,9 +429,11 @@ def split_tf32(x):
 def split_tf32_fast(x):
     """x ~ hi + lo for 3xTF32 in 4 integer / float ops (``split_tf32`` guards each cvt.rna for
     inf / NaN: 9): hi = x rounded to nearest tf32, ties away (cvt.rna's bits for finite x and
-    inf), lo = x - hi (exact) truncated to tf32 (|error| < 2^-21 |x|; 2^-136 below tf32's
-    normal range). A NaN x gives a NaN lo (truncation keeps a NaN a NaN), so NaN still reaches
-    the product. CPU check: tests/test_gdn_verify_compile.py::test_split_tf32_fast_arithmetic."""
+    inf), lo = x - hi (exact) truncated to tf32 (|error| < 2^-21 |x|; at most 2^-136 where lo
+    falls below the normal range, |x| < ~2^-115). A NaN x gives a NaN lo (truncation keeps a NaN
+    a NaN), so NaN still reaches the product; so does an infinite x, and |x| >= 0x7F7FF000
+    rounds hi to inf as cvt.rna does. CPU check of the integer steps:
+    tests/test_gdn_verify_compile.py::test_split_tf32_fast_arithmetic."""
     xb = f32_bits(x)
     h = (xb + Uint32(0x1000)) & Uint32(0xFFFFE000)
     r = Float32(_asm(T.f32(), "sub.rn.f32 $0, $1, $2;", "=f,f,f",

@@ -200,6 +200,19 @@ def test_gdn_verify_bsplit_variant(monkeypatch):
     assert t1.smem_bytes - t0.smem_bytes == 4 * t1.bp_words and t1.ks_split == t0.ks_split
     t3 = GV.VerifyTile("fp32", "fp32", 128, 128, 128, 16, False, 3, bsplit=True)
     assert t3.bp_words == 8 * t3.bp_pitch                 # 6 vectors, one whole n-tile
+    for rf, cf, split in (("fp8", "fp32", True), ("nvfp4", "fp16", True)):
+        for T in (4, 8):
+            a = GV.VerifyTile(rf, cf, 128, 128, 128, 16, split, T)
+            b = GV.VerifyTile(rf, cf, 128, 128, 128, 16, split, T, bsplit=True)
+            assert a.ks_split and b.ks_split == a.ks_split   # its bytes do not decide ks_split
+    # the fp32 A split's integer steps (test_split_tf32_fast_arithmetic checks them in numpy):
+    # hi = (bits + 0x1000) & 0xFFFFE000, lo masked -- 4 values per k-step, read dots + hook
+    import re
+    monkeypatch.setenv(GV.BSPLIT_ENV, "1")
+    _, ptx = GV.compile_only("fp32", T=8, keep_ptx=True)
+    n_add = len(re.findall(r"add\.s32\s+%r\d+, %r\d+, 4096;", ptx))
+    n_and = len(re.findall(r"and\.b32\s+%r\d+, %r\d+, -8192;", ptx))
+    assert n_add == 2 * 16 * 4 and n_and == 2 * n_add, (n_add, n_and)
     for pair, T, hook in (("fp32", 8, True), ("fp8/fp32", 4, True), ("nvfp4/fp16sr", 8, False)):
         monkeypatch.setenv(GV.BSPLIT_ENV, "0")
         r0 = GV.compile_report(pair, T)
@@ -210,6 +223,7 @@ def test_gdn_verify_bsplit_variant(monkeypatch):
         assert r1["mma_tf32"] - r0["mma_tf32"] == (3 * 16 * nj if hook else 0), (pair, r0, r1)
         assert "bsplit=True" in r1["tile"]
         assert r1["stats"]["ld.local"] == 0 and r1["stats"]["st.local"] == 0
+    monkeypatch.delenv(GV.BSPLIT_ENV)                     # the defaults again
     monkeypatch.setenv(GV.COEF_FIRST_ENV, "1")
     kw, key = GV._resolve(*args)
     assert kw["coef_first"] is True and key != key1

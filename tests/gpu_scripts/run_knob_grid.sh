@@ -41,7 +41,7 @@ for n in names:
                 if k not in res:
                     res[k] = {}
                     order.append(k)
-                res[k][n] = c["median_us"]
+                res[k][n] = c.get("median_us")     # (None: the cell failed, see its log)
 print("settings: " + "; ".join(settings))
 ab = len(names) == 2                       # two settings: their ratio too
 print("| layer/shape | batch | T/L | kernel | " + " | ".join(names)
