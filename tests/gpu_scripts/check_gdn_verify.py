@@ -117,7 +117,8 @@ def run_config(pair, L, act, dims, pool, batch, steps, seed, device, verify, com
         res["Ts"].add(T)
         pad, sbi, rows = draw_rows(gen, batch, slots, use_idx, dev)
         rows = rows.to(dev)
-        kw = gdn_inputs(batch, dict(H=H, HV=HV, K=K, V=V), act, gates, dev, dgen, T=T)
+        kw = gdn_inputs(batch, dict(H=H, HV=HV, K=K, V=V), act, gates, dev, dgen, T=T,
+                        unit_qk=not l2)
         out_r = torch.full((batch, T, HV, V), float("nan"), dtype=act, device=dev)
         out_k = torch.full((batch, T, HV, V), float("nan"), dtype=act, device=dev)
         owned = slots_d[rows]
