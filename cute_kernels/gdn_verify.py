@@ -33,9 +33,9 @@ owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte
   the dot, nvfp4 values pre-scaled per 16-block); by default on the tensor cores
   (``_read_dots_mma``: tf32 mma.sync, the decoded values are the A fragment as loaded, 2 mma per
   k-step for read copies exact in tf32 (all but fp32), 3xTF32 for fp32 -- as accurate as the fp32
-  reference's dot to ~2^-22, ~2^-21 with ``bsplit``'s truncated A lo piece), else (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T
-  vectors kn_t, qn_t with CUDA-core fp32 FMAs and a quad butterfly; the row sums go to shared
-  memory per (vector, row);
+  reference's dot to ~2^-22, ~2^-21 with ``bsplit``'s truncated A lo piece), else
+  (``REPLAYSSM_GDN_VERIFY_MMA=0``) a run-time loop over the 2T vectors kn_t, qn_t with CUDA-core
+  fp32 FMAs and a quad butterfly; the row sums go to shared memory per (vector, row);
   With ``bsplit`` (default at a 128-register budget, ``REPLAYSSM_GDN_VERIFY_BSPLIT``) the 2T
   vectors are split into tf32 pieces once per CTA in shared memory (``_presplit_vectors``: every
   warp used to split them again in every k-step) and fp32 A values by integer rounding
@@ -332,10 +332,13 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         presplit = sBp is not None
         z = Float32(0.0)
         acc = [[z, z, z, z] for _ in range(NJ)]
-        vok = [Int32(8 * j) + g4 < Int32(NV) for j in range(NJ)]
-        vbase = [cutlass.min(Int32(8 * j) + g4, Int32(NV - 1)) * Int32(KP) for j in range(NJ)]
         if const_expr(presplit):
+            # (the pieces of vectors past 2T are zeros: no clamp, no select)
             vbase = [(Int32(8 * j) + g4) * Int32(tl.bp_pitch) for j in range(NJ)]
+        else:
+            vok = [Int32(8 * j) + g4 < Int32(NV) for j in range(NJ)]
+            vbase = [cutlass.min(Int32(8 * j) + g4, Int32(NV - 1)) * Int32(KP)
+                     for j in range(NJ)]
         for s in cutlass.range_constexpr(K // 8):
             d0 = 2 * s
             if const_expr(fold):

@@ -1,7 +1,9 @@
 """PTX fingerprint of GDN verify builds (CPU only): md5 of the PTX with the kernel name masked,
 plus ptxas' registers / spills (a local ptxas older than the DSL's PTX gets ``.version 9.0``).
 
-    python tests/gpu_scripts/gdn_verify_md5.py fp32:8 nvfp4/fp16sr:4 fp8/fp32:8:64   # pair:T[:block_v]
+    python tests/gpu_scripts/gdn_verify_md5.py fp32:8 nvfp4/fp16sr:4 fp8/fp32:8:64
+
+(arguments: pair:T[:block_v])
 
 Compare a default build with an env-forced one (same tree) to show a default is what was timed.
 """
