@@ -678,11 +678,32 @@ def row_arrive(mArr: cute.Tensor, slot: Int32) -> Int32:
                                 scope="gpu")
 
 
+def _cursor_values(pre, mWpos, mOrig, mFcnt, slot):
+    """(write_pos, ring_origin, flush_count): from ``pre`` (:func:`load_cursors`) or loaded."""
+    if pre is not None:
+        return pre[0], pre[1], pre[2]
+    return mWpos[slot], mOrig[slot], mFcnt[slot]
+
+
+@cute.jit
+def load_cursors(mWpos: cute.Tensor, mOrig: cute.Tensor, mFcnt: cute.Tensor, slot: Int32,
+                 tidx: Int32) -> cute.Tensor:
+    """Thread 0 issues the loads of the row's cursors (write_pos, ring_origin, flush_count) into
+    a 3-word register tensor without consuming them: a caller that issues a large load next
+    keeps these ahead of it; ``read_cursors_and_arrive(..., pre=...)`` finishes."""
+    rc = cute.make_rmem_tensor((3,), Int32)
+    if tidx == 0:
+        rc[0] = mWpos[slot]
+        rc[1] = mOrig[slot]
+        rc[2] = mFcnt[slot]
+    return rc
+
+
 @cute.jit
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,
                             tidx: Int32, dep_arrive: cutlass.Constexpr = False,
-                            arrive_if=None) -> Int32:
+                            arrive_if=None, pre=None) -> Int32:
     """Thread 0 reads the row's cursors (write_pos, ring_origin, flush_count) into ``sCur[0:3]``
     (broadcast after the caller's barrier) and arrives on the row's counter ``mArr[slot]`` right
     away (None: the row is one CTA, nobody to wait for), so the atomic's round trip overlaps the
@@ -696,13 +717,13 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
     read -- for callers that issue large loads first (a fence would also wait for those).
 
     ``arrive_if(write_pos)``: arrive only when it is true (a split launch: the rows another
-    launch owns are that launch's to arrive on and publish)."""
+    launch owns are that launch's to arrive on and publish).
+
+    ``pre``: the cursors already loaded by :func:`load_cursors` (with ``dep_arrive``)."""
     old = Int32(0)
     if tidx == 0:
         if const_expr(dep_arrive or arrive_if is not None):
-            w = mWpos[slot]
-            o = mOrig[slot]
-            f = mFcnt[slot]
+            w, o, f = _cursor_values(pre, mWpos, mOrig, mFcnt, slot)
             sCur[0] = w
             sCur[1] = o
             sCur[2] = f

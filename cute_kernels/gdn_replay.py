@@ -112,8 +112,8 @@ import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name, to_cute_dtype
-from .gdn_standard import (gdn_gates, init_gate_inputs, launch_gates, qk_normalize_warp,
-                           slot_of_row, treduce)
+from .gdn_standard import (gate_input_loads, gdn_gates, gdn_gates_from_loads, init_gate_inputs,
+                           launch_gates, qk_normalize_warp, slot_of_row, treduce)
 
 __all__ = [
     "GDNReplayDecode",
@@ -972,7 +972,9 @@ PROF_ENV = "REPLAYSSM_GDN_PROF"
 # and the gates, the arrive ordered by a data dependency instead of a fence (which would wait for
 # the tile). Default (session7_gpu/call4): 2 for nvfp4 read copies (b512 325 -> 319 µs), 1 for
 # the others (2 slows fp32: 394 -> 416, its cursor loads queue behind the 64 KB tile). Measured and
-# dropped (call3): the q / k warp building the mma B fragments, the tile before a fenced arrive
+# dropped (call3): the q / k warp building the mma B fragments, the tile before a fenced arrive.
+# 3 = 2 with the small loads (cursors, gates, q / k) issued before the tile and consumed after
+# its issue (session 15)
 PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
@@ -991,7 +993,7 @@ def preamble_level(read_fmt: str) -> int:
     """The preamble level of a kernel with read copy ``read_fmt`` (``REPLAYSSM_GDN_PREAMBLE``
     overrides)."""
     v = os.environ.get(PREAMBLE_ENV, "")
-    if v in ("0", "1", "2"):
+    if v in ("0", "1", "2", "3"):
         return int(v)
     return 2 if read_fmt == "nvfp4" else 1
 
@@ -1444,13 +1446,21 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         round trip and fence; ``preamble`` 0: warp 0, the session-6 order)."""
         return 0 if self.preamble == 0 else self.nwarps - 1
 
+    def _gate_thread(self) -> int:
+        """The thread that computes the row's gates (warp 1's first)."""
+        return 32 if self.nwarps > 1 else 0
+
     @cute.jit
     def _gates_to_smem(self, sScal: cute.Tensor, mG, mBeta, mALog, mA, mDtBias, mB,
-                       row_b: Int32, hv: Int32, tidx: Int32):
-        """One thread (warp 1's first): the row's gates g, beta, e^g into ``sScal[10:13]``."""
-        if tidx == Int32(32 if self.nwarps > 1 else 0):
-            g0, b0 = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
-                               mALog, mA, mDtBias, mB, row_b, hv)
+                       row_b: Int32, hv: Int32, tidx: Int32, pre=None):
+        """One thread (:meth:`_gate_thread`): the row's gates g, beta, e^g into
+        ``sScal[10:13]`` (``pre``: their inputs from ``gate_input_loads``)."""
+        if tidx == Int32(self._gate_thread()):
+            if const_expr(pre is not None):
+                g0, b0 = gdn_gates_from_loads(self.has_g, self.has_beta, self.has_dt_bias, pre)
+            else:
+                g0, b0 = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
+                                   mALog, mA, mDtBias, mB, row_b, hv)
             sScal[10] = g0
             sScal[11] = b0
             sScal[12] = cute.math.exp(g0)
@@ -1514,20 +1524,53 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                   cute.local_tile(rRd[None, r], (4,), (ii,)))
         return rRd
 
+    @cute.jit
+    def _qk_loads(self, mQ: cute.Tensor, mK: cute.Tensor, qk_index, lane: Int32, cond):
+        """Issue the loads of this lane's k, q elements (those ``_normalize_qk_warp`` takes)
+        where ``cond``, each as its raw bits zero-extended to 32 [k / q, element] --
+        unconsumed: 16-bit values kept as such would be packed into registers right away,
+        waiting for their loads."""
+        n = self.K // 32
+        word = Uint32 if const_expr(self.act_dtype.width == 32) else cutlass.Uint16
+        rw = cute.make_rmem_tensor((2, n), Uint32)
+        src = (mK, mQ)
+        if cond:
+            for j in cutlass.range_constexpr(2):
+                bits = cute.recast_tensor(src[j][qk_index + (None,)], word)
+                for i in cutlass.range_constexpr(n):
+                    rw[j, i] = Uint32(bits[lane * n + i])
+        return rw
+
+    def _qk_values(self, rw, j: int):
+        """The fp32 values of :meth:`_qk_loads`' bits (``j`` 0: k, 1: q)."""
+        n = rw.shape[1]
+        if self.act_dtype.width == 32:
+            return [lp.bits_f32(rw[j, i]) for i in range(n)]
+        if self.act_dtype == cutlass.BFloat16:
+            return [lp.bf16_lo_to_f32(rw[j, i]) for i in range(n)]
+        return [lp.f16x2_to_f32(rw[j, i])[0] for i in range(n)]
+
     def _normalize_qk_warp(self, mQ, mK, qk_index, lane, scale, sKn, kn_at, sQn, qn_at,
-                           with_norms: bool):
+                           with_norms: bool, pre=None):
         """One warp: kn = k * kinv, qn = (q * qinv) * scale of the token at ``mK[qk_index +
         (col,)]`` into the padded vectors ``sKn[kn_at + _kq_addr(col)]``, ``sQn[qn_at + ...]``
         (``*_at`` None: no offset). Returns (kinv, kq = kn . qn) (warp-reduced) and this lane's
-        partial squared norms of kn, qn (``with_norms``; else 0)."""
+        partial squared norms of kn, qn (``with_norms``; else 0). ``pre``: k, q already loaded
+        by :meth:`_qk_loads`."""
         K = self.K
         kv = []
         qv = []
         ssk = Float32(0.0)
         ssq = Float32(0.0)
+        pk = None if pre is None else self._qk_values(pre, 0)
+        pq = None if pre is None else self._qk_values(pre, 1)
         for i in range(K // 32):
-            kx = mK[qk_index + (lane * (K // 32) + i,)].to(Float32)
-            qx = mQ[qk_index + (lane * (K // 32) + i,)].to(Float32)
+            if pre is not None:
+                kx = pk[i]
+                qx = pq[i]
+            else:
+                kx = mK[qk_index + (lane * (K // 32) + i,)].to(Float32)
+                qx = mQ[qk_index + (lane * (K // 32) + i,)].to(Float32)
             kv.append(kx)
             qv.append(qx)
             ssk = ssk + kx * kx
@@ -1620,6 +1663,17 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         if valid:
             EARLY = self.preamble >= 2        # the tile before the cursors and the gates
             old = Int32(0)
+            cpre = None
+            gpre = None
+            qkpre = None
+            if const_expr(self.preamble >= 3):
+                # the small loads first (cursors, gates, q / k), consumed after the tile's
+                # issue: they no longer queue behind it
+                cpre = common.load_cursors(mWpos, mOrig, mFcnt, slot, tidx)
+                gpre = gate_input_loads(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
+                                        mALog, mA, mDtBias, mB, row_b, hv,
+                                        tidx == Int32(self._gate_thread()))
+                qkpre = self._qk_loads(mQ, mK, (row_b, hk), lane, warp == Int32(self.qk_warp))
             if const_expr(not EARLY):
                 old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
                 self._gates_to_smem(sScal, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, tidx)
@@ -1644,12 +1698,14 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     rsg = rsg * Float32(16384.0)
             if const_expr(EARLY):
                 old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx,
-                                                     dep_arrive=True)
-                self._gates_to_smem(sScal, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, tidx)
+                                                     dep_arrive=True, pre=cpre)
+                self._gates_to_smem(sScal, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, tidx,
+                                    pre=gpre)
             # ---- q / k (warp QKW): kn, qn (padded) in smem, kq, kinv, B-piece scales
             if warp == Int32(self.qk_warp):
                 kinv_w, kq_w, nk, nq = self._normalize_qk_warp(mQ, mK, (row_b, hk), lane, scale,
-                                                               sKn, None, sQn, None, True)
+                                                               sKn, None, sQn, None, True,
+                                                               pre=qkpre)
                 if const_expr(MMA and MK == "f16"):
                     nk = cute.arch.warp_reduction(nk, lambda a, b: a + b, threads_in_group=32)
                     nq = cute.arch.warp_reduction(nq, lambda a, b: a + b, threads_in_group=32)

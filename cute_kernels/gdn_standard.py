@@ -126,21 +126,58 @@ def softplus_bypass(x):
     return Float32(_self(x > Float32(SOFTPLUS_THRESHOLD), x, sp))
 
 
+def _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv):
+    """The gate inputs of (row, hv) as (tensor, index) pairs, in load order: g or (a, dt_bias,
+    A_log), then beta or b."""
+    if has_g:
+        src = [(mG, (row, hv))]
+    else:
+        src = [(mA, (row, hv))] + ([(mDtBias, (hv,))] if has_dt_bias else []) + [(mALog, (hv,))]
+    return src + [(mBeta, (row, hv)) if has_beta else (mB, (row, hv))]
+
+
+def _gates_of(has_g, has_beta, has_dt_bias, xs):
+    """(g, beta) in fp32 from the gate inputs ``xs`` (:func:`_gate_sources` order), each a
+    callable giving the fp32 value (loaded or converted where the math first needs it)."""
+    if has_g:
+        g = xs[0]()
+    else:
+        x = xs[0]()
+        if has_dt_bias:
+            x = x + xs[1]()
+        g = -cute.math.exp(xs[-2]()) * softplus_bypass(x)
+    if has_beta:
+        beta = xs[-1]()
+    else:
+        beta = Float32(1.0) / (Float32(1.0) + cute.math.exp(-xs[-1]()))
+    return g, beta
+
+
 def gdn_gates(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv):
     """(g, beta) in fp32 for (row, hv), from given or raw gate tensors (reference.gdn_gates)."""
-    if has_g:
-        g = mG[row, hv].to(Float32)
-    else:
-        x = mA[row, hv].to(Float32)
-        if has_dt_bias:
-            x = x + mDtBias[hv].to(Float32)
-        g = -cute.math.exp(mALog[hv].to(Float32)) * softplus_bypass(x)
-    if has_beta:
-        beta = mBeta[row, hv].to(Float32)
-    else:
-        bb = mB[row, hv].to(Float32)
-        beta = Float32(1.0) / (Float32(1.0) + cute.math.exp(-bb))
-    return g, beta
+    src = _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv)
+    return _gates_of(has_g, has_beta, has_dt_bias,
+                     [lambda t=t, i=i: t[i].to(Float32) for t, i in src])
+
+
+@cute.jit
+def gate_input_loads(has_g: cutlass.Constexpr, has_beta: cutlass.Constexpr,
+                     has_dt_bias: cutlass.Constexpr, mG, mBeta, mALog, mA, mDtBias, mB,
+                     row: Int32, hv: Int32, cond):
+    """Issue the loads of (row, hv)'s gate inputs where ``cond`` into one-element register
+    tensors of their own dtypes, without consuming them (a caller that issues a large load next
+    keeps these small ones ahead of it); :func:`gdn_gates_from_loads` finishes."""
+    src = _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv)
+    regs = [cute.make_rmem_tensor((1,), t.element_type) for t, _ in src]
+    if cond:
+        for j in cutlass.range_constexpr(len(src)):
+            regs[j][0] = src[j][0][src[j][1]]
+    return regs
+
+
+def gdn_gates_from_loads(has_g, has_beta, has_dt_bias, regs):
+    """(g, beta) in fp32 from :func:`gate_input_loads`' registers."""
+    return _gates_of(has_g, has_beta, has_dt_bias, [lambda r=r: r[0].to(Float32) for r in regs])
 
 
 def qk_normalize_warp(mQ, mK, row, hk, K: int, use_l2norm: bool, scale, lane, sKn, sQn):

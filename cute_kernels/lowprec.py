@@ -285,6 +285,13 @@ def _f16_half_to_f32(w, hi: bool) -> Float32:
     return Float32(_asm(T.f32(), ptx, "=f,r", [Uint32(w).ir_value()]))
 
 
+def bf16_lo_to_f32(w) -> Float32:
+    """The low bf16 half of a word -> fp32, as inline PTX: LLVM does not move it into the
+    branch that loaded the word (as it would a plain shift), so a caller can issue a load early
+    and convert where it needs the value."""
+    return bits_f32(Uint32(_asm(T.i32(), "shl.b32 $0, $1, 16;", "=r,r", [Uint32(w).ir_value()])))
+
+
 def f16x2_to_f32(w) -> Tuple[Float32, Float32]:
     """fp16x2 word -> (low, high) as fp32 (exact)."""
     return _f16_half_to_f32(w, False), _f16_half_to_f32(w, True)

@@ -1,9 +1,10 @@
 """PTX fingerprint of GDN verify builds (CPU only): md5 of the PTX with the kernel name masked,
 plus ptxas' registers / spills (a local ptxas older than the DSL's PTX gets ``.version 9.0``).
 
-    python tests/gpu_scripts/gdn_verify_md5.py fp32:8 nvfp4/fp16sr:4 fp8/fp32:8:64
+    python tests/gpu_scripts/gdn_verify_md5.py fp32:8 nvfp4/fp16sr:4 fp8/fp32:8:64 decode:fp32 std:g
 
-(arguments: pair:T[:block_v])
+(arguments: pair:T[:block_v] for the verify; decode:pair for the decode step (raw gates),
+decode:pair:g with given g / beta; std:raw or std:g for the fp32 standard kernel)
 
 Compare a default build with an env-forced one (same tree) to show a default is what was timed.
 """
@@ -17,15 +18,25 @@ os.environ.setdefault("REPLAYSSM_PDL", "0")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from cute_kernels import common  # noqa: E402
+from cute_kernels import gdn_replay as GR  # noqa: E402
+from cute_kernels import gdn_standard as GS  # noqa: E402
 from cute_kernels import gdn_verify as GV  # noqa: E402
+
+GIVEN = dict(g_dtype="float32", beta_dtype="bfloat16")
 
 for spec in sys.argv[1:]:
     parts = spec.split(":")
-    pair, T = parts[0], int(parts[1])
-    bv = int(parts[2]) if len(parts) > 2 else None
-    k, ptx = GV.compile_only(pair, T=T, keep_ptx=True, block_v=bv)
+    if parts[0] == "decode":
+        kw = GIVEN if parts[2:] == ["g"] else {}
+        k, ptx = GR.compile_only(parts[1], keep_ptx=True, **kw)
+    elif parts[0] == "std":
+        k, ptx = GS.compile_only(keep_ptx=True, **(GIVEN if parts[1] == "g" else {}))
+    else:
+        pair, T = parts[0], int(parts[1])
+        bv = int(parts[2]) if len(parts) > 2 else None
+        k, ptx = GV.compile_only(pair, T=T, keep_ptx=True, block_v=bv)
     md5 = hashlib.md5(re.sub(r"kernel_\w+", "K", ptx).encode()).hexdigest()[:10]
     info = common.ptxas_info(re.sub(r"\.version 9\.\d", ".version 9.0", ptx)) or ""
     regs = re.findall(r"Used (\d+) registers", info)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
-    print(f"{spec}: md5 {md5} registers {regs} spills {spills} {k.meta['tile']}", flush=True)
+    print(f"{spec}: md5 {md5} registers {regs} spills {spills} {k.meta.get('tile', '')}", flush=True)
