@@ -103,7 +103,9 @@ __all__ = [
 
 MAX_T = 8                    # drafts per verify call (compile-time T)
 TAIL_MAX_KEYS = 64           # tail: committed-key values one thread stages (L * K / threads)
-KD_PITCH = V2_K + 1          # staged key rows for the coefficient dots (odd pitch: no conflicts)
+#: staged key rows for the coefficient dots: 4 mod 32 words, so a quarter-warp's 16-byte loads
+#: of 8 positions cover all banks (lanes of a warp hold positions p = item % L)
+KD_PITCH = V2_K + 4
 TOK_G, TOK_BETA, TOK_ALPHA, TOK_KQ, TOK_KINV, TOK_EG = 0, 8, 16, 24, 32, 40   # sTok fields
 
 
@@ -768,10 +770,21 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         vb = vi * KP
                         kb = p * KD_PITCH
                         for cb in cutlass.range(K // 8, unroll=1):
-                            for c in cutlass.range_constexpr(0, 8, 2):
+                            for c in cutlass.range_constexpr(0, 8, 4):
+                                # 16-byte loads of both operands; a0 / a1 take the even / odd
+                                # columns in the same order as with scalar loads
                                 col = cb * 8 + c
-                                a0 = a0 + sKd[kb + col] * sVec[vb + _kq_addr(col)]
-                                a1 = a1 + sKd[kb + col + 1] * sVec[vb + _kq_addr(col + 1)]
+                                kk = cute.make_rmem_tensor((4,), Float32)
+                                vv = cute.make_rmem_tensor((4,), Float32)
+                                cute.autovec_copy(cute.local_tile(sKd, (4,),
+                                                                  ((kb + col) // 4,)), kk)
+                                cute.autovec_copy(cute.local_tile(sVec, (4,),
+                                                                  ((vb + _kq_addr(col)) // 4,)),
+                                                  vv)
+                                a0 = a0 + kk[0] * vv[0]
+                                a1 = a1 + kk[1] * vv[1]
+                                a0 = a0 + kk[2] * vv[2]
+                                a1 = a1 + kk[3] * vv[3]
                         w = cute.math.exp(sGp[m0 + t - Int32(1)] - sGp[p])
                         val = w * (a0 + a1)
                     sCo[item] = val
