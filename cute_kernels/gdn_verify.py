@@ -103,7 +103,9 @@ __all__ = [
 
 MAX_T = 8                    # drafts per verify call (compile-time T)
 TAIL_MAX_KEYS = 64           # tail: committed-key values one thread stages (L * K / threads)
-KD_PITCH = V2_K + 1          # staged key rows for the coefficient dots (odd pitch: no conflicts)
+#: staged key rows for the coefficient dots: 4 mod 32 words, so a quarter-warp's 16-byte loads
+#: of 8 positions cover all banks (lanes of a warp hold positions p = item % L)
+KD_PITCH = V2_K + 4
 TOK_G, TOK_BETA, TOK_ALPHA, TOK_KQ, TOK_KINV, TOK_EG = 0, 8, 16, 24, 32, 40   # sTok fields
 
 
@@ -204,10 +206,12 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
                  preamble: Optional[int] = None, prof: bool = False,
                  tail: Optional[bool] = None, mma_dots: bool = True,
-                 coef_first: bool = False, bsplit: bool = False):
+                 coef_first: bool = False, bsplit: bool = False, coef_vec: bool = True):
         self.T = int(T)
         # (read by _make_tile inside the base constructor)
         self.bsplit = bool(bsplit) and bool(mma_dots)
+        self.coef_vec = bool(coef_vec)
+        self.coef_vec_cols = 8 if self.coef_vec else 0     # (columns per 16-byte load pass)
         # (None: tail_default; the read format is known only after the base class parsed it)
         self._tail_req = tail
         self.mma_dots = bool(mma_dots)
@@ -771,10 +775,26 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         vb = vi * KP
                         kb = p * KD_PITCH
                         for cb in cutlass.range(K // 8, unroll=1):
-                            for c in cutlass.range_constexpr(0, 8, 2):
+                            if const_expr(not self.coef_vec):
+                                for c in cutlass.range_constexpr(0, 8, 2):
+                                    col = cb * 8 + c
+                                    a0 = a0 + sKd[kb + col] * sVec[vb + _kq_addr(col)]
+                                    a1 = a1 + sKd[kb + col + 1] * sVec[vb + _kq_addr(col + 1)]
+                            for c in cutlass.range_constexpr(0, self.coef_vec_cols, 4):
+                                # 16-byte loads of both operands; a0 / a1 take the even / odd
+                                # columns in the same order as with scalar loads
                                 col = cb * 8 + c
-                                a0 = a0 + sKd[kb + col] * sVec[vb + _kq_addr(col)]
-                                a1 = a1 + sKd[kb + col + 1] * sVec[vb + _kq_addr(col + 1)]
+                                kk = cute.make_rmem_tensor((4,), Float32)
+                                vv = cute.make_rmem_tensor((4,), Float32)
+                                cute.autovec_copy(cute.local_tile(sKd, (4,),
+                                                                  ((kb + col) // 4,)), kk)
+                                cute.autovec_copy(cute.local_tile(sVec, (4,),
+                                                                  ((vb + _kq_addr(col)) // 4,)),
+                                                  vv)
+                                a0 = a0 + kk[0] * vv[0]
+                                a1 = a1 + kk[1] * vv[1]
+                                a0 = a0 + kk[2] * vv[2]
+                                a1 = a1 + kk[3] * vv[3]
                         w = cute.math.exp(sGp[m0 + t - Int32(1)] - sGp[p])
                         val = w * (a0 + a1)
                     sCo[item] = val
@@ -900,7 +920,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               pdl=common.pdl_default(verify=True), preamble=min(preamble_level(rf), 1),
               prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T),
               mma_dots=_env_int(MMA_ENV) != 0, coef_first=_env_int(COEF_FIRST_ENV) == 1,
-              bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)))
+              bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)),
+              coef_vec=_env_int(COEF_VEC_ENV) != 0)
     # switches read while tracing (not constructor arguments) are part of the key
     key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
     return kw, key
@@ -1049,6 +1070,8 @@ MMA_ENV = "REPLAYSSM_GDN_VERIFY_MMA"
 #: (they need only the cursors, keys and decays), so the read tile issued at the CTA's start has
 #: that long to arrive; 1: on (needs the tail), unset / 0: the read dots first
 COEF_FIRST_ENV = "REPLAYSSM_GDN_VERIFY_COEF_FIRST"
+#: the coefficient dots with 16-byte shared loads (default; 0: scalar loads, the same sums)
+COEF_VEC_ENV = "REPLAYSSM_GDN_VERIFY_COEF_VEC"
 #: value rows per CTA (block_v) for tuning runs; unset: choose_block_v_v2
 BV_ENV = "REPLAYSSM_GDN_VERIFY_BV"
 #: the mma dots' B operands (the 2T vectors) split into tf32 pieces once per CTA in shared memory,
@@ -1078,7 +1101,7 @@ def _budget_128(num_threads: int, min_blocks: int) -> bool:
 
 
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
-              ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV)
+              ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV, COEF_VEC_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
