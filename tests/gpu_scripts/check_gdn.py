@@ -548,11 +548,13 @@ def replay_correctness(pairs, Ls, quick, device="cuda", impl="cute", kernel_impl
 def _replay_correctness(pairs, Ls, quick, device, impl, ki):
     print(f"== ReplaySSM GDN decode vs torch reference cache ({impl}, kernel {ki})")
     rows = []
-    acts = [torch.bfloat16] if quick else [torch.bfloat16, torch.float32]
+    acts = [torch.bfloat16] if quick else [torch.bfloat16, torch.float32, torch.float16]
     for L in Ls:
         for pair in pairs:
             for act in acts:
                 if act == torch.float32 and pair not in ("fp32", "nvfp4/fp16sr", "fp8/fp32", "fp16sr"):
+                    continue
+                if act == torch.float16 and pair not in ("fp32", "nvfp4/fp16sr"):
                     continue
                 gates = "raw" if (sum(map(ord, pair)) + L) % 2 else "given"
                 t0 = time.time()
