@@ -92,6 +92,29 @@ def copy_bandwidth_gbs(nbytes: int = 2 * 2**30, reps: int = 10) -> float:
     return 2 * nbytes / statistics.median(ts) / 1e9
 
 
+def read_bandwidth_gbs(nbytes: int = 2 * 2**30, reps: int = 10) -> Dict[str, float]:
+    """Read-only bandwidth (bytes read per second) of torch's fp32 reductions over ``nbytes``,
+    median of ``reps`` each: the ceiling for kernels that mostly read (a ReplaySSM non-flush
+    step), next to :func:`copy_bandwidth_gbs` (read + write). Returns {"sum": ..., "amax": ...}."""
+    a = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
+    out = {}
+    for name, op in (("sum", torch.sum), ("amax", torch.amax)):
+        for _ in range(20):
+            op(a)
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            op(a)
+            e.record()
+            e.synchronize()
+            ts.append(s.elapsed_time(e) / 1000.0)
+        out[name] = nbytes / statistics.median(ts) / 1e9
+    del a
+    return out
+
+
 def host_overhead_us(call: Callable[[], None], n: int = 2000) -> float:
     """Host time per eager call (launch path only; the GPU work is tiny and queued)."""
     if WARM_ONLY:

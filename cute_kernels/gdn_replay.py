@@ -974,7 +974,10 @@ PROF_ENV = "REPLAYSSM_GDN_PROF"
 # the others (2 slows fp32: 394 -> 416, its cursor loads queue behind the 64 KB tile). Measured and
 # dropped (call3): the q / k warp building the mma B fragments, the tile before a fenced arrive.
 # 3 = 2 with the small loads (cursors, gates, q / k) issued before the tile and consumed after
-# its issue (session 15)
+# its issue. Default since session 15: 3 for every read copy but fp32 (session15_gpu calls 1-2,
+# staggered / non-flush only: b256 fp8/fp32 170.5 -> 165.3 / 108.4 -> 101.7, nvfp4/fp16sr
+# 163.3 -> 160.1 / 92.7 -> 87.5, bf16/fp32 182.2 -> 180.7; fp32 loses, 199.2 -> 205.2 -- and at
+# 3 CTAs / SM 230.1: its 64 KB tile wants fewer loads in flight, not more)
 PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
@@ -995,7 +998,7 @@ def preamble_level(read_fmt: str) -> int:
     v = os.environ.get(PREAMBLE_ENV, "")
     if v in ("0", "1", "2", "3"):
         return int(v)
-    return 2 if read_fmt == "nvfp4" else 1
+    return 1 if read_fmt == "fp32" else 3
 
 
 def _prof_record(out_row: cute.Tensor, v0, flush, words) -> None:

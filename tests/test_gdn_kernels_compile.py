@@ -152,32 +152,44 @@ def _arrive_fences(ptx: str) -> int:
     return len(re.findall(r"\bfence\.|\bmembar\.", ptx[:i]))
 
 
+def _small_loads_before_tile(ptx: str) -> int:
+    """16-bit global loads (raw gates a / b, v, q / k of bf16 acts) ahead of the first 16-byte
+    load (the read tile)."""
+    import re
+    return len(re.findall(r"ld\.global\.b16", ptx[:ptx.index("ld.global.v4")]))
+
+
 def test_gdn_replay_preamble_levels(monkeypatch):
     """The v2 CTA preamble (session 7): q / k normalised by the last warp (not warp 0, which
-    waits for the cursors behind the arrive's fence); nvfp4 read copies also issue the read tile
-    before the cursors and order the arrive by a data dependency instead of a fence (a fence
-    would wait for the tile). REPLAYSSM_GDN_PREAMBLE overrides; it is part of the compile key."""
+    waits for the cursors behind the arrive's fence); read copies other than fp32 also issue the
+    read tile before the cursors are consumed and order the arrive by a data dependency instead
+    of a fence (a fence would wait for the tile); level 3 (session 15, their default) issues the
+    cursors, gates and q / k before the tile. REPLAYSSM_GDN_PREAMBLE overrides; it is part of
+    the compile key."""
     monkeypatch.delenv(GR.PREAMBLE_ENV, raising=False)
     monkeypatch.delenv(GR.IMPL_ENV, raising=False)
-    assert GR.preamble_level("nvfp4") == 2 and GR.preamble_level("fp32") == 1
-    assert GR.preamble_level("fp8") == 1
+    assert GR.preamble_level("nvfp4") == 3 and GR.preamble_level("fp32") == 1
+    assert GR.preamble_level("fp8") == 3 and GR.preamble_level("bf16") == 3
     monkeypatch.setenv(GR.PREAMBLE_ENV, "0")
     assert GR.preamble_level("nvfp4") == 0
     monkeypatch.delenv(GR.PREAMBLE_ENV)
     args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
             "bfloat16", "float32", "bfloat16", True, True, None, None)
     kw, key = GR._resolve(*args)
-    assert kw["preamble"] == 2
+    assert kw["preamble"] == 3
     monkeypatch.setenv(GR.PREAMBLE_ENV, "1")
     assert GR._resolve(*args)[1] != key                    # the level is in the compile key
     monkeypatch.delenv(GR.PREAMBLE_ENV)
     op = GR.make_op(kw)
-    assert op.preamble == 2 and op.qk_warp == op.nwarps - 1
+    assert op.preamble == 3 and op.qk_warp == op.nwarps - 1
     assert GR.PREAMBLE_ENV in GR._ENV_NAMES
     _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
     assert _arrive_fences(ptx) == 0                        # data-dependent arrive:
     import re                                              # a register increment, not 1
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], %r\d+;", ptx)
+    # raw gates a, b + 2 v of the lane's rows, then (level 3) its 2 x 4 q / k elements
+    assert _small_loads_before_tile(ptx) == 4 + 8
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
+    assert _small_loads_before_tile(ptx) == 4
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], 1;", ptx)
