@@ -216,6 +216,7 @@ class CachePlan:
     __slots__ = ("ref", "gen", "snap", "hsnap", "lsnap", "memo", "ptrs", "__weakref__")
 
     def __init__(self, cache):
+        check_index_range(cache)
         self.ref = _weakref.ref(cache)
         self.gen = _GEN[0]
         self.memo: dict = {}
@@ -243,6 +244,26 @@ class CachePlan:
 
     def __reduce__(self):
         return (_no_plan, ())
+
+
+#: the CuTe kernels form element (or 32-bit word) offsets into a cache tensor in 32-bit integers
+MAX_KERNEL_ELEMENTS = 2**31 - 1
+
+
+def check_index_range(cache) -> None:
+    """Raise when a tensor of ``cache`` (its own, or its stored copies') has more elements than
+    the CuTe kernels' 32-bit offsets reach (:data:`MAX_KERNEL_ELEMENTS`): a larger pool would be
+    addressed modulo 2^32, i.e. read and written at the wrong slots. Split such a pool."""
+    owners = [("cache", cache.__dict__), ("cache.hi", cache.hi.__dict__)]
+    if cache.lo is not None:
+        owners.append(("cache.lo", cache.lo.__dict__))
+    for owner, attrs in owners:
+        for name, t in attrs.items():
+            if isinstance(t, torch.Tensor) and t.numel() > MAX_KERNEL_ELEMENTS:
+                raise ValueError(
+                    f"{owner}.{name} has {t.numel()} elements; the CuTe kernels address at most "
+                    f"{MAX_KERNEL_ELEMENTS} per tensor (32-bit offsets): give the cache fewer "
+                    f"slots (num_slots)")
 
 
 def _copy_ptrs(hi, lo):

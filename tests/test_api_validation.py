@@ -162,3 +162,21 @@ def test_backend_resolution_on_cpu(cache):
     with pytest.raises(RuntimeError, match="backend='cute'"):
         R.mamba2_decode(cache, **_m2(), backend="cute")
     R.mamba2_decode(cache, **_m2(), backend="auto")  # falls back to torch
+
+
+def test_cute_plan_rejects_pools_beyond_32bit_offsets():
+    """The CuTe kernels address cache tensors with 32-bit offsets: a tensor with more elements
+    is refused (naming it) when the launchers first plan the cache, before any launch."""
+    from replayssm_lp._validate import MAX_KERNEL_ELEMENTS, cache_plan
+    c = R.GDNReplayCache(3, 2, 4, 32, 16, precision="nvfp4/fp16sr", buffer_len=4,
+                         act_dtype=torch.float32)
+    cache_plan(c)                                               # a small pool plans
+    big = torch.empty(1, dtype=torch.uint8).expand(MAX_KERNEL_ELEMENTS + 1)   # no memory
+    c.__dict__["u_buf"] = big
+    with pytest.raises(ValueError, match=r"cache\.u_buf has 2147483648 elements"):
+        cache_plan(c)
+    c2 = R.GDNReplayCache(3, 2, 4, 32, 16, precision="nvfp4/fp16sr", buffer_len=4,
+                          act_dtype=torch.float32)
+    c2.lo.__dict__["data"] = big
+    with pytest.raises(ValueError, match=r"cache\.lo\.data"):
+        cache_plan(c2)
