@@ -73,23 +73,30 @@ def graph_time_us(step: Callable[[int], None], steps_per_graph: int, replays: in
     return {"median_us": statistics.median(times), "min_us": min(times), "max_us": max(times)}
 
 
-def copy_bandwidth_gbs(nbytes: int = 2 * 2**30, reps: int = 10) -> float:
-    """Device-to-device copy bandwidth (bytes read + written per second), median of ``reps``."""
-    a = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
-    b = torch.empty_like(a)
-    for _ in range(20):  # let the clocks ramp up before timing
-        b.copy_(a)
+def _median_event_s(fn: Callable[[], None], reps: int, warm: int = 20) -> float:
+    """Median CUDA-event time of ``fn()`` over ``reps`` calls, after ``warm`` untimed ones (the
+    clocks ramp up first)."""
+    for _ in range(warm):
+        fn()
     torch.cuda.synchronize()
     ts = []
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        b.copy_(a)
+        fn()
         e.record()
         e.synchronize()
         ts.append(s.elapsed_time(e) / 1000.0)
+    return statistics.median(ts)
+
+
+def copy_bandwidth_gbs(nbytes: int = 2 * 2**30, reps: int = 10) -> float:
+    """Device-to-device copy bandwidth (bytes read + written per second), median of ``reps``."""
+    a = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
+    b = torch.empty_like(a)
+    t = _median_event_s(lambda: b.copy_(a), reps)
     del a, b
-    return 2 * nbytes / statistics.median(ts) / 1e9
+    return 2 * nbytes / t / 1e9
 
 
 def read_bandwidth_gbs(nbytes: int = 2 * 2**30, reps: int = 10) -> Dict[str, float]:
@@ -97,20 +104,8 @@ def read_bandwidth_gbs(nbytes: int = 2 * 2**30, reps: int = 10) -> Dict[str, flo
     median of ``reps`` each: the ceiling for kernels that mostly read (a ReplaySSM non-flush
     step), next to :func:`copy_bandwidth_gbs` (read + write). Returns {"sum": ..., "amax": ...}."""
     a = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
-    out = {}
-    for name, op in (("sum", torch.sum), ("amax", torch.amax)):
-        for _ in range(20):
-            op(a)
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            op(a)
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e) / 1000.0)
-        out[name] = nbytes / statistics.median(ts) / 1e9
+    out = {name: nbytes / _median_event_s(lambda op=op: op(a), reps) / 1e9
+           for name, op in (("sum", torch.sum), ("amax", torch.amax))}
     del a
     return out
 

@@ -58,7 +58,10 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
   threads per whole head, <= 128 registers; tpw = 2 - 128 threads, ~255 registers - via
   REPLAYSSM_GDN_REPLAY_TPW for tuning), lane (g, t) holds rows g and g + 8 of each tile; lane t
   loads 16-byte chunks at byte 64 i + 16 t of a row (coalesced);
-* the read tile, gates and v are loaded before the cursors arrive (they do not depend on them);
+* the CTA preamble (:func:`preamble_level`): fp32 read copies read the cursors (fenced arrive)
+  and the gates first, then issue the read tile; other read copies (level 3) issue the cursor,
+  gate and q / k loads, then the tile, and only then use the small loads (data-dependent
+  arrive, no fence);
   ring loads are predicated on p < h and overlap the B-fragment build and the main dot;
 * non-flush dot on tensor cores (``mma.sync.m16n8k16``, fp32 accumulate) for fp16 / bf16 / fp8 /
   nvfp4 read copies: A = the read copy, exactly representable in fp16 (fp16 itself, e4m3 values,
@@ -970,9 +973,10 @@ PROF_ENV = "REPLAYSSM_GDN_PROF"
 # round trip and the arrive's fence: the two round trips back to back); 1 = q / k in the last
 # warp (verify: drafts from warp 1 on); 2 = also the read tile (decode) issued before the cursors
 # and the gates, the arrive ordered by a data dependency instead of a fence (which would wait for
-# the tile). Default (session7_gpu/call4): 2 for nvfp4 read copies (b512 325 -> 319 µs), 1 for
-# the others (2 slows fp32: 394 -> 416, its cursor loads queue behind the 64 KB tile). Measured and
-# dropped (call3): the q / k warp building the mma B fragments, the tile before a fenced arrive.
+# the tile). Earlier default (session7_gpu/call4, replaced in session 15, below): 2 for nvfp4
+# read copies (b512 325 -> 319 µs), 1 for the others (2 slows fp32: 394 -> 416, its cursor loads
+# queue behind the 64 KB tile). Measured and dropped (call3): the q / k warp building the mma B
+# fragments, the tile before a fenced arrive.
 # 3 = 2 with the small loads (cursors, gates, q / k) issued before the tile and consumed after
 # its issue. Default since session 15: 3 for every read copy but fp32 (session15_gpu calls 1-2,
 # staggered / non-flush only: b256 fp8/fp32 170.5 -> 165.3 / 108.4 -> 101.7, nvfp4/fp16sr
@@ -1419,7 +1423,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
       so the dot is fp32-accurate. Lane t loads 16-byte chunks at byte 64 i + 16 t of each row
       (coalesced); the K order inside the mma follows the registers, B is permuted to match
       (built once per CTA in shared memory). fp32 read copies: CUDA-core dot, same mapping.
-      The read tile is loaded before the cursors are known (it does not depend on them).
+      The read tile's issue point follows :func:`preamble_level` (after the cursors for fp32,
+      before their use otherwise).
     * buffer terms: lane t handles buffered positions p = t (mod 4) for its rows; the partial
       sums are combined with the dot partials by one quad butterfly.
     * flush: the hi tile in registers (R2 rows x 32 columns: runs of 16 at 64 q + 16 t).
@@ -1446,7 +1451,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     @property
     def qk_warp(self) -> int:
         """The warp that normalizes q / k: the last one (its loads overlap warp 0's cursor
-        round trip and fence; ``preamble`` 0: warp 0, the session-6 order)."""
+        round trip -- and, at level 1, its fence; ``preamble`` 0: warp 0, the session-6
+        order)."""
         return 0 if self.preamble == 0 else self.nwarps - 1
 
     def _gate_thread(self) -> int:

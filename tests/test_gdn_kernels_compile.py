@@ -152,11 +152,11 @@ def _arrive_fences(ptx: str) -> int:
     return len(re.findall(r"\bfence\.|\bmembar\.", ptx[:i]))
 
 
-def _small_loads_before_tile(ptx: str) -> int:
-    """16-bit global loads (raw gates a / b, v, q / k of bf16 acts) ahead of the first 16-byte
-    load (the read tile)."""
+def _small_loads_before_tile(ptx: str, bits: int = 16) -> int:
+    """``bits``-wide global loads ahead of the first 16-byte load (the read tile): 16 -- raw
+    gates a / b, v, q / k of bf16 acts; 32 -- the slot index, the cursors, dt_bias, A_log."""
     import re
-    return len(re.findall(r"ld\.global\.b16", ptx[:ptx.index("ld.global.v4")]))
+    return len(re.findall(rf"ld\.global\.b{bits}\b", ptx[:ptx.index("ld.global.v4")]))
 
 
 def test_gdn_replay_preamble_levels(monkeypatch):
@@ -189,6 +189,7 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], %r\d+;", ptx)
     # raw gates a, b + 2 v of the lane's rows, then (level 3) its 2 x 4 q / k elements
     assert _small_loads_before_tile(ptx) == 4 + 8
+    assert _small_loads_before_tile(ptx, 32) == 1 + 3 + 2    # slot, cursors, dt_bias + A_log
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
     assert _small_loads_before_tile(ptx) == 4
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
