@@ -1536,28 +1536,19 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     @cute.jit
     def _qk_loads(self, mQ: cute.Tensor, mK: cute.Tensor, qk_index, lane: Int32, cond):
         """Issue the loads of this lane's k, q elements (those ``_normalize_qk_warp`` takes)
-        where ``cond``, each as its raw bits zero-extended to 32 [k / q, element] --
-        unconsumed: 16-bit values kept as such would be packed into registers right away,
-        waiting for their loads."""
+        where ``cond``, as raw bits [k / q, element] (``lowprec.load_bits_u32``), unconsumed."""
         n = self.K // 32
-        word = Uint32 if const_expr(self.act_dtype.width == 32) else cutlass.Uint16
         rw = cute.make_rmem_tensor((2, n), Uint32)
         src = (mK, mQ)
         if cond:
             for j in cutlass.range_constexpr(2):
-                bits = cute.recast_tensor(src[j][qk_index + (None,)], word)
                 for i in cutlass.range_constexpr(n):
-                    rw[j, i] = Uint32(bits[lane * n + i])
+                    rw[j, i] = lp.load_bits_u32(src[j], qk_index + (lane * n + i,))
         return rw
 
     def _qk_values(self, rw, j: int):
         """The fp32 values of :meth:`_qk_loads`' bits (``j`` 0: k, 1: q)."""
-        n = rw.shape[1]
-        if self.act_dtype.width == 32:
-            return [lp.bits_f32(rw[j, i]) for i in range(n)]
-        if self.act_dtype == cutlass.BFloat16:
-            return [lp.bf16_lo_to_f32(rw[j, i]) for i in range(n)]
-        return [lp.f16x2_to_f32(rw[j, i])[0] for i in range(n)]
+        return [lp.bits_u32_to_f32(rw[j, i], self.act_dtype) for i in range(rw.shape[1])]
 
     def _normalize_qk_warp(self, mQ, mK, qk_index, lane, scale, sKn, kn_at, sQn, qn_at,
                            with_norms: bool, pre=None):

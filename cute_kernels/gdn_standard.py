@@ -50,6 +50,7 @@ from cutlass import Float32, Int32, const_expr
 import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
 
 from . import common
+from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name, dtype_of, to_cute_dtype
 
 __all__ = [
@@ -164,20 +165,23 @@ def gdn_gates(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, r
 def gate_input_loads(has_g: cutlass.Constexpr, has_beta: cutlass.Constexpr,
                      has_dt_bias: cutlass.Constexpr, mG, mBeta, mALog, mA, mDtBias, mB,
                      row: Int32, hv: Int32, cond):
-    """Issue the loads of (row, hv)'s gate inputs where ``cond`` into one-element register
-    tensors of their own dtypes, without consuming them (a caller that issues a large load next
-    keeps these small ones ahead of it); :func:`gdn_gates_from_loads` finishes."""
+    """Issue the loads of (row, hv)'s gate inputs where ``cond`` as raw bits
+    (``lowprec.load_bits_u32``), without consuming them (a caller that issues a large load next
+    keeps these small ones ahead of it); :func:`gdn_gates_from_loads` finishes. Returns
+    (register tensor [n], dtypes)."""
     src = _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv)
-    regs = [cute.make_rmem_tensor((1,), t.element_type) for t, _ in src]
+    regs = cute.make_rmem_tensor((len(src),), cutlass.Uint32)
     if cond:
         for j in cutlass.range_constexpr(len(src)):
-            regs[j][0] = src[j][0][src[j][1]]
-    return regs
+            regs[j] = lp.load_bits_u32(src[j][0], src[j][1])
+    return regs, [t.element_type for t, _ in src]
 
 
-def gdn_gates_from_loads(has_g, has_beta, has_dt_bias, regs):
-    """(g, beta) in fp32 from :func:`gate_input_loads`' registers."""
-    return _gates_of(has_g, has_beta, has_dt_bias, [lambda r=r: r[0].to(Float32) for r in regs])
+def gdn_gates_from_loads(has_g, has_beta, has_dt_bias, loads):
+    """(g, beta) in fp32 from :func:`gate_input_loads`' raw bits."""
+    regs, dts = loads
+    return _gates_of(has_g, has_beta, has_dt_bias,
+                     [lambda j=j: lp.bits_u32_to_f32(regs[j], dts[j]) for j in range(len(dts))])
 
 
 def qk_normalize_warp(mQ, mK, row, hk, K: int, use_l2norm: bool, scale, lane, sKn, sQn):

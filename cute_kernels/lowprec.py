@@ -47,7 +47,7 @@ from typing import Tuple
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Int64, Uint32
+from cutlass import Float32, Int32, Int64, Uint16, Uint32
 from cutlass._mlir.dialects import llvm
 from cutlass._mlir_helpers.arith import bitcast as _bitcast
 from cutlass.cutlass_dsl import T
@@ -290,6 +290,24 @@ def bf16_lo_to_f32(w) -> Float32:
     branch that loaded the word (as it would a plain shift), so a caller can issue a load early
     and convert where it needs the value."""
     return bits_f32(Uint32(_asm(T.i32(), "shl.b32 $0, $1, 16;", "=r,r", [Uint32(w).ir_value()])))
+
+
+def load_bits_u32(t, idx) -> Uint32:
+    """Element ``t[idx]`` of a 16- or 32-bit tensor as its raw bits in a 32-bit register (16-bit:
+    zero-extended, which the load does for free) -- for loads issued early and converted by
+    :func:`bits_u32_to_f32` where the value is needed: LLVM would move a 16-bit value's
+    conversion into the branch that loaded it, and the warp would wait there."""
+    return Uint32(cute.recast_tensor(t, Uint32 if t.element_type.width == 32 else Uint16)[idx])
+
+
+def bits_u32_to_f32(w, dtype) -> Float32:
+    """fp32 value of :func:`load_bits_u32`'s word for an element of ``dtype`` (fp32 / bf16 /
+    fp16), converted by inline PTX where a conversion is needed (kept where written)."""
+    if dtype.width == 32:
+        return bits_f32(w)
+    if dtype == cutlass.BFloat16:
+        return bf16_lo_to_f32(w)
+    return f16x2_to_f32(w)[0]
 
 
 def f16x2_to_f32(w) -> Tuple[Float32, Float32]:

@@ -190,6 +190,8 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     # raw gates a, b + 2 v of the lane's rows, then (level 3) its 2 x 4 q / k elements
     assert _small_loads_before_tile(ptx) == 4 + 8
     assert _small_loads_before_tile(ptx, 32) == 1 + 3 + 2    # slot, cursors, dt_bias + A_log
+    # ... and none of them is converted (waited for) before the tile is issued
+    assert not re.search(r"cvt\.f32\.(bf16|f16)", ptx[:ptx.index("ld.global.v4")])
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
     assert _small_loads_before_tile(ptx) == 4
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
