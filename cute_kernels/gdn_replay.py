@@ -983,6 +983,10 @@ PROF_ENV = "REPLAYSSM_GDN_PROF"
 # 163.3 -> 160.1 / 92.7 -> 87.5, bf16/fp32 182.2 -> 180.7; fp32 loses, 199.2 -> 205.2 -- and at
 # 3 CTAs / SM 230.1: its 64 KB tile wants fewer loads in flight, not more)
 PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
+# v2 decode, fp32 read copies (A-B runs): 1 = each warp instruction of the read tile loads one
+# whole 512-byte row (lane l: words 4 l .. 4 l + 3 of each of the warp's 16 rows; the row sums by
+# one transposed butterfly) instead of 8 rows x 64 bytes -- our standard kernel reads whole rows
+WHOLE_ROWS_ENV = "REPLAYSSM_GDN_WHOLE_ROWS"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1447,6 +1451,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         super().__init__(*args, **kw)
         if self.preamble is None:
             self.preamble = preamble_level(self.read_fmt)
+        # fp32 read copies (CUDA-core dots): each warp instruction loads one whole 512-byte row
+        # (see WHOLE_ROWS_ENV); the verify subclass keeps the (g, t) chunk mapping
+        self.whole_rows = (self.read_fmt == "fp32" and self.tile.tpw == 1
+                           and os.environ.get(WHOLE_ROWS_ENV, "") == "1")
 
     @property
     def qk_warp(self) -> int:
@@ -1520,10 +1528,19 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         sAm = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         return sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm
 
-    def _load_read_rows(self, wRd, slot, hv, rows, t4):
+    def _load_read_rows(self, wRd, slot, hv, rows, t4, whole_rows: bool = False, lane=None,
+                        g4=None):
         """The read copy's words of this lane's rows: [RW, len(rows)], 16-byte chunks at byte
-        64 i + 16 t of each row (RW = words per row per lane)."""
+        64 i + 16 t of each row (RW = words per row per lane). ``whole_rows`` (fp32, one row
+        tile per warp): [4, 16] instead, words 4 lane .. 4 lane + 3 of each of the warp's 16
+        rows -- each warp instruction reads a whole row (4 full 128-byte lines)."""
         K, R2 = self.K, len(rows)
+        if whole_rows:
+            rRd = cute.make_rmem_tensor((4, 16), Uint32)
+            for i in range(16):
+                cute.autovec_copy(cute.local_tile(wRd[slot, hv, rows[0] - g4 + i, None], (4,),
+                                                  (lane,)), rRd[None, i])
+            return rRd
         RW = 4 * (K * self.tile.rbits // 512)
         rRd = cute.make_rmem_tensor((RW, R2), Uint32)
         for r in range(R2):
@@ -1549,6 +1566,32 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def _qk_values(self, rw, j: int):
         """The fp32 values of :meth:`_qk_loads`' bits (``j`` 0: k, 1: q)."""
         return [lp.bits_u32_to_f32(rw[j, i], self.act_dtype) for i in range(rw.shape[1])]
+
+    def _whole_row_dots(self, rRd, sKn, sQn, lane, g4, t4):
+        """S0 kn, S0 qn of the ``whole_rows`` tile: each lane's 4-element partial dots of the
+        warp's 16 rows, summed over the warp by one transposed butterfly (lane l then holds
+        value l = (row l // 2, kn / qn), ``treduce``), moved to lane (g, 0) for its rows g,
+        g + 8 (0 in the other lanes of the quad, whose buffer terms the quad butterfly adds)."""
+        kk = cute.make_rmem_tensor((4,), Float32)
+        qq = cute.make_rmem_tensor((4,), Float32)
+        a4 = _kq_addr(Int32(4) * lane) // 4
+        cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
+        cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
+        parts = []
+        for i in range(16):
+            vals = [lp.bits_f32(rRd[w, i]) for w in range(4)]
+            pk = vals[0] * kk[0]
+            pq = vals[0] * qq[0]
+            for e in range(1, 4):
+                pk = pk + vals[e] * kk[e]
+                pq = pq + vals[e] * qq[e]
+            parts += [pk, pq]
+        rest, _ = treduce(parts, 32, lane)
+        first = t4 == Int32(0)
+        z = Float32(0.0)
+        got = [Float32(_sel(first, cute.arch.shuffle_sync(rest[0], Int32(2) * g4 + Int32(d)), z))
+               for d in (0, 1, 16, 17)]
+        return [got[0], got[2]], [got[1], got[3]]
 
     def _normalize_qk_warp(self, mQ, mK, qk_index, lane, scale, sKn, kn_at, sQn, qn_at,
                            with_norms: bool, pre=None):
@@ -1684,7 +1727,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             for r in cutlass.range_constexpr(R2):
                 rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
-            rRd = self._load_read_rows(wRd, slot, hv, rows, t4)
+            rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4)
             rsc = [Float32(1.0)] * R2
             rsb = [Uint32(0)] * (2 * R2)
             rsg = Float32(1.0)
@@ -1855,6 +1898,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                                _sel(t4 == Int32(2), c0 + c1, z)))
                             ak[r] = pk_ * (fk * rsc[r])
                             aq[r] = pq_ * (fq * rsc[r])
+                elif const_expr(self.whole_rows):
+                    ak, aq = self._whole_row_dots(rRd, sKn, sQn, lane, g4, t4)
                 else:
                     for r in cutlass.range_constexpr(R2):
                         for ii in cutlass.range_constexpr(RW // 4):
@@ -2772,7 +2817,7 @@ def _build_cache_views(cache, rf, cf, split):
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
-              ENCODE_ENV)
+              WHOLE_ROWS_ENV, ENCODE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
