@@ -978,14 +978,16 @@ PROF_ENV = "REPLAYSSM_GDN_PROF"
 # queue behind the 64 KB tile). Measured and dropped (call3): the q / k warp building the mma B
 # fragments, the tile before a fenced arrive.
 # 3 = 2 with the small loads (cursors, gates, q / k) issued before the tile and consumed after
-# its issue. Default since session 15: 3 for every read copy but fp32 (session15_gpu calls 1-2,
+# its issue. Default since session 15: 3 for every read copy but fp32 in (g, t) chunks (calls 1-2,
 # staggered / non-flush only: b256 fp8/fp32 170.5 -> 165.3 / 108.4 -> 101.7, nvfp4/fp16sr
 # 163.3 -> 160.1 / 92.7 -> 87.5, bf16/fp32 182.2 -> 180.7; fp32 loses, 199.2 -> 205.2 -- and at
 # 3 CTAs / SM 230.1: its 64 KB tile wants fewer loads in flight, not more)
 PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
-# v2 decode, fp32 read copies (A-B runs): 1 = each warp instruction of the read tile loads one
-# whole 512-byte row (lane l: words 4 l .. 4 l + 3 of each of the warp's 16 rows; the row sums by
-# one transposed butterfly) instead of 8 rows x 64 bytes -- our standard kernel reads whole rows
+# v2 decode, fp32 read copies: each warp instruction of the read tile loads one whole 512-byte
+# row (lane l: words 4 l .. 4 l + 3 of each of the warp's 16 rows; the row sums by one transposed
+# butterfly) instead of 8 rows x 64 bytes, as our standard kernel does; 0 turns it off. Default
+# with preamble 3 (session15_gpu/call6, fp32 b256 / b512: 198.5 -> 191.8 / 391.4 -> 379.0 µs,
+# non-flush 175.3 -> 167.7; either change alone does not gain: 198.1 / 199.2 -> 205.2)
 WHOLE_ROWS_ENV = "REPLAYSSM_GDN_WHOLE_ROWS"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
@@ -1000,13 +1002,20 @@ def encode_mode() -> int:
     return 0 if os.environ.get(ENCODE_ENV, "") == "0" else 1
 
 
-def preamble_level(read_fmt: str) -> int:
+def whole_rows_default(read_fmt: str, tpw: Optional[int]) -> bool:
+    """Whether a v2 decode reads its fp32 read copy in whole rows (:data:`WHOLE_ROWS_ENV`;
+    ``REPLAYSSM_GDN_WHOLE_ROWS=0`` turns it off): fp32 read copies, one row tile per warp."""
+    return (read_fmt == "fp32" and tpw == 1
+            and os.environ.get(WHOLE_ROWS_ENV, "") != "0")
+
+
+def preamble_level(read_fmt: str, whole_rows: bool = False) -> int:
     """The preamble level of a kernel with read copy ``read_fmt`` (``REPLAYSSM_GDN_PREAMBLE``
-    overrides)."""
+    overrides): 3, but 1 for an fp32 read copy read in (g, t) chunks (``whole_rows`` False)."""
     v = os.environ.get(PREAMBLE_ENV, "")
     if v in ("0", "1", "2", "3"):
         return int(v)
-    return 1 if read_fmt == "fp32" else 3
+    return 1 if read_fmt == "fp32" and not whole_rows else 3
 
 
 def _prof_record(out_row: cute.Tensor, v0, flush, words) -> None:
@@ -1443,18 +1452,17 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     impl = "v2"
 
     def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
-                 preamble: Optional[int] = None, **kw):
+                 preamble: Optional[int] = None, whole_rows: bool = False, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt)
         self.preamble = None if preamble is None else int(preamble)
         super().__init__(*args, **kw)
-        if self.preamble is None:
-            self.preamble = preamble_level(self.read_fmt)
         # fp32 read copies (CUDA-core dots): each warp instruction loads one whole 512-byte row
-        # (see WHOLE_ROWS_ENV); the verify subclass keeps the (g, t) chunk mapping
-        self.whole_rows = (self.read_fmt == "fp32" and self.tile.tpw == 1
-                           and os.environ.get(WHOLE_ROWS_ENV, "") == "1")
+        # (WHOLE_ROWS_ENV; the decode's choice: whole_rows_default); the verify keeps (g, t)
+        self.whole_rows = bool(whole_rows) and self.read_fmt == "fp32" and self.tile.tpw == 1
+        if self.preamble is None:
+            self.preamble = preamble_level(self.read_fmt, self.whole_rows)
 
     @property
     def qk_warp(self) -> int:
@@ -2589,8 +2597,9 @@ def make_op(kw):
     tpw = kw.pop("tpw", None)
     prof = kw.pop("prof", False)
     pre = kw.pop("preamble", None)
+    whole = kw.pop("whole_rows", False)
     if impl == "v2":
-        return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre)
+        return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole)
     return GDNReplayDecode(**kw)
 
 
@@ -2634,8 +2643,9 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     kw.update(block_v=tile.block_v, num_threads=tile.num_threads,
               min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
               pdl=common.pdl_default(),
-              prof=impl == "v2" and _env_int(PROF_ENV) == 1,
-              preamble=preamble_level(rf) if impl == "v2" else 1)
+              prof=impl == "v2" and _env_int(PROF_ENV) == 1)
+    whole = impl == "v2" and whole_rows_default(rf, tpw)
+    kw.update(preamble=preamble_level(rf, whole) if impl == "v2" else 1, whole_rows=whole)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key

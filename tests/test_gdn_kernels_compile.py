@@ -168,8 +168,21 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     the compile key."""
     monkeypatch.delenv(GR.PREAMBLE_ENV, raising=False)
     monkeypatch.delenv(GR.IMPL_ENV, raising=False)
+    monkeypatch.delenv(GR.WHOLE_ROWS_ENV, raising=False)
     assert GR.preamble_level("nvfp4") == 3 and GR.preamble_level("fp32") == 1
     assert GR.preamble_level("fp8") == 3 and GR.preamble_level("bf16") == 3
+    # fp32 read copies take level 3 with whole-row tile loads (their default at one tile/warp)
+    assert GR.preamble_level("fp32", whole_rows=True) == 3
+    assert GR.whole_rows_default("fp32", 1) and not GR.whole_rows_default("fp32", 2)
+    assert not GR.whole_rows_default("bf16", 1)
+    fargs = ("fp32",) + ("bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
+                         "bfloat16", "float32", "bfloat16", True, True, None, None)
+    fkw, fkey = GR._resolve(*fargs)
+    assert fkw["whole_rows"] and fkw["preamble"] == 3
+    monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")
+    fkw0, fkey0 = GR._resolve(*fargs)
+    assert not fkw0["whole_rows"] and fkw0["preamble"] == 1 and fkey0 != fkey
+    monkeypatch.delenv(GR.WHOLE_ROWS_ENV)
     monkeypatch.setenv(GR.PREAMBLE_ENV, "0")
     assert GR.preamble_level("nvfp4") == 0
     monkeypatch.delenv(GR.PREAMBLE_ENV)
@@ -192,6 +205,9 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     assert _small_loads_before_tile(ptx, 32) == 1 + 3 + 2    # slot, cursors, dt_bias + A_log
     # ... and none of them is converted (waited for) before the tile is issued
     assert not re.search(r"cvt\.f32\.(bf16|f16)", ptx[:ptx.index("ld.global.v4")])
+    _, ptx = GR.compile_only("fp32", keep_ptx=True)      # whole rows, level 3
+    assert _small_loads_before_tile(ptx) == 4 + 8 and _arrive_fences(ptx) == 0
+    monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")             # (g, t) chunks, level 1
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
     assert _small_loads_before_tile(ptx) == 4
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
