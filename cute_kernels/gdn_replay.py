@@ -57,11 +57,13 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
 * mapping: warp w owns ``tpw`` tiles of 16 value rows (m16 mma tiles; default tpw = 1: 256
   threads per whole head, <= 128 registers; tpw = 2 - 128 threads, ~255 registers - via
   REPLAYSSM_GDN_REPLAY_TPW for tuning), lane (g, t) holds rows g and g + 8 of each tile; lane t
-  loads 16-byte chunks at byte 64 i + 16 t of a row (coalesced);
-* the CTA preamble (:func:`preamble_level`): fp32 read copies read the cursors (fenced arrive)
-  and the gates first, then issue the read tile; other read copies (level 3) issue the cursor,
-  gate and q / k loads, then the tile, and only then use the small loads (data-dependent
-  arrive, no fence);
+  loads 16-byte chunks at byte 64 i + 16 t of a row (coalesced) -- except fp32 read copies at
+  one tile per warp, where each warp instruction loads one whole 512-byte row (``whole_rows``;
+  the row sums by one transposed butterfly, then moved to the (g, 0) lanes);
+* the CTA preamble (:func:`preamble_level`, level 3 by default): the cursor, gate and q / k
+  loads are issued, then the read tile, and only then are the small loads used (data-dependent
+  arrive, no fence); fp32 read copies in (g, t) chunks use level 1 (cursors with a fenced
+  arrive and the gates first, then the tile);
   ring loads are predicated on p < h and overlap the B-fragment build and the main dot;
 * non-flush dot on tensor cores (``mma.sync.m16n8k16``, fp32 accumulate) for fp16 / bf16 / fp8 /
   nvfp4 read copies: A = the read copy, exactly representable in fp16 (fp16 itself, e4m3 values,
@@ -1435,9 +1437,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
       0, 0] (kn, qn split into three fp16 pieces after a power-of-two scaling, or bf16 pieces),
       so the dot is fp32-accurate. Lane t loads 16-byte chunks at byte 64 i + 16 t of each row
       (coalesced); the K order inside the mma follows the registers, B is permuted to match
-      (built once per CTA in shared memory). fp32 read copies: CUDA-core dot, same mapping.
-      The read tile's issue point follows :func:`preamble_level` (after the cursors for fp32,
-      before their use otherwise).
+      (built once per CTA in shared memory). fp32 read copies: CUDA-core dot over whole rows
+      (``whole_rows``; the (g, t) chunks with REPLAYSSM_GDN_WHOLE_ROWS=0).
+      The read tile's issue point follows :func:`preamble_level` (before the cursors are used,
+      at level 3).
     * buffer terms: lane t handles buffered positions p = t (mod 4) for its rows; the partial
       sums are combined with the dot partials by one quad butterfly.
     * flush: the hi tile in registers (R2 rows x 32 columns: runs of 16 at 64 q + 16 t).
