@@ -1438,7 +1438,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
       so the dot is fp32-accurate. Lane t loads 16-byte chunks at byte 64 i + 16 t of each row
       (coalesced); the K order inside the mma follows the registers, B is permuted to match
       (built once per CTA in shared memory). fp32 read copies: CUDA-core dot over whole rows
-      (``whole_rows``; the (g, t) chunks with REPLAYSSM_GDN_WHOLE_ROWS=0).
+      at one tile per warp (``whole_rows``; the (g, t) chunks at tpw = 2 or with
+      REPLAYSSM_GDN_WHOLE_ROWS=0).
       The read tile's issue point follows :func:`preamble_level` (before the cursors are used,
       at level 3).
     * buffer terms: lane t handles buffered positions p = t (mod 4) for its rows; the partial
@@ -1458,7 +1459,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                  preamble: Optional[int] = None, whole_rows: bool = False, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
-        # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt)
+        # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
         self.preamble = None if preamble is None else int(preamble)
         super().__init__(*args, **kw)
         # fp32 read copies (CUDA-core dots): each warp instruction loads one whole 512-byte row

@@ -169,6 +169,7 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     monkeypatch.delenv(GR.PREAMBLE_ENV, raising=False)
     monkeypatch.delenv(GR.IMPL_ENV, raising=False)
     monkeypatch.delenv(GR.WHOLE_ROWS_ENV, raising=False)
+    monkeypatch.delenv(GR.TPW_ENV, raising=False)
     assert GR.preamble_level("nvfp4") == 3 and GR.preamble_level("fp32") == 1
     assert GR.preamble_level("fp8") == 3 and GR.preamble_level("bf16") == 3
     # fp32 read copies take level 3 with whole-row tile loads (their default at one tile/warp)
@@ -178,7 +179,7 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     fargs = ("fp32",) + ("bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
                          "bfloat16", "float32", "bfloat16", True, True, None, None)
     fkw, fkey = GR._resolve(*fargs)
-    assert fkw["whole_rows"] and fkw["preamble"] == 3
+    assert fkw["whole_rows"] and fkw["preamble"] == 3 and GR.make_op(fkw).whole_rows
     monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")
     fkw0, fkey0 = GR._resolve(*fargs)
     assert not fkw0["whole_rows"] and fkw0["preamble"] == 1 and fkey0 != fkey
@@ -207,8 +208,11 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     assert not re.search(r"cvt\.f32\.(bf16|f16)", ptx[:ptx.index("ld.global.v4")])
     _, ptx = GR.compile_only("fp32", keep_ptx=True)      # whole rows, level 3
     assert _small_loads_before_tile(ptx) == 4 + 8 and _arrive_fences(ptx) == 0
+    bfly_whole = len(re.findall(r"shfl\.sync\.bfly", ptx))
     monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")             # (g, t) chunks, level 1
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
+    # the whole rows' transposed butterfly: 32 row partials over 32 lanes, 31 shuffles
+    assert bfly_whole - len(re.findall(r"shfl\.sync\.bfly", ptx)) == 31
     assert _small_loads_before_tile(ptx) == 4
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], 1;", ptx)
