@@ -127,14 +127,17 @@ def softplus_bypass(x):
     return Float32(_self(x > Float32(SOFTPLUS_THRESHOLD), x, sp))
 
 
-def _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv):
+def _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv,
+                  tok=None):
     """The gate inputs of (row, hv) as (tensor, index) pairs, in load order: g or (a, dt_bias,
-    A_log), then beta or b."""
+    A_log), then beta or b. ``tok``: the per-token tensors' index instead of (row, hv) (e.g.
+    (row, t, hv) for draft t of a verify)."""
+    ti = (row, hv) if tok is None else tok
     if has_g:
-        src = [(mG, (row, hv))]
+        src = [(mG, ti)]
     else:
-        src = [(mA, (row, hv))] + ([(mDtBias, (hv,))] if has_dt_bias else []) + [(mALog, (hv,))]
-    return src + [(mBeta, (row, hv)) if has_beta else (mB, (row, hv))]
+        src = [(mA, ti)] + ([(mDtBias, (hv,))] if has_dt_bias else []) + [(mALog, (hv,))]
+    return src + [(mBeta, ti) if has_beta else (mB, ti)]
 
 
 def _gates_of(has_g, has_beta, has_dt_bias, xs):
@@ -154,9 +157,12 @@ def _gates_of(has_g, has_beta, has_dt_bias, xs):
     return g, beta
 
 
-def gdn_gates(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv):
-    """(g, beta) in fp32 for (row, hv), from given or raw gate tensors (reference.gdn_gates)."""
-    src = _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv)
+def gdn_gates(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv,
+              tok=None):
+    """(g, beta) in fp32 for (row, hv), from given or raw gate tensors (reference.gdn_gates);
+    ``tok``: see :func:`_gate_sources`."""
+    src = _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv,
+                        tok)
     return _gates_of(has_g, has_beta, has_dt_bias,
                      [lambda t=t, i=i: t[i].to(Float32) for t, i in src])
 

@@ -87,7 +87,7 @@ from .gdn_replay import (ENCODE_ENV, KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMI
                          _read_chunk_values, _ring,
                          _sel, _seq_prefix, choose_block_v_v2, pair_key, preamble_level,
                          v2_default_min_blocks)
-from .gdn_standard import slot_of_row, softplus_bypass
+from .gdn_standard import gdn_gates, slot_of_row
 from replayssm_lp._validate import cache_plan, env_reader
 
 __all__ = [
@@ -262,19 +262,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
     # ---------------------------------------------------------------- device helpers
     def _draft_gates(self, mG, mBeta, mALog, mA, mDtBias, mB, row, t, hv):
         """(g, beta) of draft t (run-time index) as reference.gdn_gates."""
-        if self.has_g:
-            g = mG[row, t, hv].to(Float32)
-        else:
-            x = mA[row, t, hv].to(Float32)
-            if self.has_dt_bias:
-                x = x + mDtBias[hv].to(Float32)
-            g = -cute.math.exp(mALog[hv].to(Float32)) * softplus_bypass(x)
-        if self.has_beta:
-            beta = mBeta[row, t, hv].to(Float32)
-        else:
-            bb = mB[row, t, hv].to(Float32)
-            beta = Float32(1.0) / (Float32(1.0) + cute.math.exp(-bb))
-        return g, beta
+        return gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta, mALog, mA,
+                         mDtBias, mB, row, hv, tok=(row, t, hv))
 
     @cute.jit
     def _flush_out_partials(self, S: cute.Tensor, rP: cute.Tensor, sKn: cute.Tensor,
