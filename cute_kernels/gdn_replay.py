@@ -1004,11 +1004,16 @@ def encode_mode() -> int:
     return 0 if os.environ.get(ENCODE_ENV, "") == "0" else 1
 
 
+def whole_rows_fit(read_fmt: str, tpw: Optional[int]) -> bool:
+    """Whether whole-row tile loads apply: fp32 read copies (CUDA-core dots), one row tile per
+    warp."""
+    return read_fmt == "fp32" and tpw == 1
+
+
 def whole_rows_default(read_fmt: str, tpw: Optional[int]) -> bool:
     """Whether a v2 decode reads its fp32 read copy in whole rows (:data:`WHOLE_ROWS_ENV`;
-    ``REPLAYSSM_GDN_WHOLE_ROWS=0`` turns it off): fp32 read copies, one row tile per warp."""
-    return (read_fmt == "fp32" and tpw == 1
-            and os.environ.get(WHOLE_ROWS_ENV, "") != "0")
+    ``REPLAYSSM_GDN_WHOLE_ROWS=0`` turns it off) where :func:`whole_rows_fit`."""
+    return whole_rows_fit(read_fmt, tpw) and os.environ.get(WHOLE_ROWS_ENV, "") != "0"
 
 
 def preamble_level(read_fmt: str, whole_rows: bool = False) -> int:
@@ -1464,7 +1469,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         super().__init__(*args, **kw)
         # fp32 read copies (CUDA-core dots): each warp instruction loads one whole 512-byte row
         # (WHOLE_ROWS_ENV; the decode's choice: whole_rows_default); the verify keeps (g, t)
-        self.whole_rows = bool(whole_rows) and self.read_fmt == "fp32" and self.tile.tpw == 1
+        self.whole_rows = bool(whole_rows) and whole_rows_fit(self.read_fmt, self.tile.tpw)
         if self.preamble is None:
             self.preamble = preamble_level(self.read_fmt, self.whole_rows)
 

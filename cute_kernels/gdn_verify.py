@@ -260,11 +260,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                           self.T, self.bsplit)
 
     # ---------------------------------------------------------------- device helpers
-    def _draft_gates(self, mG, mBeta, mALog, mA, mDtBias, mB, row, t, hv):
-        """(g, beta) of draft t (run-time index) as reference.gdn_gates."""
-        return gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta, mALog, mA,
-                         mDtBias, mB, row, hv, tok=(row, t, hv))
-
     @cute.jit
     def _flush_out_partials(self, S: cute.Tensor, rP: cute.Tensor, sKn: cute.Tensor,
                             sQn: cute.Tensor, tr: cutlass.Constexpr, t4: Int32):
@@ -614,8 +609,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             # ---- draft gates (lanes t of the last warp)
             if warp == Int32(NW - 1):
                 if lane < Int32(T):
-                    gt, bt = self._draft_gates(mG, mBeta, mALog, mA, mDtBias, mB, row_b, lane,
-                                               hv)
+                    gt, bt = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
+                                       mALog, mA, mDtBias, mB, row_b, hv, tok=(row_b, lane, hv))
                     sTok[TOK_G + lane] = gt
                     sTok[TOK_BETA + lane] = bt
                     sTok[TOK_ALPHA + lane] = cute.math.exp(gt)

@@ -307,7 +307,7 @@ def bits_u32_to_f32(w, dtype) -> Float32:
         return bits_f32(w)
     if dtype == cutlass.BFloat16:
         return bf16_lo_to_f32(w)
-    return f16x2_to_f32(w)[0]
+    return _f16_half_to_f32(w, False)
 
 
 def f16x2_to_f32(w) -> Tuple[Float32, Float32]:

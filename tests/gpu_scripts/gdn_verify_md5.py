@@ -3,7 +3,7 @@ plus ptxas' registers / spills (a local ptxas older than the DSL's PTX gets ``.v
 
     python tests/gpu_scripts/gdn_verify_md5.py fp32:8 nvfp4/fp16sr:4 fp8/fp32:8:64 decode:fp32 std:g
 
-(arguments: pair:T[:block_v] for the verify; decode:pair for the decode step (raw gates),
+(arguments: pair:T[:block_v[:g]] for the verify (g: given g / beta; block_v may be empty); decode:pair for the decode step (raw gates),
 decode:pair:g with given g / beta; std:raw or std:g for the fp32 standard kernel)
 
 Compare a default build with an env-forced one (same tree) to show a default is what was timed.
@@ -33,8 +33,9 @@ for spec in sys.argv[1:]:
         k, ptx = GS.compile_only(keep_ptx=True, **(GIVEN if parts[1] == "g" else {}))
     else:
         pair, T = parts[0], int(parts[1])
-        bv = int(parts[2]) if len(parts) > 2 else None
-        k, ptx = GV.compile_only(pair, T=T, keep_ptx=True, block_v=bv)
+        bv = int(parts[2]) if len(parts) > 2 and parts[2] else None
+        kw = GIVEN if parts[3:] == ["g"] else {}
+        k, ptx = GV.compile_only(pair, T=T, keep_ptx=True, block_v=bv, **kw)
     md5 = hashlib.md5(re.sub(r"kernel_\w+", "K", ptx).encode()).hexdigest()[:10]
     info = common.ptxas_info(re.sub(r"\.version 9\.\d", ".version 9.0", ptx)) or ""
     regs = re.findall(r"Used (\d+) registers", info)
