@@ -170,12 +170,13 @@ def gdn_gates(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, r
 @cute.jit
 def gate_input_loads(has_g: cutlass.Constexpr, has_beta: cutlass.Constexpr,
                      has_dt_bias: cutlass.Constexpr, mG, mBeta, mALog, mA, mDtBias, mB,
-                     row: Int32, hv: Int32, cond):
+                     row: Int32, hv: Int32, cond, tok=None):
     """Issue the loads of (row, hv)'s gate inputs where ``cond`` as raw bits
     (``lowprec.load_bits_u32``), without consuming them (a caller that issues a large load next
     keeps these small ones ahead of it); :func:`gdn_gates_from_loads` finishes. Returns
     (register tensor [n], dtypes)."""
-    src = _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv)
+    src = _gate_sources(has_g, has_beta, has_dt_bias, mG, mBeta, mALog, mA, mDtBias, mB, row, hv,
+                        tok)
     regs = cute.make_rmem_tensor((len(src),), cutlass.Uint32)
     if cond:
         for j in cutlass.range_constexpr(len(src)):

@@ -87,7 +87,7 @@ from .gdn_replay import (ENCODE_ENV, KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMI
                          _read_chunk_values, _ring,
                          _sel, _seq_prefix, choose_block_v_v2, pair_key, preamble_level,
                          v2_default_min_blocks)
-from .gdn_standard import gdn_gates, slot_of_row
+from .gdn_standard import gate_input_loads, gdn_gates, gdn_gates_from_loads, slot_of_row
 from replayssm_lp._validate import cache_plan, env_reader
 
 __all__ = [
@@ -206,8 +206,12 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  min_blocks_per_mp: Optional[int] = None, pdl: Optional[int] = None,
                  preamble: Optional[int] = None, prof: bool = False,
                  tail: Optional[bool] = None, mma_dots: bool = True,
-                 coef_first: bool = False, bsplit: bool = False, coef_vec: bool = True):
+                 coef_first: bool = False, bsplit: bool = False, coef_vec: bool = True,
+                 early_loads: bool = False):
         self.T = int(T)
+        # the decode's preamble 3 (EARLY_ENV): cursors, draft gates, q / k issued before the
+        # read tile and used after it (data-dependent arrive, no fence)
+        self.early_loads = bool(early_loads)
         # (read by _make_tile inside the base constructor)
         self.bsplit = bool(bsplit) and bool(mma_dots)
         self.coef_vec = bool(coef_vec)
@@ -226,6 +230,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          pdl=common.pdl_mode(pdl, verify=True),
                          preamble=preamble, prof=prof)
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
+        # (early loads: one draft per warp, taken as in level 1)
+        self.early_loads = self.early_loads and self.preamble == 1 and self.T <= self.nwarps
         self.tail = (tail_default(self.read_fmt, self.T) if self._tail_req is None
                      else bool(self._tail_req))
         if (L * K + self.num_threads - 1) // self.num_threads > TAIL_MAX_KEYS:
@@ -260,6 +266,23 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                           self.T, self.bsplit)
 
     # ---------------------------------------------------------------- device helpers
+    @cute.jit
+    def _draft_gates_to_smem(self, sTok: cute.Tensor, mG, mBeta, mALog, mA, mDtBias, mB,
+                             row_b: Int32, hv: Int32, warp: Int32, lane: Int32, pre):
+        """Lanes t < T of the last warp: draft t's g, beta, e^g into ``sTok`` (``pre``: their
+        inputs from ``gate_input_loads``, else loaded here)."""
+        if warp == Int32(self.nwarps - 1):
+            if lane < Int32(self.T):
+                if const_expr(pre is not None):
+                    gt, bt = gdn_gates_from_loads(self.has_g, self.has_beta, self.has_dt_bias,
+                                                  pre)
+                else:
+                    gt, bt = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
+                                       mALog, mA, mDtBias, mB, row_b, hv, tok=(row_b, lane, hv))
+                sTok[TOK_G + lane] = gt
+                sTok[TOK_BETA + lane] = bt
+                sTok[TOK_ALPHA + lane] = cute.math.exp(gt)
+
     @cute.jit
     def _flush_out_partials(self, S: cute.Tensor, rP: cute.Tensor, sKn: cute.Tensor,
                             sQn: cute.Tensor, tr: cutlass.Constexpr, t4: Int32):
@@ -603,17 +626,27 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
 
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
-            # ---- cursors (thread 0, broadcast via smem); arrive right away: every CTA of the
-            # row has read them before the last one arrives and moves them at its end
-            old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
-            # ---- draft gates (lanes t of the last warp)
-            if warp == Int32(NW - 1):
-                if lane < Int32(T):
-                    gt, bt = gdn_gates(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
-                                       mALog, mA, mDtBias, mB, row_b, hv, tok=(row_b, lane, hv))
-                    sTok[TOK_G + lane] = gt
-                    sTok[TOK_BETA + lane] = bt
-                    sTok[TOK_ALPHA + lane] = cute.math.exp(gt)
+            old = Int32(0)
+            cpre = None
+            gpre = None
+            qkpre = None
+            if const_expr(self.early_loads):
+                # the small loads first, used after the tile's issue: the cursors (thread 0),
+                # the draft gates (lanes t < T of the last warp), this warp's draft q / k
+                cpre = common.load_cursors(mWpos, mOrig, mFcnt, slot, tidx)
+                gpre = gate_input_loads(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
+                                        mALog, mA, mDtBias, mB, row_b, hv,
+                                        (warp == Int32(NW - 1)) & (lane < Int32(T)),
+                                        tok=(row_b, lane, hv))
+                tw = (warp + Int32(NW - 1)) % Int32(NW)         # the draft this warp takes
+                qkpre = self._qk_loads(mQ, mK, (row_b, tw, hk), lane, tw < Int32(T))
+            else:
+                # ---- cursors (thread 0, broadcast via smem); arrive right away: every CTA of
+                # the row has read them before the last one arrives and moves them at its end
+                old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot,
+                                                     tidx)
+                self._draft_gates_to_smem(sTok, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv,
+                                          warp, lane, None)
             # ---- read tile and scales (independent of the cursors; unused on flush rows)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
             rRd = self._load_read_rows(wRd, slot, hv, rows, t4)
@@ -630,12 +663,17 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                     rsc = [mRdG[slot, hv]] * R2
                 rbs = [lp.e4m3_byte_to_f32(Uint32(mRdS[slot, hv, rows[i // 2], 2 * t4 + (i % 2)]))
                        * bsc for i in range(2 * R2)]
+            if const_expr(self.early_loads):
+                old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx,
+                                                     dep_arrive=True, pre=cpre)
+                self._draft_gates_to_smem(sTok, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv,
+                                          warp, lane, gpre)
             # ---- q / k of every draft (warp (t + 1) % NW): kn_t, qn_t (padded) in smem, kq, kinv
             for t in cutlass.range_constexpr(T):
                 if warp == Int32(self._draft_warp(t)):
                     kinv_w, kq_w, _, _ = self._normalize_qk_warp(
                         mQ, mK, (row_b, t, hk), lane, scale, sVec, t * KP, sVec, (T + t) * KP,
-                        False)
+                        False, pre=qkpre)
                     if lane == 0:
                         sTok[TOK_KQ + t] = kq_w
                         sTok[TOK_KINV + t] = kinv_w
@@ -905,7 +943,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T),
               mma_dots=_env_int(MMA_ENV) != 0, coef_first=_env_int(COEF_FIRST_ENV) == 1,
               bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)),
-              coef_vec=_env_int(COEF_VEC_ENV) != 0)
+              coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) == 1)
     # switches read while tracing (not constructor arguments) are part of the key
     key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
     return kw, key
@@ -1056,6 +1094,9 @@ MMA_ENV = "REPLAYSSM_GDN_VERIFY_MMA"
 COEF_FIRST_ENV = "REPLAYSSM_GDN_VERIFY_COEF_FIRST"
 #: the coefficient dots with 16-byte shared loads (default; 0: scalar loads, the same sums)
 COEF_VEC_ENV = "REPLAYSSM_GDN_VERIFY_COEF_VEC"
+#: the decode's preamble 3 in the verify (1; off, not GPU-run yet): the cursors, the draft gates
+#: and each warp's draft q / k issued before the read tile, used after it (data-dependent arrive)
+EARLY_ENV = "REPLAYSSM_GDN_VERIFY_EARLY"
 #: value rows per CTA (block_v) for tuning runs; unset: choose_block_v_v2
 BV_ENV = "REPLAYSSM_GDN_VERIFY_BV"
 #: the mma dots' B operands (the 2T vectors) split into tf32 pieces once per CTA in shared memory,
@@ -1085,7 +1126,8 @@ def _budget_128(num_threads: int, min_blocks: int) -> bool:
 
 
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
-              ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV, COEF_VEC_ENV)
+              ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV, COEF_VEC_ENV,
+              EARLY_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -275,3 +275,28 @@ def test_split_tf32_fast_arithmetic():
     with np.errstate(invalid="ignore"):
         nan_lo = np.float32(np.nan) - sh[2]
     assert np.isnan((np.float32(nan_lo).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32))
+
+
+def test_gdn_verify_early_loads_variant(monkeypatch):
+    """REPLAYSSM_GDN_VERIFY_EARLY=1 (branch wip/gdn-verify-pre3, not GPU-run): the cursors, the
+    draft gates and each warp's draft q / k are loaded before the read tile and used after it
+    -- no fence and no 16-bit conversion ahead of the tile, 2 x 4 q / k elements per lane
+    there; off by default and wherever a warp would take two drafts (T > warps)."""
+    import re
+    monkeypatch.delenv(GV.EARLY_ENV, raising=False)
+    _, ptx = GV.compile_only("fp32", T=8, keep_ptx=True)
+    head = ptx[:ptx.index("ld.global.v4")]
+    assert len(re.findall(r"fence\.|membar\.", head)) == 1
+    n_off = len(re.findall(r"ld\.global\.b16", head))
+    monkeypatch.setenv(GV.EARLY_ENV, "1")
+    k, ptx = GV.compile_only("fp32", T=8, keep_ptx=True)
+    head = ptx[:ptx.index("ld.global.v4")]
+    assert not re.search(r"fence\.|membar\.|cvt\.f32\.(bf16|f16)", head)
+    assert len(re.findall(r"ld\.global\.b16", head)) == n_off + 8
+    assert k.meta is not None
+    kw, _ = GV._resolve("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32",
+                        "bfloat16", "float32", "bfloat16", True, True, 64, None)
+    assert kw["early_loads"] and not GV.GDNVerifyKernel(**kw).early_loads   # 4 warps, 8 drafts
+    kw, _ = GV._resolve("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32",
+                        "bfloat16", "float32", "bfloat16", True, True, None, None)
+    assert GV.GDNVerifyKernel(**kw).early_loads
