@@ -110,6 +110,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Float32, Int32, Int64, Uint8, Uint32, const_expr
 from cutlass._mlir.dialects import llvm
+from cutlass.cute.nvgpu import cpasync
 from cutlass.cutlass_dsl import T
 
 import cuda.bindings.driver as cuda  # a dependency of nvidia-cutlass-dsl
@@ -991,6 +992,14 @@ PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 # with preamble 3 (session15_gpu/call6, fp32 b256 / b512: 198.5 -> 191.8 / 391.4 -> 379.0 µs,
 # non-flush 175.3 -> 167.7; either change alone does not gain: 198.1 / 199.2 -> 205.2)
 WHOLE_ROWS_ENV = "REPLAYSSM_GDN_WHOLE_ROWS"
+# whole-row tiles: rows of each warp's 16 issued ahead of the cursors (1..16; 16 = the whole
+# tile, the default); a non-flush row issues the others after its ring loads, so those no
+# longer queue behind the whole tile (A-B runs)
+EARLY_ROWS_ENV = "REPLAYSSM_GDN_TILE_EARLY_ROWS"
+# non-flush rows: warp 0's ring g / kinv (the coefficient weights) by cp.async into shared memory
+# instead of registers (1; A-B runs): at 64 registers ptxas spilled them right after their loads,
+# and that spill store waited for the load before the B-fragment barrier (nvfp4 SASS)
+RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1461,7 +1470,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     impl = "v2"
 
     def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
-                 preamble: Optional[int] = None, whole_rows: bool = False, **kw):
+                 preamble: Optional[int] = None, whole_rows: bool = False,
+                 early_rows: int = 16, ring_gates_async: bool = False, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1470,6 +1480,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         # fp32 read copies (CUDA-core dots): each warp instruction loads one whole 512-byte row
         # (WHOLE_ROWS_ENV; the decode's choice: whole_rows_default); the verify keeps (g, t)
         self.whole_rows = bool(whole_rows) and whole_rows_fit(self.read_fmt, self.tile.tpw)
+        # rows of each warp's whole-row tile issued ahead of the cursors (EARLY_ROWS_ENV); a
+        # non-flush row issues the rest after its ring loads
+        self.early_rows = int(early_rows) if self.whole_rows else 16
+        self.ring_gates_async = bool(ring_gates_async)
+        if not 1 <= self.early_rows <= 16:
+            raise ValueError(f"early_rows must be in 1..16, got {early_rows}")
         if self.preamble is None:
             self.preamble = preamble_level(self.read_fmt, self.whole_rows)
 
@@ -1546,15 +1562,16 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         return sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm
 
     def _load_read_rows(self, wRd, slot, hv, rows, t4, whole_rows: bool = False, lane=None,
-                        g4=None):
+                        g4=None, into=None, first: int = 0, stop: int = 16):
         """The read copy's words of this lane's rows: [RW, len(rows)], 16-byte chunks at byte
         64 i + 16 t of each row (RW = words per row per lane). ``whole_rows`` (fp32, one row
         tile per warp): [4, 16] instead, words 4 lane .. 4 lane + 3 of each of the warp's 16
-        rows -- each warp instruction reads a whole row (4 full 128-byte lines)."""
+        rows -- each warp instruction reads a whole row (4 full 128-byte lines); only rows
+        ``first`` .. ``stop`` - 1 of the warp's 16, into ``into`` when given."""
         K, R2 = self.K, len(rows)
         if whole_rows:
-            rRd = cute.make_rmem_tensor((4, 16), Uint32)
-            for i in range(16):
+            rRd = cute.make_rmem_tensor((4, 16), Uint32) if into is None else into
+            for i in range(first, stop):
                 cute.autovec_copy(cute.local_tile(wRd[slot, hv, rows[0] - g4 + i, None], (4,),
                                                   (lane,)), rRd[None, i])
             return rRd
@@ -1744,7 +1761,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             for r in cutlass.range_constexpr(R2):
                 rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
-            rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4)
+            rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4,
+                                       stop=self.early_rows)
             rsc = [Float32(1.0)] * R2
             rsb = [Uint32(0)] * (2 * R2)
             rsg = Float32(1.0)
@@ -1828,8 +1846,20 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 if warp == 0:
                     if lane < m:
                         ph = _ring(origin, lane, RING)
-                        gp = mGb[slot, hv, ph]
-                        kvp = mKinvb[slot, hk, ph]
+                        if const_expr(self.ring_gates_async):
+                            # into the flush's (here unused) per-position vectors, no register
+                            # held: a spill store of a loaded register would wait for it
+                            a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32,
+                                                     num_bits_per_copy=32)
+                            cute.copy(a4, cute.local_tile(mGb[slot, hv, None], (1,), (ph,)),
+                                      cute.local_tile(sGv, (1,), (lane,)))
+                            cute.copy(a4, cute.local_tile(mKinvb[slot, hk, None], (1,), (ph,)),
+                                      cute.local_tile(sEG, (1,), (lane,)))
+                        else:
+                            gp = mGb[slot, hv, ph]
+                            kvp = mKinvb[slot, hk, ph]
+                    if const_expr(self.ring_gates_async):
+                        cute.arch.cp_async_commit_group()
                 rk = cute.make_rmem_tensor((K // 32, NPW), self.act_dtype)
                 rk.fill(0.0)
                 for i in cutlass.range_constexpr(NPW):
@@ -1839,6 +1869,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (K // 32,),
                                                           (lane,)), rk[None, i])
                 rU = self._load_ring_u(mUb, slot, hv, origin, m, rows, t4)
+                if const_expr(self.early_rows < 16):
+                    # the rest of the whole-row tile, behind the ring loads
+                    self._load_read_rows(wRd, slot, hv, rows, t4, True, lane, g4, into=rRd,
+                                         first=self.early_rows)
                 # B fragments of the mma: kn / qn split into pieces, each (vector, element)
                 # scattered to its half-word slot in fragment order (column g' = 3 v + piece)
                 if const_expr(MMA):
@@ -1934,6 +1968,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     p3 = common.sreg64("clock64")        # 3: read tile landed, S0 dots
                 # warp 0: prefix of g (sequential order), weights * kinv, e^{G_{m-1}}
                 if warp == 0:
+                    if const_expr(self.ring_gates_async):
+                        cute.arch.cp_async_wait_group(0)     # this lane's own copies
+                        gp = Float32(_sel(lane < m, sGv[lane], Float32(0.0)))
+                        kvp = Float32(_sel(lane < m, sEG[lane], Float32(0.0)))
                     Gp = _seq_prefix(gp, lane, L)
                     Gm1 = cute.arch.shuffle_sync(Gp, cutlass.max(m - Int32(1), Int32(0)))
                     Gm1 = Float32(_sel(m > Int32(0), Gm1, Float32(0.0)))
@@ -2607,8 +2645,11 @@ def make_op(kw):
     prof = kw.pop("prof", False)
     pre = kw.pop("preamble", None)
     whole = kw.pop("whole_rows", False)
+    early = kw.pop("early_rows", 16)
+    rga = kw.pop("ring_gates_async", False)
     if impl == "v2":
-        return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole)
+        return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
+                                 early_rows=early, ring_gates_async=rga)
     return GDNReplayDecode(**kw)
 
 
@@ -2654,7 +2695,9 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               pdl=common.pdl_default(),
               prof=impl == "v2" and _env_int(PROF_ENV) == 1)
     whole = impl == "v2" and whole_rows_default(rf, tpw)
-    kw.update(preamble=preamble_level(rf, whole) if impl == "v2" else 1, whole_rows=whole)
+    kw.update(preamble=preamble_level(rf, whole) if impl == "v2" else 1, whole_rows=whole,
+              early_rows=(_env_int(EARLY_ROWS_ENV) or 16) if whole else 16,
+              ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) == 1)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -2836,7 +2879,7 @@ def _build_cache_views(cache, rf, cf, split):
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
-              WHOLE_ROWS_ENV, ENCODE_ENV)
+              WHOLE_ROWS_ENV, ENCODE_ENV, EARLY_ROWS_ENV, RING_GATES_ASYNC_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
