@@ -985,6 +985,9 @@ PROF_ENV = "REPLAYSSM_GDN_PROF"
 # staggered / non-flush only: b256 fp8/fp32 170.5 -> 165.3 / 108.4 -> 101.7, nvfp4/fp16sr
 # 163.3 -> 160.1 / 92.7 -> 87.5, bf16/fp32 182.2 -> 180.7; fp32 loses, 199.2 -> 205.2 -- and at
 # 3 CTAs / SM 230.1: its 64 KB tile wants fewer loads in flight, not more)
+# 4 = 3 with the row's gate inputs, q / k and v (raw bits, one per finishing lane) issued
+# before its slot is known (they do not depend on it): session 16 (A-B); v's early load had
+# been spilled in the middle of the tile's loads, its spill store waiting a round trip
 PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 # v2 decode, fp32 read copies: each warp instruction of the read tile loads one whole 512-byte
 # row (lane l: words 4 l .. 4 l + 3 of each of the warp's 16 rows; the row sums by one transposed
@@ -994,12 +997,21 @@ PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 WHOLE_ROWS_ENV = "REPLAYSSM_GDN_WHOLE_ROWS"
 # whole-row tiles: rows of each warp's 16 issued ahead of the cursors (1..16; 16 = the whole
 # tile, the default); a non-flush row issues the others after its ring loads, so those no
-# longer queue behind the whole tile (A-B runs)
+# longer queue behind the whole tile (A-B runs). session16_gpu/call2, fp32 b256 non-flush only
+# 165.9 (16) -> 175.6 / 172.0 / 172.8 (4 / 8 / 12); flush rows gain (513.7 -> 486.3 at 4: less
+# of the speculative tile they do not use), the mix loses (192.4 -> 196.6-199.7)
 EARLY_ROWS_ENV = "REPLAYSSM_GDN_TILE_EARLY_ROWS"
 # non-flush rows: warp 0's ring g / kinv (the coefficient weights) by cp.async into shared memory
-# instead of registers (1; A-B runs): at 64 registers ptxas spilled them right after their loads,
-# and that spill store waited for the load before the B-fragment barrier (nvfp4 SASS)
+# instead of registers (default; 0: registers): at 64 registers ptxas spilled them right after
+# their loads, and that spill store waited for the load before the B-fragment barrier (nvfp4
+# SASS). session16_gpu/call2, non-flush only b256 / b512: fp8/fp32 102.7 -> 98.9 / 193.6 ->
+# 187.3 µs, nvfp4/fp16sr 88.8 -> 87.6 / 169.0 -> 167.2; fp32 (with EARLY_ROWS=8) 172.0 -> 168.4
 RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
+# v (one value per finishing lane, raw bits) loaded behind the read tile instead of two per lane
+# ahead of it (1; A-B runs): ptxas spilled the early v values in the middle of the tile's
+# loads, and the spill store waited a round trip before the last tile rows were issued (SASS
+# of the fp32 / nvfp4 builds, sass_phases.py --load-spills); split pairs append v from it
+V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1029,7 +1041,7 @@ def preamble_level(read_fmt: str, whole_rows: bool = False) -> int:
     """The preamble level of a kernel with read copy ``read_fmt`` (``REPLAYSSM_GDN_PREAMBLE``
     overrides): 3, but 1 for an fp32 read copy read in (g, t) chunks (``whole_rows`` False)."""
     v = os.environ.get(PREAMBLE_ENV, "")
-    if v in ("0", "1", "2", "3"):
+    if v in ("0", "1", "2", "3", "4"):
         return int(v)
     return 1 if read_fmt == "fp32" and not whole_rows else 3
 
@@ -1471,7 +1483,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
                  preamble: Optional[int] = None, whole_rows: bool = False,
-                 early_rows: int = 16, ring_gates_async: bool = False, **kw):
+                 early_rows: int = 16, ring_gates_async: bool = False, v_late: bool = False,
+                 **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1484,10 +1497,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         # non-flush row issues the rest after its ring loads
         self.early_rows = int(early_rows) if self.whole_rows else 16
         self.ring_gates_async = bool(ring_gates_async)
+        self.v_late = bool(v_late)
         if not 1 <= self.early_rows <= 16:
             raise ValueError(f"early_rows must be in 1..16, got {early_rows}")
         if self.preamble is None:
             self.preamble = preamble_level(self.read_fmt, self.whole_rows)
+        # preamble 4 loads v as raw bits (one per finishing lane) before the slot
+        self.v_late = self.v_late or self.preamble >= 4
 
     @property
     def qk_warp(self) -> int:
@@ -1676,6 +1692,25 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         return kinv_w, kq_w, nk, nq
 
     @cute.jit
+    def _v_bits_load(self, mV: cute.Tensor, row_b: Int32, hv: Int32, row0: Int32, t4: Int32):
+        """v of the one value row this lane finishes (lane t < R2: row ``rows[t]``) as raw bits
+        (``lowprec.load_bits_u32``), 0 in the other lanes."""
+        vbits = Uint32(0)
+        if t4 < Int32(2 * self.tile.tpw):
+            vbits = lp.load_bits_u32(mV, (row_b, hv, row0 + Int32(8) * (t4 % Int32(2))
+                                          + Int32(16) * (t4 // Int32(2))))
+        return vbits
+
+    def _row_input_loads(self, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, hk,
+                         tidx, lane, warp, row0, t4):
+        """Preamble 4: the gate inputs (gate thread), q / k (q / k warp) and v (finishing lanes)
+        of the row, issued unconsumed -- (gate loads, q / k bits, v bits)."""
+        gpre = gate_input_loads(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta, mALog,
+                                mA, mDtBias, mB, row_b, hv, tidx == Int32(self._gate_thread()))
+        qkpre = self._qk_loads(mQ, mK, (row_b, hk), lane, warp == Int32(self.qk_warp))
+        return gpre, qkpre, self._v_bits_load(mV, row_b, hv, row0, t4)
+
+    @cute.jit
     def _load_ring_u(self, mUb: cute.Tensor, slot: Int32, hv: Int32, origin: Int32, m: Int32,
                      rows, t4: Int32):
         """u of the committed ring entries this lane adds (positions p = t4 + 4 i < m) for its
@@ -1736,17 +1771,27 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
         wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
+        gpre4 = None
+        qkpre4 = None
+        vbits = Uint32(0)
+        if const_expr(self.preamble >= 4):
+            # the row's own inputs do not depend on its slot: issued before the slot load
+            # returns (a pad row's are read and unused)
+            gpre4, qkpre4, vbits = self._row_input_loads(mQ, mK, mV, mG, mBeta, mALog, mA,
+                                                       mDtBias, mB, row_b, hv, hk, tidx, lane,
+                                                       warp, row0, t4)
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
             EARLY = self.preamble >= 2        # the tile before the cursors and the gates
             old = Int32(0)
             cpre = None
-            gpre = None
-            qkpre = None
+            gpre = gpre4
+            qkpre = qkpre4
             if const_expr(self.preamble >= 3):
                 # the small loads first (cursors, gates, q / k), consumed after the tile's
                 # issue: they no longer queue behind it
                 cpre = common.load_cursors(mWpos, mOrig, mFcnt, slot, tidx)
+            if const_expr(self.preamble == 3):
                 gpre = gate_input_loads(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
                                         mALog, mA, mDtBias, mB, row_b, hv,
                                         tidx == Int32(self._gate_thread()))
@@ -1758,8 +1803,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             # scales (EARLY: before the cursors and the gates, whose waits would hold warps 0
             # and 1 back a round trip)
             rV = cute.make_rmem_tensor((R2,), Float32)
-            for r in cutlass.range_constexpr(R2):
-                rV[r] = mV[row_b, hv, rows[r]].to(Float32)
+            if const_expr(not self.v_late):
+                for r in cutlass.range_constexpr(R2):
+                    rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
             rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4,
                                        stop=self.early_rows)
@@ -1774,6 +1820,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 rsg = mRdG[slot, hv]
                 if const_expr(not EARLY):             # (EARLY: scaled after the barrier)
                     rsg = rsg * Float32(16384.0)
+            if const_expr(self.v_late and self.preamble < 4):
+                # v of the one row this lane finishes, raw bits, issued behind the tile
+                vbits = self._v_bits_load(mV, row_b, hv, row0, t4)
             if const_expr(EARLY):
                 old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx,
                                                      dep_arrive=True, pre=cpre)
@@ -2042,14 +2091,21 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     isr = t4 == Int32(r)
                     sk = Float32(_sel(isr, rP[0, r], sk))
                     sq = Float32(_sel(isr, rP[1, r], sq))
-                    vraw = Float32(_sel(isr, rV[r], vraw))
+                    if const_expr(not self.v_late):
+                        vraw = Float32(_sel(isr, rV[r], vraw))
                     vrow = Int32(_sel(isr, rows[r], vrow))
+                if const_expr(self.v_late):
+                    vraw = lp.bits_u32_to_f32(vbits, self.act_dtype)
                 u = beta * (vraw - alpha * sk)
                 o = alpha * sq + kq * u
                 mOut[row_b, hv, vrow] = o.to(self.act_dtype)
                 mUb[slot, hv, phys_new, vrow] = u
                 if const_expr(self.split):
-                    mVb[slot, hv, phys_new, vrow] = mV[row_b, hv, vrow]
+                    if const_expr(self.v_late):
+                        # v itself (exact in fp32), not a second load of it
+                        mVb[slot, hv, phys_new, vrow] = vraw.to(mVb.element_type)
+                    else:
+                        mVb[slot, hv, phys_new, vrow] = mV[row_b, hv, vrow]
             if vblk == 0:
                 if hv % self.group == 0:
                     if tidx < Int32(K // 8):
@@ -2647,9 +2703,10 @@ def make_op(kw):
     whole = kw.pop("whole_rows", False)
     early = kw.pop("early_rows", 16)
     rga = kw.pop("ring_gates_async", False)
+    vl = kw.pop("v_late", False)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
-                                 early_rows=early, ring_gates_async=rga)
+                                 early_rows=early, ring_gates_async=rga, v_late=vl)
     return GDNReplayDecode(**kw)
 
 
@@ -2697,7 +2754,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     whole = impl == "v2" and whole_rows_default(rf, tpw)
     kw.update(preamble=preamble_level(rf, whole) if impl == "v2" else 1, whole_rows=whole,
               early_rows=(_env_int(EARLY_ROWS_ENV) or 16) if whole else 16,
-              ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) == 1)
+              ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
+              v_late=impl == "v2" and _env_int(V_LATE_ENV) == 1)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -2879,7 +2937,7 @@ def _build_cache_views(cache, rf, cf, split):
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
-              WHOLE_ROWS_ENV, ENCODE_ENV, EARLY_ROWS_ENV, RING_GATES_ASYNC_ENV)
+              WHOLE_ROWS_ENV, ENCODE_ENV, EARLY_ROWS_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

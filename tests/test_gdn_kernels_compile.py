@@ -216,3 +216,35 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     assert _small_loads_before_tile(ptx) == 4
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], 1;", ptx)
+
+
+def test_gdn_replay_ring_gates_async_and_early_rows(monkeypatch):
+    """Non-flush rows take warp 0's ring g / kinv by cp.async into shared memory (default;
+    REPLAYSSM_GDN_RING_GATES_ASYNC=0: registers, which ptxas spilled right after the loads);
+    REPLAYSSM_GDN_TILE_EARLY_ROWS=n issues n of each warp's 16 whole rows ahead of the cursors
+    (A-B switch, whole-row tiles only). Both are compile keys."""
+    import re
+    for name in (GR.RING_GATES_ASYNC_ENV, GR.EARLY_ROWS_ENV, GR.WHOLE_ROWS_ENV, GR.TPW_ENV,
+                 GR.IMPL_ENV, GR.PREAMBLE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
+            "bfloat16", "float32", "bfloat16", True, True, None, None)
+    kw, key = GR._resolve(*args)
+    assert kw["ring_gates_async"] and kw["early_rows"] == 16
+    _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
+    assert len(re.findall(r"cp\.async\.ca\.shared\.global \[[^\]]+\], \[[^\]]+\], 4", ptx)) == 2
+    assert ptx.count("cp.async.wait_group") == 1
+    monkeypatch.setenv(GR.RING_GATES_ASYNC_ENV, "0")
+    kw0, key0 = GR._resolve(*args)
+    assert not kw0["ring_gates_async"] and key0 != key
+    _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
+    assert "cp.async.ca" not in ptx
+    monkeypatch.setenv(GR.EARLY_ROWS_ENV, "8")
+    fargs = ("fp32",) + args[1:]
+    fkw, fkey = GR._resolve(*fargs)
+    assert fkw["early_rows"] == 8 and GR.make_op(fkw).early_rows == 8
+    assert GR._resolve(*args)[0]["early_rows"] == 16       # (g, t) chunks: no whole rows
+    monkeypatch.delenv(GR.EARLY_ROWS_ENV)
+    assert GR._resolve(*fargs)[1] != fkey
+    with pytest.raises(ValueError, match="early_rows"):
+        GR.make_op(dict(fkw, early_rows=17))

@@ -278,17 +278,17 @@ def test_split_tf32_fast_arithmetic():
 
 
 def test_gdn_verify_early_loads_variant(monkeypatch):
-    """REPLAYSSM_GDN_VERIFY_EARLY=1 (branch wip/gdn-verify-pre3, not GPU-run): the cursors, the
-    draft gates and each warp's draft q / k are loaded before the read tile and used after it
-    -- no fence and no 16-bit conversion ahead of the tile, 2 x 4 q / k elements per lane
-    there; off by default and wherever a warp would take two drafts (T > warps)."""
+    """The verify's early loads (default; REPLAYSSM_GDN_VERIFY_EARLY=0 turns them off): the
+    cursors, the draft gates and each warp's draft q / k are loaded before the read tile and
+    used after it -- no fence and no 16-bit conversion ahead of the tile, 2 x 4 q / k elements
+    per lane there; off wherever a warp would take two drafts (T > warps)."""
     import re
-    monkeypatch.delenv(GV.EARLY_ENV, raising=False)
+    monkeypatch.setenv(GV.EARLY_ENV, "0")
     _, ptx = GV.compile_only("fp32", T=8, keep_ptx=True)
     head = ptx[:ptx.index("ld.global.v4")]
     assert len(re.findall(r"fence\.|membar\.", head)) == 1
     n_off = len(re.findall(r"ld\.global\.b16", head))
-    monkeypatch.setenv(GV.EARLY_ENV, "1")
+    monkeypatch.delenv(GV.EARLY_ENV, raising=False)
     k, ptx = GV.compile_only("fp32", T=8, keep_ptx=True)
     head = ptx[:ptx.index("ld.global.v4")]
     assert not re.search(r"fence\.|membar\.|cvt\.f32\.(bf16|f16)", head)

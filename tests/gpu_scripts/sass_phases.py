@@ -11,7 +11,8 @@ markers, the instruction count and mix: spill loads / stores, barriers, global l
     python tests/gpu_scripts/sass_phases.py nvfp4/fp16sr 3 --verify 8 --loops   # the verify kernel
                                                                          # (T = 8), its loops
 
-``--loops`` lists every backward branch (a loop: its first and last instruction, the phase it
+``--load-spills`` lists the spill stores of a register still waiting for its global load (the
+warp stalls there). ``--loops`` lists every backward branch (a loop: its first and last instruction, the phase it
 starts in, spill loads / stores and mma inside), the static view of where spills repeat.
 """
 import glob
@@ -72,6 +73,35 @@ def loops(ins, labels, marks):
     return out
 
 
+def _regs(text: str):
+    """Register names (R<n>, and R<n+1> of a .64 access is not tracked) in an operand string."""
+    return set(re.findall(r"\bR\d+\b", text))
+
+
+def load_spills(ins, window: int = 400):
+    """Spill stores of a register whose value is a global load still in flight: the STL is the
+    first instruction after the LDG that touches the register (within ``window`` instructions
+    of straight-line code), so the warp waits there for the load. [(STL index, LDG index)]."""
+    out = []
+    for i, ln in enumerate(ins):
+        if opcode(ln) != "STL":
+            continue
+        m = re.search(r"STL[.\w]*\s+\[[^\]]*\],\s*(R\d+)", ln)
+        if not m:
+            continue
+        r = m.group(1)
+        for j in range(i - 1, max(-1, i - window), -1):
+            body = re.sub(r".*?\*/\s*", "", ins[j], count=1)
+            if r not in _regs(body):
+                continue
+            op = opcode(ins[j])
+            dst = re.match(r"(?:@!?U?P\w+\s+)?[\w.]+\s+(R\d+)", body)
+            if op == "LDG" and dst and dst.group(1) == r:
+                out.append((i, j))
+            break
+    return out
+
+
 def opcode(line: str) -> str:
     """The base opcode of one SASS line (predicate and modifiers dropped)."""
     words = re.sub(r".*?\*/\s*", "", line, count=1).split()
@@ -82,11 +112,11 @@ def opcode(line: str) -> str:
 
 def main():
     args = sys.argv[1:]
-    verify_T, show_loops = 0, "--loops" in args
+    verify_T, show_loops, show_ls = 0, "--loops" in args, "--load-spills" in args
     if "--verify" in args:
         verify_T = int(args[args.index("--verify") + 1])
         del args[args.index("--verify"):args.index("--verify") + 2]
-    args = [a for a in args if a != "--loops"]
+    args = [a for a in args if a not in ("--loops", "--load-spills")]
     pair, ctas = args[0], int(args[1])
     lines, labels = split_labels(sass_lines(pair, ctas, verify_T))
     marks = [i for i, ln in enumerate(lines) if "SR_CLOCKLO" in ln]
@@ -99,6 +129,13 @@ def main():
         for a, b, ph, mix in loops(lines, labels, marks):
             print(f"loop [{a}:{b}] from phase {ph} n={b - a + 1} "
                   + " ".join(f"{k}={mix.get(k, 0)}" for k in SHOWN))
+    if show_ls:
+        found = load_spills(lines)
+        print(f"spill stores waiting on an in-flight global load: {len(found)}")
+        for i, j in found:
+            ph = sum(1 for k in marks if k <= i)
+            print(f"  STL at {i} (phase {ph}) <- LDG at {j}: "
+                  + re.sub(r"\s+", " ", lines[i].strip())[:90])
     if len(args) > 3:
         for ln in lines[int(args[2]):int(args[3])]:
             print(re.sub(r"\s+", " ", ln.strip())[:110])
