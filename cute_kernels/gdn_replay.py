@@ -986,8 +986,9 @@ PROF_ENV = "REPLAYSSM_GDN_PROF"
 # 163.3 -> 160.1 / 92.7 -> 87.5, bf16/fp32 182.2 -> 180.7; fp32 loses, 199.2 -> 205.2 -- and at
 # 3 CTAs / SM 230.1: its 64 KB tile wants fewer loads in flight, not more)
 # 4 = 3 with the row's gate inputs, q / k and v (raw bits, one per finishing lane) issued
-# before its slot is known (they do not depend on it): session 16 (A-B); v's early load had
-# been spilled in the middle of the tile's loads, its spill store waiting a round trip
+# before its slot is known (they do not depend on it). Default for nvfp4 read copies
+# (session16_gpu/call3, b256 / b512: nvfp4/fp16sr 158.6 -> 156.3 / 288.5 -> 282.0 µs, non-flush
+# only 87.5 -> 83.7); fp32 186.3 (V_LATE alone: 183.8), fp8/fp32 even
 PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 # v2 decode, fp32 read copies: each warp instruction of the read tile loads one whole 512-byte
 # row (lane l: words 4 l .. 4 l + 3 of each of the warp's 16 rows; the row sums by one transposed
@@ -1008,9 +1009,11 @@ EARLY_ROWS_ENV = "REPLAYSSM_GDN_TILE_EARLY_ROWS"
 # 187.3 µs, nvfp4/fp16sr 88.8 -> 87.6 / 169.0 -> 167.2; fp32 (with EARLY_ROWS=8) 172.0 -> 168.4
 RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
 # v (one value per finishing lane, raw bits) loaded behind the read tile instead of two per lane
-# ahead of it (1; A-B runs): ptxas spilled the early v values in the middle of the tile's
-# loads, and the spill store waited a round trip before the last tile rows were issued (SASS
-# of the fp32 / nvfp4 builds, sass_phases.py --load-spills); split pairs append v from it
+# ahead of it (default for fp32 read copies; 1 / 0 force): ptxas spilled the early v values in
+# the middle of the tile's loads, and the spill store waited a round trip before the last tile
+# rows were issued (SASS of the fp32 / nvfp4 builds, sass_phases.py --load-spills); split pairs
+# append v from it. session16_gpu/call3, b256 / b512: fp32 188.4 -> 183.8 / 370.7 -> 362.0 µs
+# (non-flush only 165.3 -> 160.2); nvfp4/fp16sr even, fp8/fp32 164.9 -> 167.7 (not there)
 V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
@@ -1039,11 +1042,21 @@ def whole_rows_default(read_fmt: str, tpw: Optional[int]) -> bool:
 
 def preamble_level(read_fmt: str, whole_rows: bool = False) -> int:
     """The preamble level of a kernel with read copy ``read_fmt`` (``REPLAYSSM_GDN_PREAMBLE``
-    overrides): 3, but 1 for an fp32 read copy read in (g, t) chunks (``whole_rows`` False)."""
+    overrides): 4 for nvfp4 read copies, else 3, but 1 for an fp32 read copy read in (g, t)
+    chunks (``whole_rows`` False)."""
     v = os.environ.get(PREAMBLE_ENV, "")
     if v in ("0", "1", "2", "3", "4"):
         return int(v)
+    if read_fmt == "nvfp4":
+        return 4
     return 1 if read_fmt == "fp32" and not whole_rows else 3
+
+
+def v_late_default(read_fmt: str) -> bool:
+    """Whether a v2 decode loads v behind its read tile (:data:`V_LATE_ENV` overrides: 1 / 0):
+    fp32 read copies."""
+    v = os.environ.get(V_LATE_ENV, "")
+    return v == "1" if v in ("0", "1") else read_fmt == "fp32"
 
 
 def _prof_record(out_row: cute.Tensor, v0, flush, words) -> None:
@@ -2755,7 +2768,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     kw.update(preamble=preamble_level(rf, whole) if impl == "v2" else 1, whole_rows=whole,
               early_rows=(_env_int(EARLY_ROWS_ENV) or 16) if whole else 16,
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
-              v_late=impl == "v2" and _env_int(V_LATE_ENV) == 1)
+              v_late=impl == "v2" and v_late_default(rf))
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key

@@ -170,7 +170,7 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     monkeypatch.delenv(GR.IMPL_ENV, raising=False)
     monkeypatch.delenv(GR.WHOLE_ROWS_ENV, raising=False)
     monkeypatch.delenv(GR.TPW_ENV, raising=False)
-    assert GR.preamble_level("nvfp4") == 3 and GR.preamble_level("fp32") == 1
+    assert GR.preamble_level("nvfp4") == 4 and GR.preamble_level("fp32") == 1
     assert GR.preamble_level("fp8") == 3 and GR.preamble_level("bf16") == 3
     # fp32 read copies take level 3 with whole-row tile loads (their default at one tile/warp)
     assert GR.preamble_level("fp32", whole_rows=True) == 3
@@ -190,30 +190,33 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
             "bfloat16", "float32", "bfloat16", True, True, None, None)
     kw, key = GR._resolve(*args)
-    assert kw["preamble"] == 3
+    assert kw["preamble"] == 4 and not kw["v_late"]       # (level 4 implies it in the op)
     monkeypatch.setenv(GR.PREAMBLE_ENV, "1")
     assert GR._resolve(*args)[1] != key                    # the level is in the compile key
     monkeypatch.delenv(GR.PREAMBLE_ENV)
     op = GR.make_op(kw)
-    assert op.preamble == 3 and op.qk_warp == op.nwarps - 1
+    assert op.preamble == 4 and op.v_late and op.qk_warp == op.nwarps - 1
     assert GR.PREAMBLE_ENV in GR._ENV_NAMES
     _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
     assert _arrive_fences(ptx) == 0                        # data-dependent arrive:
     import re                                              # a register increment, not 1
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], %r\d+;", ptx)
-    # raw gates a, b + 2 v of the lane's rows, then (level 3) its 2 x 4 q / k elements
-    assert _small_loads_before_tile(ptx) == 4 + 8
+    # raw gates a, b, the lane's one v, its 2 x 4 q / k elements (level 4) ...
+    assert _small_loads_before_tile(ptx) == 2 + 1 + 8
     assert _small_loads_before_tile(ptx, 32) == 1 + 3 + 2    # slot, cursors, dt_bias + A_log
+    # ... all of them (with dt_bias, A_log) ahead of the slot and the cursors
+    head = ptx[:ptx.index("ld.global.v4")]
+    assert re.findall(r"ld\.global\.b\d+", head)[:13].count("ld.global.b16") == 11
     # ... and none of them is converted (waited for) before the tile is issued
-    assert not re.search(r"cvt\.f32\.(bf16|f16)", ptx[:ptx.index("ld.global.v4")])
-    _, ptx = GR.compile_only("fp32", keep_ptx=True)      # whole rows, level 3
-    assert _small_loads_before_tile(ptx) == 4 + 8 and _arrive_fences(ptx) == 0
+    assert not re.search(r"cvt\.f32\.(bf16|f16)", head)
+    _, ptx = GR.compile_only("fp32", keep_ptx=True)      # whole rows, level 3, v late
+    assert _small_loads_before_tile(ptx) == 2 + 8 and _arrive_fences(ptx) == 0
     bfly_whole = len(re.findall(r"shfl\.sync\.bfly", ptx))
     monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")             # (g, t) chunks, level 1
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
     # the whole rows' transposed butterfly: 32 row partials over 32 lanes, 31 shuffles
     assert bfly_whole - len(re.findall(r"shfl\.sync\.bfly", ptx)) == 31
-    assert _small_loads_before_tile(ptx) == 4
+    assert _small_loads_before_tile(ptx) == 2                # raw gates (v late for fp32)
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], 1;", ptx)
 
@@ -243,6 +246,11 @@ def test_gdn_replay_ring_gates_async_and_early_rows(monkeypatch):
     fargs = ("fp32",) + args[1:]
     fkw, fkey = GR._resolve(*fargs)
     assert fkw["early_rows"] == 8 and GR.make_op(fkw).early_rows == 8
+    # v behind the tile: the fp32 read copy's default (REPLAYSSM_GDN_V_LATE=1 / 0 forces)
+    assert fkw["v_late"] and not GR._resolve(*(("fp8/fp32",) + args[1:]))[0]["v_late"]
+    monkeypatch.setenv(GR.V_LATE_ENV, "0")
+    assert not GR._resolve(*fargs)[0]["v_late"]
+    monkeypatch.delenv(GR.V_LATE_ENV)
     assert GR._resolve(*args)[0]["early_rows"] == 16       # (g, t) chunks: no whole rows
     monkeypatch.delenv(GR.EARLY_ROWS_ENV)
     assert GR._resolve(*fargs)[1] != fkey
