@@ -1015,6 +1015,10 @@ RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
 # append v from it. session16_gpu/call3, b256 / b512: fp32 188.4 -> 183.8 / 370.7 -> 362.0 µs
 # (non-flush only 165.3 -> 160.2); nvfp4/fp16sr even, fp8/fp32 164.9 -> 167.7 (not there)
 V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
+# fp32 pair, whole-row tiles: a flush row folds the read tile it already holds (the hi copy
+# itself) after a transpose through 64 KB of shared memory, instead of loading hi again in the
+# fold's layout (1: parked at the flush's start, 2: right before the fold; A-B runs)
+FLUSH_FROM_TILE_ENV = "REPLAYSSM_GDN_FLUSH_FROM_TILE"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1326,6 +1330,13 @@ def _to_half_bits(fmt: str, x):
     return cutlass.Uint16(lp._asm(T.i16(), ptx, "=h,f", [Float32(x).ir_value()]))
 
 
+def _park_chunk(i, k):
+    """Swizzled 16-byte chunk of chunk ``k`` (0..31) of warp row ``i`` in the flush's parked
+    read tile: conflict-free both for whole-row writes and for the fold layout's reads (the 8
+    lanes of a phase, rows g, g + 1 x t = 0..3, land on 8 distinct bank quads)."""
+    return k ^ (((k >> 3) & 1) << 1) ^ (i & 1)
+
+
 def _fidx(t, k: int):
     """Column of flush register k (0..31) of lane group t: runs of 16 at 64 q + 16 t."""
     return Int32(64 * (k // 16) + (k % 16)) + Int32(16) * t
@@ -1497,7 +1508,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
                  preamble: Optional[int] = None, whole_rows: bool = False,
                  early_rows: int = 16, ring_gates_async: bool = False, v_late: bool = False,
-                 **kw):
+                 flush_from_tile: int = 0, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1511,6 +1522,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         self.early_rows = int(early_rows) if self.whole_rows else 16
         self.ring_gates_async = bool(ring_gates_async)
         self.v_late = bool(v_late)
+        # fp32 shared pairs: the flush folds the whole-row read tile (the hi copy itself),
+        # transposed through shared memory, instead of loading hi again (FLUSH_FROM_TILE_ENV)
+        # (1: parked at the flush's start, 2: right before the fold; 0: off)
+        fits = (self.whole_rows and not self.split and self.read_fmt == self.rec_fmt == "fp32"
+                and self.early_rows == 16)
+        self.flush_from_tile = int(flush_from_tile) if fits else 0
         if not 1 <= self.early_rows <= 16:
             raise ValueError(f"early_rows must be in 1..16, got {early_rows}")
         if self.preamble is None:
@@ -1781,6 +1798,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         sD = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sWn = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
+        sTile = None
+        if const_expr(self.flush_from_tile):
+            sTile = smem.allocate_tensor(Uint32, cute.make_layout(NW * 16 * K),
+                                         byte_alignment=16)
 
         wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
@@ -1895,7 +1916,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
                             sBeta, sAm, rP,
                             slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
-                            rFs if const_expr(self.prof) else None)
+                            rFs if const_expr(self.prof) else None,
+                            (rRd, sTile) if const_expr(self.flush_from_tile) else None)
                 if const_expr(self.prof):
                     p3 = common.sreg64("clock64")
                     p4 = p3
@@ -2151,6 +2173,32 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     # ---------------------------------------------------------------- flush (v2)
     @cute.jit
+    def _park_tile(self, rRd: cute.Tensor, sTile: cute.Tensor, warp: Int32, lane: Int32):
+        """The warp's whole-row tile (``_load_read_rows``: lane l holds words 4 l .. 4 l + 3 of
+        its 16 rows) into its 8 KB of ``sTile``."""
+        for i in cutlass.range_constexpr(16):
+            c = _park_chunk(i, lane)
+            cute.autovec_copy(rRd[None, i],
+                              cute.local_tile(sTile, (4,), ((warp * Int32(16) + i) * 32 + c,)))
+        cute.arch.sync_warp()
+
+    @cute.jit
+    def _unpark_tile(self, sTile: cute.Tensor, S: cute.Tensor, warp: Int32, g4: Int32,
+                     t4: Int32):
+        """S as ``_load_hi_tile`` (fp32) loads it -- rows g, g + 8 of the warp, runs of 16
+        columns at 64 q + 16 t -- from the parked tile."""
+        for r in cutlass.range_constexpr(2):
+            i = g4 + 8 * r
+            for q in cutlass.range_constexpr(2):
+                for c4 in cutlass.range_constexpr(4):
+                    c = _park_chunk(i, Int32(16 * q + 4 * c4) + Int32(4) * t4)
+                    w = cute.make_rmem_tensor((4,), Uint32)
+                    cute.autovec_copy(
+                        cute.local_tile(sTile, (4,), ((warp * Int32(16) + i) * 32 + c,)), w)
+                    for e in cutlass.range_constexpr(4):
+                        S[r, 16 * q + 4 * c4 + e] = lp.bits_f32(w[e])
+
+    @cute.jit
     def _load_hi_tile(self, mHiS: Optional[cute.Tensor], sgl: Float32,
                       wHi: cute.Tensor, S: cute.Tensor, slot: Int32, hv: Int32, rt: Int32,
                       t4: Int32):
@@ -2235,10 +2283,14 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                sA: cute.Tensor, sGv: cute.Tensor, sEG: cute.Tensor, sW: cute.Tensor,
                sBeta: cute.Tensor, sAm: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32,
                hk: Int32, row0: Int32, origin: Int32, hf: Int32, gen: Int32, tidx: Int32,
-               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None):
+               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None, tile=None):
         K, L, RING = self.K, self.L, self.ring
         NT, NW = self.num_threads, self.nwarps
         NKT, LP = self.tile.nkt, self.tile.lp
+        if const_expr(tile is not None and self.flush_from_tile == 1):
+            # (rRd, sTile): the read tile already in registers is the hi copy (fp32, shared);
+            # parked in this warp's shared rows now, read back in the fold's layout below
+            self._park_tile(tile[0], tile[1], warp, lane)
         _fstamp(rFs, 0)                                 # profiling build: flush sub-phases
         TPW = self.tile.tpw
         R2 = 2 * TPW
@@ -2368,7 +2420,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         amx = Float32(0.0)
         for tr in cutlass.range_constexpr(TPW):
             rt = rows[2 * tr]
-            self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
+            if const_expr(tile is not None):
+                if const_expr(self.flush_from_tile == 2):
+                    self._park_tile(tile[0], tile[1], warp, lane)     # (parked late)
+                self._unpark_tile(tile[1], S, warp, g4, t4)
+            else:
+                self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
             if const_expr(self.split):
                 # ---- F3: P = S_hi Kn^T (3xTF32), keys 8 tau + 2 t + e; R = beta (v - e^G P)
                 P = cute.make_rmem_tensor((4, NKT), Float32)
@@ -2717,9 +2774,11 @@ def make_op(kw):
     early = kw.pop("early_rows", 16)
     rga = kw.pop("ring_gates_async", False)
     vl = kw.pop("v_late", False)
+    fft = kw.pop("flush_from_tile", 0)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
-                                 early_rows=early, ring_gates_async=rga, v_late=vl)
+                                 early_rows=early, ring_gates_async=rga, v_late=vl,
+                                 flush_from_tile=fft)
     return GDNReplayDecode(**kw)
 
 
@@ -2768,7 +2827,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     kw.update(preamble=preamble_level(rf, whole) if impl == "v2" else 1, whole_rows=whole,
               early_rows=(_env_int(EARLY_ROWS_ENV) or 16) if whole else 16,
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
-              v_late=impl == "v2" and v_late_default(rf))
+              v_late=impl == "v2" and v_late_default(rf),
+              flush_from_tile=(_env_int(FLUSH_FROM_TILE_ENV) or 0) if whole else 0)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -2950,7 +3010,8 @@ def _build_cache_views(cache, rf, cf, split):
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
-              WHOLE_ROWS_ENV, ENCODE_ENV, EARLY_ROWS_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV)
+              WHOLE_ROWS_ENV, ENCODE_ENV, EARLY_ROWS_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV,
+              FLUSH_FROM_TILE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
