@@ -2191,7 +2191,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             i = g4 + 8 * r
             for q in cutlass.range_constexpr(2):
                 for c4 in cutlass.range_constexpr(4):
-                    c = _park_chunk(i, Int32(16 * q + 4 * c4) + Int32(4) * t4)
+                    # columns 64 q + 16 t + 4 c4 .. + 3: chunk 16 q + 4 t + c4
+                    c = _park_chunk(i, Int32(16 * q + c4) + Int32(4) * t4)
                     w = cute.make_rmem_tensor((4,), Uint32)
                     cute.autovec_copy(
                         cute.local_tile(sTile, (4,), ((warp * Int32(16) + i) * 32 + c,)), w)
