@@ -1019,6 +1019,10 @@ V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
 # itself) after a transpose through 64 KB of shared memory, instead of loading hi again in the
 # fold's layout (1: parked at the flush's start, 2: right before the fold; A-B runs)
 FLUSH_FROM_TILE_ENV = "REPLAYSSM_GDN_FLUSH_FROM_TILE"
+# whole-row tile loads with cache qualifiers (A-B runs): "na" = .L1::no_allocate, "cg" = .cg
+# (L2 only), "lu" = .lu (last use); unset = plain loads through L1
+TILE_LD_ENV = "REPLAYSSM_GDN_TILE_LD"
+TILE_LD_QUALIFIERS = {"": "", "na": ".L1::no_allocate", "cg": ".cg", "lu": ".lu"}
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1508,7 +1512,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
                  preamble: Optional[int] = None, whole_rows: bool = False,
                  early_rows: int = 16, ring_gates_async: bool = False, v_late: bool = False,
-                 flush_from_tile: int = 0, **kw):
+                 flush_from_tile: int = 0, tile_ld: str = "", **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1522,6 +1526,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         self.early_rows = int(early_rows) if self.whole_rows else 16
         self.ring_gates_async = bool(ring_gates_async)
         self.v_late = bool(v_late)
+        # whole-row tile loads with cache qualifiers (TILE_LD_ENV; "" = plain ld.global.v4)
+        self.tile_ld = TILE_LD_QUALIFIERS[tile_ld] if self.whole_rows else ""
         # fp32 shared pairs: the flush folds the whole-row read tile (the hi copy itself),
         # transposed through shared memory, instead of loading hi again (FLUSH_FROM_TILE_ENV)
         # (1: parked at the flush's start, 2: right before the fold; 0: off)
@@ -1618,8 +1624,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         if whole_rows:
             rRd = cute.make_rmem_tensor((4, 16), Uint32) if into is None else into
             for i in range(first, stop):
-                cute.autovec_copy(cute.local_tile(wRd[slot, hv, rows[0] - g4 + i, None], (4,),
-                                                  (lane,)), rRd[None, i])
+                src = cute.local_tile(wRd[slot, hv, rows[0] - g4 + i, None], (4,), (lane,))
+                if const_expr(self.tile_ld != ""):
+                    ws = common.load_v4_u32(src.iterator, self.tile_ld)
+                    for w in range(4):
+                        rRd[w, i] = ws[w]
+                else:
+                    cute.autovec_copy(src, rRd[None, i])
             return rRd
         RW = 4 * (K * self.tile.rbits // 512)
         rRd = cute.make_rmem_tensor((RW, R2), Uint32)
@@ -2776,10 +2787,11 @@ def make_op(kw):
     rga = kw.pop("ring_gates_async", False)
     vl = kw.pop("v_late", False)
     fft = kw.pop("flush_from_tile", 0)
+    tld = kw.pop("tile_ld", "")
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
                                  early_rows=early, ring_gates_async=rga, v_late=vl,
-                                 flush_from_tile=fft)
+                                 flush_from_tile=fft, tile_ld=tld)
     return GDNReplayDecode(**kw)
 
 
@@ -2829,7 +2841,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               early_rows=(_env_int(EARLY_ROWS_ENV) or 16) if whole else 16,
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
               v_late=impl == "v2" and v_late_default(rf),
-              flush_from_tile=(_env_int(FLUSH_FROM_TILE_ENV) or 0) if whole else 0)
+              flush_from_tile=(_env_int(FLUSH_FROM_TILE_ENV) or 0) if whole else 0,
+              tile_ld=os.environ.get(TILE_LD_ENV, "") if whole else "")
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -3012,7 +3025,7 @@ _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cac
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
               WHOLE_ROWS_ENV, ENCODE_ENV, EARLY_ROWS_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV,
-              FLUSH_FROM_TILE_ENV)
+              FLUSH_FROM_TILE_ENV, TILE_LD_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
