@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Int64, Uint32, const_expr
+from cutlass import Int32, Int64, const_expr
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T
 
@@ -640,16 +640,6 @@ def prefetch_l2_bulk(ptr, nbytes: int) -> None:
     llvm.inline_asm(None, [ptr.toint().ir_value(), Int32(nbytes).ir_value()],
                     "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r",
                     has_side_effects=True, is_align_stack=False)
-
-
-def load_v4_u32(ptr, qualifiers: str):
-    """``ld.global{qualifiers}.v4.u32`` of the 16 bytes at the global cute pointer ``ptr``
-    (16-byte aligned), e.g. ``.L1::no_allocate`` -- four Uint32 words."""
-    st = llvm.StructType.get_literal([T.i32()] * 4)
-    res = llvm.inline_asm(st, [ptr.toint().ir_value()],
-                          f"ld.global{qualifiers}.v4.u32 {{$0, $1, $2, $3}}, [$4];",
-                          "=r,=r,=r,=r,l", has_side_effects=False, is_align_stack=False)
-    return [Uint32(llvm.extractvalue(T.i32(), res, [i])) for i in range(4)]
 
 
 def prefetch_l2(ptr) -> None:

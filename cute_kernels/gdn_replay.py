@@ -996,17 +996,12 @@ PREAMBLE_ENV = "REPLAYSSM_GDN_PREAMBLE"
 # with preamble 3 (session15_gpu/call6, fp32 b256 / b512: 198.5 -> 191.8 / 391.4 -> 379.0 µs,
 # non-flush 175.3 -> 167.7; either change alone does not gain: 198.1 / 199.2 -> 205.2)
 WHOLE_ROWS_ENV = "REPLAYSSM_GDN_WHOLE_ROWS"
-# whole-row tiles: rows of each warp's 16 issued ahead of the cursors (1..16; 16 = the whole
-# tile, the default); a non-flush row issues the others after its ring loads, so those no
-# longer queue behind the whole tile (A-B runs). session16_gpu/call2, fp32 b256 non-flush only
-# 165.9 (16) -> 175.6 / 172.0 / 172.8 (4 / 8 / 12); flush rows gain (513.7 -> 486.3 at 4: less
-# of the speculative tile they do not use), the mix loses (192.4 -> 196.6-199.7)
-EARLY_ROWS_ENV = "REPLAYSSM_GDN_TILE_EARLY_ROWS"
 # non-flush rows: warp 0's ring g / kinv (the coefficient weights) by cp.async into shared memory
 # instead of registers (default; 0: registers): at 64 registers ptxas spilled them right after
 # their loads, and that spill store waited for the load before the B-fragment barrier (nvfp4
 # SASS). session16_gpu/call2, non-flush only b256 / b512: fp8/fp32 102.7 -> 98.9 / 193.6 ->
-# 187.3 µs, nvfp4/fp16sr 88.8 -> 87.6 / 169.0 -> 167.2; fp32 (with EARLY_ROWS=8) 172.0 -> 168.4
+# 187.3 µs, nvfp4/fp16sr 88.8 -> 87.6 / 169.0 -> 167.2; fp32 (with the tile split in two, a
+# switch since removed) 172.0 -> 168.4; call 3, switched off: fp32 188.4 -> 192.0
 RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
 # v (one value per finishing lane, raw bits) loaded behind the read tile instead of two per lane
 # ahead of it (default for fp32 read copies; 1 / 0 force): ptxas spilled the early v values in
@@ -1015,14 +1010,6 @@ RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
 # append v from it. session16_gpu/call3, b256 / b512: fp32 188.4 -> 183.8 / 370.7 -> 362.0 µs
 # (non-flush only 165.3 -> 160.2); nvfp4/fp16sr even, fp8/fp32 164.9 -> 167.7 (not there)
 V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
-# fp32 pair, whole-row tiles: a flush row folds the read tile it already holds (the hi copy
-# itself) after a transpose through 64 KB of shared memory, instead of loading hi again in the
-# fold's layout (1: parked at the flush's start, 2: right before the fold; A-B runs)
-FLUSH_FROM_TILE_ENV = "REPLAYSSM_GDN_FLUSH_FROM_TILE"
-# whole-row tile loads with cache qualifiers (A-B runs): "na" = .L1::no_allocate, "cg" = .cg
-# (L2 only), "lu" = .lu (last use); unset = plain loads through L1
-TILE_LD_ENV = "REPLAYSSM_GDN_TILE_LD"
-TILE_LD_QUALIFIERS = {"": "", "na": ".L1::no_allocate", "cg": ".cg", "lu": ".lu"}
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1334,13 +1321,6 @@ def _to_half_bits(fmt: str, x):
     return cutlass.Uint16(lp._asm(T.i16(), ptx, "=h,f", [Float32(x).ir_value()]))
 
 
-def _park_chunk(i, k):
-    """Swizzled 16-byte chunk of chunk ``k`` (0..31) of warp row ``i`` in the flush's parked
-    read tile: conflict-free both for whole-row writes and for the fold layout's reads (the 8
-    lanes of a phase, rows g, g + 1 x t = 0..3, land on 8 distinct bank quads)."""
-    return k ^ (((k >> 3) & 1) << 1) ^ (i & 1)
-
-
 def _fidx(t, k: int):
     """Column of flush register k (0..31) of lane group t: runs of 16 at 64 q + 16 t."""
     return Int32(64 * (k // 16) + (k % 16)) + Int32(16) * t
@@ -1511,8 +1491,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
                  preamble: Optional[int] = None, whole_rows: bool = False,
-                 early_rows: int = 16, ring_gates_async: bool = False, v_late: bool = False,
-                 flush_from_tile: int = 0, tile_ld: str = "", **kw):
+                 ring_gates_async: bool = False, v_late: bool = False, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1521,21 +1500,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         # fp32 read copies (CUDA-core dots): each warp instruction loads one whole 512-byte row
         # (WHOLE_ROWS_ENV; the decode's choice: whole_rows_default); the verify keeps (g, t)
         self.whole_rows = bool(whole_rows) and whole_rows_fit(self.read_fmt, self.tile.tpw)
-        # rows of each warp's whole-row tile issued ahead of the cursors (EARLY_ROWS_ENV); a
-        # non-flush row issues the rest after its ring loads
-        self.early_rows = int(early_rows) if self.whole_rows else 16
         self.ring_gates_async = bool(ring_gates_async)
         self.v_late = bool(v_late)
-        # whole-row tile loads with cache qualifiers (TILE_LD_ENV; "" = plain ld.global.v4)
-        self.tile_ld = TILE_LD_QUALIFIERS[tile_ld] if self.whole_rows else ""
-        # fp32 shared pairs: the flush folds the whole-row read tile (the hi copy itself),
-        # transposed through shared memory, instead of loading hi again (FLUSH_FROM_TILE_ENV)
-        # (1: parked at the flush's start, 2: right before the fold; 0: off)
-        fits = (self.whole_rows and not self.split and self.read_fmt == self.rec_fmt == "fp32"
-                and self.early_rows == 16)
-        self.flush_from_tile = int(flush_from_tile) if fits else 0
-        if not 1 <= self.early_rows <= 16:
-            raise ValueError(f"early_rows must be in 1..16, got {early_rows}")
         if self.preamble is None:
             self.preamble = preamble_level(self.read_fmt, self.whole_rows)
         # preamble 4 loads v as raw bits (one per finishing lane) before the slot
@@ -1614,23 +1580,17 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         return sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm
 
     def _load_read_rows(self, wRd, slot, hv, rows, t4, whole_rows: bool = False, lane=None,
-                        g4=None, into=None, first: int = 0, stop: int = 16):
+                        g4=None):
         """The read copy's words of this lane's rows: [RW, len(rows)], 16-byte chunks at byte
         64 i + 16 t of each row (RW = words per row per lane). ``whole_rows`` (fp32, one row
         tile per warp): [4, 16] instead, words 4 lane .. 4 lane + 3 of each of the warp's 16
-        rows -- each warp instruction reads a whole row (4 full 128-byte lines); only rows
-        ``first`` .. ``stop`` - 1 of the warp's 16, into ``into`` when given."""
+        rows -- each warp instruction reads a whole row (4 full 128-byte lines)."""
         K, R2 = self.K, len(rows)
         if whole_rows:
-            rRd = cute.make_rmem_tensor((4, 16), Uint32) if into is None else into
-            for i in range(first, stop):
-                src = cute.local_tile(wRd[slot, hv, rows[0] - g4 + i, None], (4,), (lane,))
-                if const_expr(self.tile_ld != ""):
-                    ws = common.load_v4_u32(src.iterator, self.tile_ld)
-                    for w in range(4):
-                        rRd[w, i] = ws[w]
-                else:
-                    cute.autovec_copy(src, rRd[None, i])
+            rRd = cute.make_rmem_tensor((4, 16), Uint32)
+            for i in range(16):
+                cute.autovec_copy(cute.local_tile(wRd[slot, hv, rows[0] - g4 + i, None], (4,),
+                                                  (lane,)), rRd[None, i])
             return rRd
         RW = 4 * (K * self.tile.rbits // 512)
         rRd = cute.make_rmem_tensor((RW, R2), Uint32)
@@ -1809,10 +1769,6 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         sD = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sWn = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
-        sTile = None
-        if const_expr(self.flush_from_tile):
-            sTile = smem.allocate_tensor(Uint32, cute.make_layout(NW * 16 * K),
-                                         byte_alignment=16)
 
         wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
@@ -1852,8 +1808,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 for r in cutlass.range_constexpr(R2):
                     rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
-            rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4,
-                                       stop=self.early_rows)
+            rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4)
             rsc = [Float32(1.0)] * R2
             rsb = [Uint32(0)] * (2 * R2)
             rsg = Float32(1.0)
@@ -1927,8 +1882,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
                             sBeta, sAm, rP,
                             slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
-                            rFs if const_expr(self.prof) else None,
-                            (rRd, sTile) if const_expr(self.flush_from_tile) else None)
+                            rFs if const_expr(self.prof) else None)
                 if const_expr(self.prof):
                     p3 = common.sreg64("clock64")
                     p4 = p3
@@ -1964,10 +1918,6 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (K // 32,),
                                                           (lane,)), rk[None, i])
                 rU = self._load_ring_u(mUb, slot, hv, origin, m, rows, t4)
-                if const_expr(self.early_rows < 16):
-                    # the rest of the whole-row tile, behind the ring loads
-                    self._load_read_rows(wRd, slot, hv, rows, t4, True, lane, g4, into=rRd,
-                                         first=self.early_rows)
                 # B fragments of the mma: kn / qn split into pieces, each (vector, element)
                 # scattered to its half-word slot in fragment order (column g' = 3 v + piece)
                 if const_expr(MMA):
@@ -2184,33 +2134,6 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     # ---------------------------------------------------------------- flush (v2)
     @cute.jit
-    def _park_tile(self, rRd: cute.Tensor, sTile: cute.Tensor, warp: Int32, lane: Int32):
-        """The warp's whole-row tile (``_load_read_rows``: lane l holds words 4 l .. 4 l + 3 of
-        its 16 rows) into its 8 KB of ``sTile``."""
-        for i in cutlass.range_constexpr(16):
-            c = _park_chunk(i, lane)
-            cute.autovec_copy(rRd[None, i],
-                              cute.local_tile(sTile, (4,), ((warp * Int32(16) + i) * 32 + c,)))
-        cute.arch.sync_warp()
-
-    @cute.jit
-    def _unpark_tile(self, sTile: cute.Tensor, S: cute.Tensor, warp: Int32, g4: Int32,
-                     t4: Int32):
-        """S as ``_load_hi_tile`` (fp32) loads it -- rows g, g + 8 of the warp, runs of 16
-        columns at 64 q + 16 t -- from the parked tile."""
-        for r in cutlass.range_constexpr(2):
-            i = g4 + 8 * r
-            for q in cutlass.range_constexpr(2):
-                for c4 in cutlass.range_constexpr(4):
-                    # columns 64 q + 16 t + 4 c4 .. + 3: chunk 16 q + 4 t + c4
-                    c = _park_chunk(i, Int32(16 * q + c4) + Int32(4) * t4)
-                    w = cute.make_rmem_tensor((4,), Uint32)
-                    cute.autovec_copy(
-                        cute.local_tile(sTile, (4,), ((warp * Int32(16) + i) * 32 + c,)), w)
-                    for e in cutlass.range_constexpr(4):
-                        S[r, 16 * q + 4 * c4 + e] = lp.bits_f32(w[e])
-
-    @cute.jit
     def _load_hi_tile(self, mHiS: Optional[cute.Tensor], sgl: Float32,
                       wHi: cute.Tensor, S: cute.Tensor, slot: Int32, hv: Int32, rt: Int32,
                       t4: Int32):
@@ -2295,14 +2218,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                sA: cute.Tensor, sGv: cute.Tensor, sEG: cute.Tensor, sW: cute.Tensor,
                sBeta: cute.Tensor, sAm: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32,
                hk: Int32, row0: Int32, origin: Int32, hf: Int32, gen: Int32, tidx: Int32,
-               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None, tile=None):
+               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None):
         K, L, RING = self.K, self.L, self.ring
         NT, NW = self.num_threads, self.nwarps
         NKT, LP = self.tile.nkt, self.tile.lp
-        if const_expr(tile is not None and self.flush_from_tile == 1):
-            # (rRd, sTile): the read tile already in registers is the hi copy (fp32, shared);
-            # parked in this warp's shared rows now, read back in the fold's layout below
-            self._park_tile(tile[0], tile[1], warp, lane)
         _fstamp(rFs, 0)                                 # profiling build: flush sub-phases
         TPW = self.tile.tpw
         R2 = 2 * TPW
@@ -2432,12 +2351,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         amx = Float32(0.0)
         for tr in cutlass.range_constexpr(TPW):
             rt = rows[2 * tr]
-            if const_expr(tile is not None):
-                if const_expr(self.flush_from_tile == 2):
-                    self._park_tile(tile[0], tile[1], warp, lane)     # (parked late)
-                self._unpark_tile(tile[1], S, warp, g4, t4)
-            else:
-                self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
+            self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
             if const_expr(self.split):
                 # ---- F3: P = S_hi Kn^T (3xTF32), keys 8 tau + 2 t + e; R = beta (v - e^G P)
                 P = cute.make_rmem_tensor((4, NKT), Float32)
@@ -2783,15 +2697,11 @@ def make_op(kw):
     prof = kw.pop("prof", False)
     pre = kw.pop("preamble", None)
     whole = kw.pop("whole_rows", False)
-    early = kw.pop("early_rows", 16)
     rga = kw.pop("ring_gates_async", False)
     vl = kw.pop("v_late", False)
-    fft = kw.pop("flush_from_tile", 0)
-    tld = kw.pop("tile_ld", "")
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
-                                 early_rows=early, ring_gates_async=rga, v_late=vl,
-                                 flush_from_tile=fft, tile_ld=tld)
+                                 ring_gates_async=rga, v_late=vl)
     return GDNReplayDecode(**kw)
 
 
@@ -2838,11 +2748,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               prof=impl == "v2" and _env_int(PROF_ENV) == 1)
     whole = impl == "v2" and whole_rows_default(rf, tpw)
     kw.update(preamble=preamble_level(rf, whole) if impl == "v2" else 1, whole_rows=whole,
-              early_rows=(_env_int(EARLY_ROWS_ENV) or 16) if whole else 16,
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
-              v_late=impl == "v2" and v_late_default(rf),
-              flush_from_tile=(_env_int(FLUSH_FROM_TILE_ENV) or 0) if whole else 0,
-              tile_ld=os.environ.get(TILE_LD_ENV, "") if whole else "")
+              v_late=impl == "v2" and v_late_default(rf))
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -3024,8 +2931,7 @@ def _build_cache_views(cache, rf, cf, split):
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
-              WHOLE_ROWS_ENV, ENCODE_ENV, EARLY_ROWS_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV,
-              FLUSH_FROM_TILE_ENV, TILE_LD_ENV)
+              WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -221,19 +221,19 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], 1;", ptx)
 
 
-def test_gdn_replay_ring_gates_async_and_early_rows(monkeypatch):
+def test_gdn_replay_ring_gates_async_and_v_late(monkeypatch):
     """Non-flush rows take warp 0's ring g / kinv by cp.async into shared memory (default;
     REPLAYSSM_GDN_RING_GATES_ASYNC=0: registers, which ptxas spilled right after the loads);
-    REPLAYSSM_GDN_TILE_EARLY_ROWS=n issues n of each warp's 16 whole rows ahead of the cursors
-    (A-B switch, whole-row tiles only). Both are compile keys."""
+    fp32 read copies load v behind the tile (REPLAYSSM_GDN_V_LATE=1 / 0 forces). Both are
+    compile keys."""
     import re
-    for name in (GR.RING_GATES_ASYNC_ENV, GR.EARLY_ROWS_ENV, GR.WHOLE_ROWS_ENV, GR.TPW_ENV,
+    for name in (GR.RING_GATES_ASYNC_ENV, GR.V_LATE_ENV, GR.WHOLE_ROWS_ENV, GR.TPW_ENV,
                  GR.IMPL_ENV, GR.PREAMBLE_ENV):
         monkeypatch.delenv(name, raising=False)
     args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
             "bfloat16", "float32", "bfloat16", True, True, None, None)
     kw, key = GR._resolve(*args)
-    assert kw["ring_gates_async"] and kw["early_rows"] == 16
+    assert kw["ring_gates_async"]
     _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
     assert len(re.findall(r"cp\.async\.ca\.shared\.global \[[^\]]+\], \[[^\]]+\], 4", ptx)) == 2
     assert ptx.count("cp.async.wait_group") == 1
@@ -242,17 +242,12 @@ def test_gdn_replay_ring_gates_async_and_early_rows(monkeypatch):
     assert not kw0["ring_gates_async"] and key0 != key
     _, ptx = GR.compile_only("nvfp4/fp16sr", keep_ptx=True)
     assert "cp.async.ca" not in ptx
-    monkeypatch.setenv(GR.EARLY_ROWS_ENV, "8")
+    monkeypatch.delenv(GR.RING_GATES_ASYNC_ENV)
+    # v behind the tile: the fp32 read copy's default
     fargs = ("fp32",) + args[1:]
     fkw, fkey = GR._resolve(*fargs)
-    assert fkw["early_rows"] == 8 and GR.make_op(fkw).early_rows == 8
-    # v behind the tile: the fp32 read copy's default (REPLAYSSM_GDN_V_LATE=1 / 0 forces)
     assert fkw["v_late"] and not GR._resolve(*(("fp8/fp32",) + args[1:]))[0]["v_late"]
     monkeypatch.setenv(GR.V_LATE_ENV, "0")
-    assert not GR._resolve(*fargs)[0]["v_late"]
-    monkeypatch.delenv(GR.V_LATE_ENV)
-    assert GR._resolve(*args)[0]["early_rows"] == 16       # (g, t) chunks: no whole rows
-    monkeypatch.delenv(GR.EARLY_ROWS_ENV)
-    assert GR._resolve(*fargs)[1] != fkey
-    with pytest.raises(ValueError, match="early_rows"):
-        GR.make_op(dict(fkw, early_rows=17))
+    fkw0, fkey0 = GR._resolve(*fargs)
+    assert not fkw0["v_late"] and fkey0 != fkey
+    assert GR.V_LATE_ENV in GR._ENV_NAMES and GR.RING_GATES_ASYNC_ENV in GR._ENV_NAMES
