@@ -60,10 +60,13 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
   loads 16-byte chunks at byte 64 i + 16 t of a row (coalesced) -- except fp32 read copies at
   one tile per warp, where each warp instruction loads one whole 512-byte row (``whole_rows``;
   the row sums by one transposed butterfly, then moved to the (g, 0) lanes);
-* the CTA preamble (:func:`preamble_level`, level 3 by default): the cursor, gate and q / k
-  loads are issued, then the read tile, and only then are the small loads used (data-dependent
-  arrive, no fence); fp32 read copies in (g, t) chunks use level 1 (cursors with a fenced
-  arrive and the gates first, then the tile);
+* the CTA preamble (:func:`preamble_level`; level 3 by default, 4 for nvfp4 read copies): the
+  cursor, gate and q / k loads are issued, then the read tile, and only then are the small
+  loads used (data-dependent arrive, no fence); level 4 issues the row's gate inputs, q / k and
+  v before its slot is known; fp32 read copies in (g, t) chunks use level 1 (cursors with a
+  fenced arrive and the gates first, then the tile). v is loaded as raw bits behind the tile
+  for fp32 whole-row tiles (:func:`v_late_default`), and non-flush rows take warp 0's ring
+  g / kinv by cp.async (no register held: ptxas spilled them while still in flight);
   ring loads are predicated on p < h and overlap the B-fragment build and the main dot;
 * non-flush dot on tensor cores (``mma.sync.m16n8k16``, fp32 accumulate) for fp16 / bf16 / fp8 /
   nvfp4 read copies: A = the read copy, exactly representable in fp16 (fp16 itself, e4m3 values,
@@ -1004,9 +1007,10 @@ WHOLE_ROWS_ENV = "REPLAYSSM_GDN_WHOLE_ROWS"
 # switch since removed) 172.0 -> 168.4; call 3, switched off: fp32 188.4 -> 192.0
 RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
 # v (one value per finishing lane, raw bits) loaded behind the read tile instead of two per lane
-# ahead of it (default for fp32 read copies; 1 / 0 force): ptxas spilled the early v values in
+# ahead of it (default for fp32 whole-row tiles; 1 / 0 force; preamble 4 implies it, before the
+# slot): ptxas spilled the early v values in
 # the middle of the tile's loads, and the spill store waited a round trip before the last tile
-# rows were issued (SASS of the fp32 / nvfp4 builds, sass_phases.py --load-spills); split pairs
+# rows were issued (SASS of every decode build, sass_phases.py --load-spills); split pairs
 # append v from it. session16_gpu/call3, b256 / b512: fp32 188.4 -> 183.8 / 370.7 -> 362.0 µs
 # (non-flush only 165.3 -> 160.2); nvfp4/fp16sr even, fp8/fp32 164.9 -> 167.7 (not there)
 V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
@@ -1047,11 +1051,12 @@ def preamble_level(read_fmt: str, whole_rows: bool = False) -> int:
     return 1 if read_fmt == "fp32" and not whole_rows else 3
 
 
-def v_late_default(read_fmt: str) -> bool:
-    """Whether a v2 decode loads v behind its read tile (:data:`V_LATE_ENV` overrides: 1 / 0):
-    fp32 read copies."""
+def v_late_default(read_fmt: str, whole_rows: bool) -> bool:
+    """Whether a v2 decode loads v as raw bits, one per finishing lane, behind the tile
+    (:data:`V_LATE_ENV` overrides: 1 / 0; preamble 4 implies it, ahead of the slot): fp32
+    whole-row tiles."""
     v = os.environ.get(V_LATE_ENV, "")
-    return v == "1" if v in ("0", "1") else read_fmt == "fp32"
+    return v == "1" if v in ("0", "1") else read_fmt == "fp32" and whole_rows
 
 
 def _prof_record(out_row: cute.Tensor, v0, flush, words) -> None:
@@ -1321,6 +1326,14 @@ def _to_half_bits(fmt: str, x):
     return cutlass.Uint16(lp._asm(T.i16(), ptx, "=h,f", [Float32(x).ir_value()]))
 
 
+def _row_of(row0, r):
+    """Value row ``r`` (0 .. 2 tpw - 1) of the lane whose first row is ``row0``: rows g, g + 8 of
+    each 16-row tile (``r`` a Python int or an Int32)."""
+    if isinstance(r, int):
+        return row0 + (16 * (r // 2) + 8 * (r % 2))
+    return row0 + Int32(8) * (r % Int32(2)) + Int32(16) * (r // Int32(2))
+
+
 def _fidx(t, k: int):
     """Column of flush register k (0..31) of lane group t: runs of 16 at 64 q + 16 t."""
     return Int32(64 * (k // 16) + (k % 16)) + Int32(16) * t
@@ -1556,7 +1569,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         hk = hv // self.group
         v0 = vblk * self.block_v
         row0 = v0 + warp * (16 * TPW) + g4
-        rows = [row0 + (16 * (r // 2) + 8 * (r % 2)) for r in range(2 * TPW)]
+        rows = [_row_of(row0, r) for r in range(2 * TPW)]
         return tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows
 
     def _alloc_flush_smem(self, smem):
@@ -1698,18 +1711,18 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         (``lowprec.load_bits_u32``), 0 in the other lanes."""
         vbits = Uint32(0)
         if t4 < Int32(2 * self.tile.tpw):
-            vbits = lp.load_bits_u32(mV, (row_b, hv, row0 + Int32(8) * (t4 % Int32(2))
-                                          + Int32(16) * (t4 // Int32(2))))
+            vbits = lp.load_bits_u32(mV, (row_b, hv, _row_of(row0, t4)))
         return vbits
 
     def _row_input_loads(self, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, hk,
-                         tidx, lane, warp, row0, t4):
-        """Preamble 4: the gate inputs (gate thread), q / k (q / k warp) and v (finishing lanes)
-        of the row, issued unconsumed -- (gate loads, q / k bits, v bits)."""
+                         tidx, lane, warp, row0, t4, with_v: bool):
+        """Preambles 3 / 4: the gate inputs (gate thread), q / k (q / k warp) and, ``with_v``,
+        v (finishing lanes) of the row, issued unconsumed -- (gate loads, q / k bits, v bits or
+        None)."""
         gpre = gate_input_loads(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta, mALog,
                                 mA, mDtBias, mB, row_b, hv, tidx == Int32(self._gate_thread()))
         qkpre = self._qk_loads(mQ, mK, (row_b, hk), lane, warp == Int32(self.qk_warp))
-        return gpre, qkpre, self._v_bits_load(mV, row_b, hv, row0, t4)
+        return gpre, qkpre, self._v_bits_load(mV, row_b, hv, row0, t4) if with_v else None
 
     @cute.jit
     def _load_ring_u(self, mUb: cute.Tensor, slot: Int32, hv: Int32, origin: Int32, m: Int32,
@@ -1780,7 +1793,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             # returns (a pad row's are read and unused)
             gpre4, qkpre4, vbits = self._row_input_loads(mQ, mK, mV, mG, mBeta, mALog, mA,
                                                        mDtBias, mB, row_b, hv, hk, tidx, lane,
-                                                       warp, row0, t4)
+                                                       warp, row0, t4, True)
         slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
             EARLY = self.preamble >= 2        # the tile before the cursors and the gates
@@ -1793,18 +1806,18 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 # issue: they no longer queue behind it
                 cpre = common.load_cursors(mWpos, mOrig, mFcnt, slot, tidx)
             if const_expr(self.preamble == 3):
-                gpre = gate_input_loads(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
-                                        mALog, mA, mDtBias, mB, row_b, hv,
-                                        tidx == Int32(self._gate_thread()))
-                qkpre = self._qk_loads(mQ, mK, (row_b, hk), lane, warp == Int32(self.qk_warp))
+                gpre, qkpre, _ = self._row_input_loads(mQ, mK, mV, mG, mBeta, mALog, mA,
+                                                       mDtBias, mB, row_b, hv, hk, tidx, lane,
+                                                       warp, row0, t4, False)
             if const_expr(not EARLY):
                 old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx)
                 self._gates_to_smem(sScal, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, tidx)
-            # ---- speculative loads (independent of the cursors): v, the read tile and its
-            # scales (EARLY: before the cursors and the gates, whose waits would hold warps 0
-            # and 1 back a round trip)
-            rV = cute.make_rmem_tensor((R2,), Float32)
+            # ---- speculative loads (independent of the cursors): v (unless v_late), the read
+            # tile and its scales (EARLY: before the cursors and the gates, whose waits would
+            # hold warps 0 and 1 back a round trip)
+            rV = None
             if const_expr(not self.v_late):
+                rV = cute.make_rmem_tensor((R2,), Float32)
                 for r in cutlass.range_constexpr(R2):
                     rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
@@ -2081,7 +2094,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             if t4 < Int32(R2):
                 sk = rP[0, 0]
                 sq = rP[1, 0]
-                vraw = rV[0]
+                vraw = Float32(0.0) if const_expr(self.v_late) else rV[0]
                 vrow = rows[0]
                 for r in cutlass.range_constexpr(1, R2):
                     isr = t4 == Int32(r)
@@ -2747,9 +2760,10 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               pdl=common.pdl_default(),
               prof=impl == "v2" and _env_int(PROF_ENV) == 1)
     whole = impl == "v2" and whole_rows_default(rf, tpw)
-    kw.update(preamble=preamble_level(rf, whole) if impl == "v2" else 1, whole_rows=whole,
+    pre = preamble_level(rf, whole) if impl == "v2" else 1
+    kw.update(preamble=pre, whole_rows=whole,
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
-              v_late=impl == "v2" and v_late_default(rf))
+              v_late=impl == "v2" and (v_late_default(rf, whole) or pre >= 4))
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key

@@ -163,9 +163,12 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     """The v2 CTA preamble (session 7): q / k normalised by the last warp (not warp 0, which
     waits for the cursors behind the arrive's fence); read copies other than fp32 also issue the
     read tile before the cursors are consumed and order the arrive by a data dependency instead
-    of a fence (a fence would wait for the tile); level 3 (session 15, their default) issues the
-    cursors, gates and q / k before the tile. REPLAYSSM_GDN_PREAMBLE overrides; it is part of
-    the compile key."""
+    of a fence (a fence would wait for the tile); level 3 (session 15) issues the cursors, gates
+    and q / k before the tile; level 4 (session 16, the nvfp4 default) issues the row's gates,
+    q / k and v before its slot. REPLAYSSM_GDN_PREAMBLE overrides; it is part of the compile
+    key."""
+    monkeypatch.delenv(GR.V_LATE_ENV, raising=False)
+    monkeypatch.delenv(GR.RING_GATES_ASYNC_ENV, raising=False)
     monkeypatch.delenv(GR.PREAMBLE_ENV, raising=False)
     monkeypatch.delenv(GR.IMPL_ENV, raising=False)
     monkeypatch.delenv(GR.WHOLE_ROWS_ENV, raising=False)
@@ -190,7 +193,7 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
             "bfloat16", "float32", "bfloat16", True, True, None, None)
     kw, key = GR._resolve(*args)
-    assert kw["preamble"] == 4 and not kw["v_late"]       # (level 4 implies it in the op)
+    assert kw["preamble"] == 4 and kw["v_late"]           # (level 4 implies v as raw bits)
     monkeypatch.setenv(GR.PREAMBLE_ENV, "1")
     assert GR._resolve(*args)[1] != key                    # the level is in the compile key
     monkeypatch.delenv(GR.PREAMBLE_ENV)
@@ -216,7 +219,7 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
     # the whole rows' transposed butterfly: 32 row partials over 32 lanes, 31 shuffles
     assert bfly_whole - len(re.findall(r"shfl\.sync\.bfly", ptx)) == 31
-    assert _small_loads_before_tile(ptx) == 2                # raw gates (v late for fp32)
+    assert _small_loads_before_tile(ptx) == 4                # raw gates + 2 v (early here)
     assert _arrive_fences(ptx) == 1                        # fence, then the arrive
     assert re.search(r"atom\.global\.add\.u32\s+%r\d+, \[[^\]]+\], 1;", ptx)
 
@@ -250,4 +253,16 @@ def test_gdn_replay_ring_gates_async_and_v_late(monkeypatch):
     monkeypatch.setenv(GR.V_LATE_ENV, "0")
     fkw0, fkey0 = GR._resolve(*fargs)
     assert not fkw0["v_late"] and fkey0 != fkey
+    assert GR._resolve(*args)[0]["v_late"]                 # preamble 4 (nvfp4) implies it
+    monkeypatch.delenv(GR.V_LATE_ENV)
+    monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")             # fp32 in (g, t) chunks: v early
+    assert not GR._resolve(*fargs)[0]["v_late"]
+    monkeypatch.delenv(GR.WHOLE_ROWS_ENV)
     assert GR.V_LATE_ENV in GR._ENV_NAMES and GR.RING_GATES_ASYNC_ENV in GR._ENV_NAMES
+    # the verify kernel takes neither switch, whatever the decode's preamble level
+    from cute_kernels import gdn_verify as GV
+    monkeypatch.setenv(GR.PREAMBLE_ENV, "4")
+    vkw, _ = GV._resolve("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None,
+                         "float32", "bfloat16", "float32", "bfloat16", True, True, None, None)
+    vk = GV.GDNVerifyKernel(**vkw)
+    assert vk.preamble == 1 and not vk.v_late and not vk.ring_gates_async

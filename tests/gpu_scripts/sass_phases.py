@@ -12,7 +12,7 @@ markers, the instruction count and mix: spill loads / stores, barriers, global l
                                                                          # (T = 8), its loops
 
 ``--load-spills`` lists the spill stores of a register still waiting for its global load (the
-warp stalls there). ``--loops`` lists every backward branch (a loop: its first and last instruction, the phase it
+warp stalls there; a heuristic over the listing, see :func:`load_spills`). ``--loops`` lists every backward branch (a loop: its first and last instruction, the phase it
 starts in, spill loads / stores and mma inside), the static view of where spills repeat.
 """
 import glob
@@ -74,14 +74,26 @@ def loops(ins, labels, marks):
 
 
 def _regs(text: str):
-    """Register names (R<n>, and R<n+1> of a .64 access is not tracked) in an operand string."""
+    """The register names (``R<n>``) written in an instruction's text."""
     return set(re.findall(r"\bR\d+\b", text))
+
+
+def _load_dests(body: str):
+    """The registers a global load writes: its first destination and, for a .64 / .128 load,
+    the next 1 / 3."""
+    m = re.match(r"(?:@!?U?P\w+\s+)?LDG[\w.]*\s+R(\d+)", body)
+    if not m:
+        return set()
+    n = 4 if ".128" in body.split()[0 if not body.startswith("@") else 1] else (
+        2 if ".64" in body.split()[0 if not body.startswith("@") else 1] else 1)
+    return {f"R{int(m.group(1)) + i}" for i in range(n)}
 
 
 def load_spills(ins, window: int = 400):
     """Spill stores of a register whose value is a global load still in flight: the STL is the
-    first instruction after the LDG that touches the register (within ``window`` instructions
-    of straight-line code), so the warp waits there for the load. [(STL index, LDG index)]."""
+    first instruction after the LDG that touches the register (scanning back at most
+    ``window`` instructions, across branch targets too), so the warp waits there for the load.
+    [(STL index, LDG index)]."""
     out = []
     for i, ln in enumerate(ins):
         if opcode(ln) != "STL":
@@ -94,9 +106,7 @@ def load_spills(ins, window: int = 400):
             body = re.sub(r".*?\*/\s*", "", ins[j], count=1)
             if r not in _regs(body):
                 continue
-            op = opcode(ins[j])
-            dst = re.match(r"(?:@!?U?P\w+\s+)?[\w.]+\s+(R\d+)", body)
-            if op == "LDG" and dst and dst.group(1) == r:
+            if r in _load_dests(body):
                 out.append((i, j))
             break
     return out
