@@ -1008,10 +1008,9 @@ WHOLE_ROWS_ENV = "REPLAYSSM_GDN_WHOLE_ROWS"
 RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
 # v (one value per finishing lane, raw bits) loaded behind the read tile instead of two per lane
 # ahead of it (default for fp32 whole-row tiles; 1 / 0 force; preamble 4 implies it, before the
-# slot): ptxas spilled the early v values in
-# the middle of the tile's loads, and the spill store waited a round trip before the last tile
-# rows were issued (SASS of every decode build, sass_phases.py --load-spills); split pairs
-# append v from it. session16_gpu/call3, b256 / b512: fp32 188.4 -> 183.8 / 370.7 -> 362.0 µs
+# slot): ptxas spilled the early v values in the middle of the tile's loads, and the spill store
+# waited a round trip before the last tile rows were issued (SASS of every decode build,
+# sass_phases.py --load-spills); split pairs append v from it. session16_gpu/call3, b256 / b512: fp32 188.4 -> 183.8 / 370.7 -> 362.0 µs
 # (non-flush only 165.3 -> 160.2); nvfp4/fp16sr even, fp8/fp32 164.9 -> 167.7 (not there)
 V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
@@ -2094,6 +2093,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             if t4 < Int32(R2):
                 sk = rP[0, 0]
                 sq = rP[1, 0]
+                # (v_late: converted after the row selects below, where the bits are used)
                 vraw = Float32(0.0) if const_expr(self.v_late) else rV[0]
                 vrow = rows[0]
                 for r in cutlass.range_constexpr(1, R2):

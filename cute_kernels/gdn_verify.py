@@ -215,7 +215,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         # (read by _make_tile inside the base constructor)
         self.bsplit = bool(bsplit) and bool(mma_dots)
         self.coef_vec = bool(coef_vec)
-        self.coef_vec_cols = 8 if self.coef_vec else 0     # (columns per 16-byte load pass)
         # (None: tail_default; the read format is known only after the base class parsed it)
         self._tail_req = tail
         self.mma_dots = bool(mma_dots)
@@ -804,21 +803,22 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                                     col = cb * 8 + c
                                     a0 = a0 + sKd[kb + col] * sVec[vb + _kq_addr(col)]
                                     a1 = a1 + sKd[kb + col + 1] * sVec[vb + _kq_addr(col + 1)]
-                            for c in cutlass.range_constexpr(0, self.coef_vec_cols, 4):
-                                # 16-byte loads of both operands; a0 / a1 take the even / odd
-                                # columns in the same order as with scalar loads
-                                col = cb * 8 + c
-                                kk = cute.make_rmem_tensor((4,), Float32)
-                                vv = cute.make_rmem_tensor((4,), Float32)
-                                cute.autovec_copy(cute.local_tile(sKd, (4,),
-                                                                  ((kb + col) // 4,)), kk)
-                                cute.autovec_copy(cute.local_tile(sVec, (4,),
-                                                                  ((vb + _kq_addr(col)) // 4,)),
-                                                  vv)
-                                a0 = a0 + kk[0] * vv[0]
-                                a1 = a1 + kk[1] * vv[1]
-                                a0 = a0 + kk[2] * vv[2]
-                                a1 = a1 + kk[3] * vv[3]
+                            else:
+                                for c in cutlass.range_constexpr(0, 8, 4):
+                                    # 16-byte loads of both operands; a0 / a1 take the even /
+                                    # odd columns in the same order as with scalar loads
+                                    col = cb * 8 + c
+                                    kk = cute.make_rmem_tensor((4,), Float32)
+                                    vv = cute.make_rmem_tensor((4,), Float32)
+                                    cute.autovec_copy(cute.local_tile(sKd, (4,),
+                                                                      ((kb + col) // 4,)), kk)
+                                    cute.autovec_copy(
+                                        cute.local_tile(sVec, (4,),
+                                                        ((vb + _kq_addr(col)) // 4,)), vv)
+                                    a0 = a0 + kk[0] * vv[0]
+                                    a1 = a1 + kk[1] * vv[1]
+                                    a0 = a0 + kk[2] * vv[2]
+                                    a1 = a1 + kk[3] * vv[3]
                         w = cute.math.exp(sGp[m0 + t - Int32(1)] - sGp[p])
                         val = w * (a0 + a1)
                     sCo[item] = val

@@ -12,8 +12,9 @@ markers, the instruction count and mix: spill loads / stores, barriers, global l
                                                                          # (T = 8), its loops
 
 ``--load-spills`` lists the spill stores of a register still waiting for its global load (the
-warp stalls there; a heuristic over the listing, see :func:`load_spills`). ``--loops`` lists every backward branch (a loop: its first and last instruction, the phase it
-starts in, spill loads / stores and mma inside), the static view of where spills repeat.
+warp stalls there; a heuristic over the listing, see :func:`load_spills`). ``--loops`` lists
+every backward branch (a loop: its first and last instruction, the phase it starts in, spill
+loads / stores and mma inside), the static view of where spills repeat.
 """
 import glob
 import os
@@ -81,12 +82,11 @@ def _regs(text: str):
 def _load_dests(body: str):
     """The registers a global load writes: its first destination and, for a .64 / .128 load,
     the next 1 / 3."""
-    m = re.match(r"(?:@!?U?P\w+\s+)?LDG[\w.]*\s+R(\d+)", body)
+    m = re.match(r"(?:@!?U?P\w+\s+)?(LDG[\w.]*)\s+R(\d+)", body)
     if not m:
         return set()
-    n = 4 if ".128" in body.split()[0 if not body.startswith("@") else 1] else (
-        2 if ".64" in body.split()[0 if not body.startswith("@") else 1] else 1)
-    return {f"R{int(m.group(1)) + i}" for i in range(n)}
+    n = 4 if ".128" in m.group(1) else 2 if ".64" in m.group(1) else 1
+    return {f"R{int(m.group(2)) + i}" for i in range(n)}
 
 
 def load_spills(ins, window: int = 400):
