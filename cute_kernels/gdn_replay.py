@@ -1013,6 +1013,11 @@ RING_GATES_ASYNC_ENV = "REPLAYSSM_GDN_RING_GATES_ASYNC"
 # sass_phases.py --load-spills); split pairs append v from it. session16_gpu/call3, b256 / b512: fp32 188.4 -> 183.8 / 370.7 -> 362.0 µs
 # (non-flush only 165.3 -> 160.2); nvfp4/fp16sr even, fp8/fp32 164.9 -> 167.7 (not there)
 V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
+# fp32 pair (whole-row tile = the hi copy): a flush row folds the tile it already holds on the
+# CUDA cores in that layout (S = e^{G_tot} S + sum_j u_j (w_j kn_j), fp32 FMAs; u_j, w_j kn_j in
+# shared memory), dots and stores it in whole rows: no second 64 KB read of hi, no 3xTF32 mma
+# (1 = on, 0 = off)
+FLUSH_WHOLE_ENV = "REPLAYSSM_GDN_FLUSH_WHOLE"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1208,6 +1213,16 @@ def _seq_prefix_mul(x, lane, n: int, upper: bool = False):
         take = (lane < Int32(i)) if upper else (lane >= Int32(i))
         acc = acc * Float32(_sel(take, xi, Float32(1.0)))
     return acc
+
+
+def _shared_fold_weights(gj, hf, lane, n: int):
+    """Shared pairs' fold weights in lane j < n of a warp holding g_j (0 past ``hf``): (w_j =
+    e^{G_tot - G_j}, e^{G_j}, e^{G_tot}), G the sequential prefix of g, G_tot = G_{hf-1}."""
+    G = _seq_prefix(gj, lane, n)
+    Gt = cute.arch.shuffle_sync(G, cutlass.max(hf - Int32(1), Int32(0)))
+    Gt = Float32(_sel(hf > Int32(0), Gt, Float32(0.0)))
+    wl = cute.math.exp(Gt - G)           # as reference.gdn_fold: exp(tot - G)
+    return wl, cute.math.exp(G), cute.math.exp(Gt)
 
 
 def _ks_addr(j, col):
@@ -1503,7 +1518,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
                  preamble: Optional[int] = None, whole_rows: bool = False,
-                 ring_gates_async: bool = False, v_late: bool = False, **kw):
+                 ring_gates_async: bool = False, v_late: bool = False,
+                 flush_whole: bool = False, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1518,6 +1534,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             self.preamble = preamble_level(self.read_fmt, self.whole_rows)
         # preamble 4 loads v as raw bits (one per finishing lane) before the slot
         self.v_late = self.v_late or self.preamble >= 4
+        self.flush_whole = bool(flush_whole) and flush_whole_fit(
+            self.read_fmt, self.rec_fmt, self.split, self.whole_rows)
 
     @property
     def qk_warp(self) -> int:
@@ -1631,10 +1649,16 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         return [lp.bits_u32_to_f32(rw[j, i], self.act_dtype) for i in range(rw.shape[1])]
 
     def _whole_row_dots(self, rRd, sKn, sQn, lane, g4, t4):
-        """S0 kn, S0 qn of the ``whole_rows`` tile: each lane's 4-element partial dots of the
-        warp's 16 rows, summed over the warp by one transposed butterfly (lane l then holds
-        value l = (row l // 2, kn / qn), ``treduce``), moved to lane (g, 0) for its rows g,
-        g + 8 (0 in the other lanes of the quad, whose buffer terms the quad butterfly adds)."""
+        """S0 kn, S0 qn of the ``whole_rows`` tile (:meth:`_whole_row_dots_of` its words)."""
+        return self._whole_row_dots_of(lambda i: [lp.bits_f32(rRd[w, i]) for w in range(4)],
+                                       sKn, sQn, lane, g4, t4)
+
+    def _whole_row_dots_of(self, row_vals, sKn, sQn, lane, g4, t4):
+        """S kn, S qn of a whole-row tile (``row_vals(i)``: this lane's 4 fp32 values of the
+        warp's row i): each lane's 4-element partial dots of the warp's 16 rows, summed over
+        the warp by one transposed butterfly (lane l then holds value l = (row l // 2, kn /
+        qn), ``treduce``), moved to lane (g, 0) for its rows g, g + 8 (0 in the other lanes of
+        the quad, whose buffer terms the quad butterfly adds)."""
         kk = cute.make_rmem_tensor((4,), Float32)
         qq = cute.make_rmem_tensor((4,), Float32)
         a4 = _kq_addr(Int32(4) * lane) // 4
@@ -1642,7 +1666,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
         parts = []
         for i in range(16):
-            vals = [lp.bits_f32(rRd[w, i]) for w in range(4)]
+            vals = row_vals(i)
             pk = vals[0] * kk[0]
             pq = vals[0] * qq[0]
             for e in range(1, 4):
@@ -1890,11 +1914,16 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             if flush:
                 if const_expr(self.prof):
                     p2 = common.sreg64("clock64")        # (flush rows: phase 3 = the flush)
-                self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mSeed,
-                            wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
-                            sBeta, sAm, rP,
-                            slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
-                            rFs if const_expr(self.prof) else None)
+                if const_expr(self.flush_whole):
+                    self._flush_whole(mKb, mKinvb, mGb, mUb, wHi, rRd, sScal, sKn, sQn, sKh,
+                                      sKm, sW, rP, slot, hv, hk, v0, origin, tidx, lane,
+                                      warp, g4, t4, rFs if const_expr(self.prof) else None)
+                else:
+                        self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb,
+                                mSeed, wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv,
+                                sEG, sW, sBeta, sAm, rP,
+                                slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
+                                rFs if const_expr(self.prof) else None)
                 if const_expr(self.prof):
                     p3 = common.sreg64("clock64")
                     p4 = p3
@@ -2308,12 +2337,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 eTl = cute.arch.shuffle_sync(EGl, Int32(LP - 1))
                 gv = aj
             else:
-                G = _seq_prefix(gj, lane, LP)
-                Gt = cute.arch.shuffle_sync(G, cutlass.max(hf - Int32(1), Int32(0)))
-                Gt = Float32(_sel(hf > Int32(0), Gt, Float32(0.0)))
-                wl = cute.math.exp(Gt - G)       # as reference.gdn_fold: exp(tot - G)
-                EGl = cute.math.exp(G)
-                eTl = cute.math.exp(Gt)
+                wl, EGl, eTl = _shared_fold_weights(gj, hf, lane, LP)
                 gv = gj
             if lane < Int32(LP):
                 sGv[lane] = gv
@@ -2494,6 +2518,97 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
                                  s_glob, rFs)
                     _fstamp(rFs, 8 + ci)
+
+    @cute.jit
+    def _flush_whole(self, mKb: cute.Tensor, mKinvb: cute.Tensor, mGb: cute.Tensor,
+                     mUb: cute.Tensor, wHi: cute.Tensor, rRd: cute.Tensor, sScal: cute.Tensor,
+                     sKn: cute.Tensor, sQn: cute.Tensor, sKh: cute.Tensor, sKm: cute.Tensor,
+                     sW: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32, hk: Int32,
+                     v0: Int32, origin: Int32, tidx: Int32, lane: Int32, warp: Int32,
+                     g4: Int32, t4: Int32, rFs=None):
+        """Flush of the fp32 shared pair from the whole-row tile ``rRd`` (the hi copy's words
+        4 lane .. 4 lane + 3 of the warp's 16 rows, :func:`flush_whole_fit`): S = e^{G_tot} S
+        + sum_j u_j (w_j kn_j) on the CUDA cores in that layout, S kn / S qn partials into
+        ``rP`` as the non-flush dots, S stored in whole rows. A flush row has h >= L: all L
+        entries fold."""
+        K, L, RING, NT, BV = self.K, self.L, self.ring, self.num_threads, self.block_v
+        _fstamp(rFs, 0)
+        # ---- stage u_j of the CTA's rows (cp.async) and kn_j = k_j kinv_j, fp32, unpadded
+        sU = cute.make_tensor(cute.recast_ptr(sKm.iterator, dtype=Float32),
+                              cute.make_layout(L * BV))
+        sKf = cute.make_tensor(cute.recast_ptr(sKh.iterator, dtype=Float32),
+                               cute.make_layout(L * K))
+        a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
+        NCU = L * BV // 4
+        for it in cutlass.range_constexpr((NCU + NT - 1) // NT):
+            c = tidx + it * NT
+            if c < Int32(NCU):
+                j = c // Int32(BV // 4)
+                cc = c % Int32(BV // 4)
+                ph = _ring(origin, j, RING)
+                cute.copy(a16, cute.local_tile(mUb[slot, hv, ph, None], (4,),
+                                               (v0 // Int32(4) + cc,)),
+                          cute.local_tile(sU, (4,), (j * Int32(BV // 4) + cc,)))
+        cute.arch.cp_async_commit_group()
+        NCK = L * K // 8
+        for it in cutlass.range_constexpr((NCK + NT - 1) // NT):
+            c = tidx + it * NT
+            if c < Int32(NCK):
+                j = c // Int32(K // 8)
+                cc = c % Int32(K // 8)
+                ph = _ring(origin, j, RING)
+                xs = cute.make_rmem_tensor((8,), self.act_dtype)
+                cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (8,), (cc,)), xs)
+                kj = mKinvb[slot, hk, ph]
+                kf = cute.make_rmem_tensor((8,), Float32)
+                for e in cutlass.range_constexpr(8):
+                    kf[e] = xs[e].to(Float32) * kj
+                cute.autovec_copy(kf, cute.local_tile(sKf, (8,), (c,)))
+        if warp == 0:
+            gj = Float32(0.0)
+            if lane < Int32(L):
+                gj = mGb[slot, hv, _ring(origin, lane, RING)]
+            wl, _, eTl = _shared_fold_weights(gj, Int32(L), lane, L)
+            if lane < Int32(L):
+                sW[lane] = wl
+            if lane == 0:
+                sScal[8] = eTl
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.barrier()
+        _fstamp(rFs, 1)                                 # ring values, keys, weights staged
+        # ---- fold: S[i, c] = e^{G_tot} S[i, c] + sum_j u_j[row i] (w_j kn_j[4 lane + c])
+        eT = sScal[8]
+        S = cute.make_rmem_tensor((4, 16), Float32)     # (column 4 lane + c, warp row i)
+        for i in cutlass.range_constexpr(16):
+            for c in cutlass.range_constexpr(4):
+                S[c, i] = eT * lp.bits_f32(rRd[c, i])
+        for j in cutlass.range_constexpr(L):
+            wj = sW[j]
+            kv = cute.make_rmem_tensor((4,), Float32)
+            cute.autovec_copy(cute.local_tile(sKf, (4,), (Int32(j * K // 4) + lane,)), kv)
+            kw = [kv[c] * wj for c in range(4)]
+            for i4 in cutlass.range_constexpr(4):
+                uu = cute.make_rmem_tensor((4,), Float32)
+                cute.autovec_copy(cute.local_tile(sU, (4,), (Int32(j * BV // 4 + i4)
+                                                            + Int32(4) * warp,)), uu)
+                for ii in cutlass.range_constexpr(4):
+                    for c in cutlass.range_constexpr(4):
+                        S[c, 4 * i4 + ii] = _fma_rn(uu[ii], kw[c], S[c, 4 * i4 + ii])
+        _fstamp(rFs, 5)                                 # fold
+        # ---- S_new kn, S_new qn (lane (g, 0): rows g, g + 8), as the non-flush tile's dots
+        ak, aq = self._whole_row_dots_of(lambda i: [S[c, i] for c in range(4)], sKn, sQn,
+                                         lane, g4, t4)
+        for r in cutlass.range_constexpr(2):
+            rP[0, r] = ak[r]
+            rP[1, r] = aq[r]
+        _fstamp(rFs, 6)                                 # output dots
+        for i in cutlass.range_constexpr(16):
+            ws = cute.make_rmem_tensor((4,), Uint32)
+            for c in cutlass.range_constexpr(4):
+                ws[c] = lp.f32_bits(S[c, i])
+            cute.autovec_copy(ws, cute.local_tile(wHi[slot, hv, v0 + Int32(16) * warp
+                                                      + Int32(i), None], (4,), (lane,)))
+        _fstamp(rFs, 8)                                 # stores issued
 
     def _flush_out_partials(self, S, rP, sKn, sQn, tr, t4):
         """rP[0 / 1, rows of tile tr] = this lane's partial dots of the fresh fold S with kn / qn
@@ -2691,6 +2806,18 @@ def _dn(d):
     return None if d is None else dtype_name(d)
 
 
+def flush_whole_fit(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool) -> bool:
+    """Whether a flush row can fold the whole-row read tile it holds: the read copy is the fp32
+    hi copy itself (fp32 shared pair) read in whole rows."""
+    return whole_rows and not split and read_fmt == "fp32" and rec_fmt == "fp32"
+
+
+def flush_whole_default(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool) -> bool:
+    """:data:`FLUSH_WHOLE_ENV` where :func:`flush_whole_fit`."""
+    return (flush_whole_fit(read_fmt, rec_fmt, split, whole_rows)
+            and os.environ.get(FLUSH_WHOLE_ENV, "") == "1")
+
+
 def resolve_impl(read_fmt, rec_fmt, K, V, L, impl=None) -> str:
     """"v2" (default) when the v2 kernel supports the shape, else "v1"; ``impl`` or the
     environment variable REPLAYSSM_GDN_REPLAY_IMPL ("v1" / "v2") overrides."""
@@ -2712,9 +2839,10 @@ def make_op(kw):
     whole = kw.pop("whole_rows", False)
     rga = kw.pop("ring_gates_async", False)
     vl = kw.pop("v_late", False)
+    fw = kw.pop("flush_whole", False)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
-                                 ring_gates_async=rga, v_late=vl)
+                                 ring_gates_async=rga, v_late=vl, flush_whole=fw)
     return GDNReplayDecode(**kw)
 
 
@@ -2763,7 +2891,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     pre = preamble_level(rf, whole) if impl == "v2" else 1
     kw.update(preamble=pre, whole_rows=whole,
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
-              v_late=impl == "v2" and (v_late_default(rf, whole) or pre >= 4))
+              v_late=impl == "v2" and (v_late_default(rf, whole) or pre >= 4),
+              flush_whole=impl == "v2" and flush_whole_default(rf, cf, split, whole))
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key

@@ -230,7 +230,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          preamble=preamble, prof=prof)
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
         # (the decode's v / ring-gate load switches do not apply to the verify kernel)
-        self.v_late = self.ring_gates_async = False
+        self.v_late = self.ring_gates_async = self.flush_whole = False
         # (early loads: one draft per warp, taken as in level 1)
         self.early_loads = self.early_loads and self.preamble == 1 and self.T <= self.nwarps
         self.tail = (tail_default(self.read_fmt, self.T) if self._tail_req is None
