@@ -207,7 +207,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  preamble: Optional[int] = None, prof: bool = False,
                  tail: Optional[bool] = None, mma_dots: bool = True,
                  coef_first: bool = False, bsplit: bool = False, coef_vec: bool = True,
-                 early_loads: bool = False, ring_async: bool = False):
+                 early_loads: bool = False):
         self.T = int(T)
         # the decode's preamble 3 (EARLY_ENV): cursors, draft gates, q / k issued before the
         # read tile and used after it (data-dependent arrive, no fence)
@@ -240,9 +240,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         # non-flush rows: key staging + coefficient dots before the read dots (COEF_FIRST_ENV);
         # the tail's early loads are what make that order free of new waits
         self.coef_first = bool(coef_first) and self.tail
-        # without the tail: the committed entries' u by cp.async into shared memory (RING_ASYNC
-        # _ENV) -- in registers, ptxas spilled them right after their loads (nvfp4, 80 registers)
-        self.ring_async = bool(ring_async) and not self.tail
         if self.prof and (self.block_v != self.V or self.act_dtype.width != 16):
             raise ValueError("the verify profiling build writes its record over a whole head's "
                              "16-bit output row: block_v must be V and the activations 16-bit")
@@ -422,23 +419,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 w = v * Int32(P2) + Int32(2) * _kq_addr(c - c % Int32(2)) + c % Int32(2)
                 sBp[w] = h
                 sBp[w + Int32(2)] = lo
-
-    @cute.jit
-    def _stage_ring_u(self, sRu: cute.Tensor, mUb: cute.Tensor, slot: Int32, hv: Int32,
-                      origin: Int32, m0: Int32, rows, v0: Int32, t4: Int32):
-        """``_load_ring_u``'s values (positions p = t4 + 4 i < m0, this lane's rows) by cp.async
-        into ``sRu[p * block_v + local row]``, one group, committed; each lane reads back only
-        its own copies (after ``cp_async_wait_group``)."""
-        L, RING, BV = self.L, self.ring, self.block_v
-        a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
-        for i in cutlass.range_constexpr(self.tile.nu):
-            p = t4 + 4 * i
-            if p < m0:
-                ph = _ring(origin, p, RING)
-                for r in cutlass.range_constexpr(len(rows)):
-                    cute.copy(a4, cute.local_tile(mUb[slot, hv, ph, None], (1,), (rows[r],)),
-                              cute.local_tile(sRu, (1,), (p * BV + (rows[r] - v0),)))
-        cute.arch.cp_async_commit_group()
 
     @cute.jit
     def _stage_committed_keys(self, sKc: cute.Tensor, sKic: cute.Tensor, mKb: cute.Tensor,
@@ -626,9 +606,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         sGp = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sCo = smem.allocate_tensor(Float32, cute.make_layout(NV * L), byte_alignment=16)
         sSum = smem.allocate_tensor(Float32, cute.make_layout(NV * BV), byte_alignment=16)
-        sRu = None
-        if const_expr(self.ring_async):
-            sRu = smem.allocate_tensor(Float32, cute.make_layout(L * BV), byte_alignment=16)
         sBp = None
         if const_expr(self.bsplit):
             sBp = smem.allocate_tensor(Uint32, cute.make_layout(tl.bp_words), byte_alignment=16)
@@ -734,8 +711,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                 self._stage_committed_keys(sKc, sKic, mKb, mKinvb, slot, hk, origin, m0, tidx)
                 if const_expr(self.coef_first):
                     self._prefetch_finish_lines(mUb, mV, slot, hv, row_b, origin, m0, v0, tidx)
-            elif const_expr(self.ring_async):
-                self._stage_ring_u(sRu, mUb, slot, hv, origin, m0, rows, v0, t4)
             else:
                 rU = self._load_ring_u(mUb, slot, hv, origin, m0, rows, t4)
             if const_expr(self.bsplit):
@@ -863,8 +838,6 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             # positions t4 (mod 4); one lane of the quad updates). Tail variant: the row-owner
             # thread adds them in the finish instead (no pass, no barrier)
             if const_expr(not self.tail):
-                if const_expr(self.ring_async):
-                    cute.arch.cp_async_wait_group(0)         # this lane's own u copies
                 if m0 > Int32(0):
                     for vi in cutlass.range(NV, unroll=1):
                         for r in cutlass.range_constexpr(R2):
@@ -873,12 +846,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                                 p = t4 + 4 * i
                                 pc = cutlass.min(p, Int32(L - 1))
                                 cf = Float32(_sel(p < m0, sCo[vi * L + pc], Float32(0.0)))
-                                if const_expr(self.ring_async):
-                                    ur = Float32(_sel(p < m0, sRu[pc * BV + (rows[r] - v0)],
-                                                      Float32(0.0)))
-                                    x = x + cf * ur
-                                else:
-                                    x = x + cf * rU[i, r]
+                                x = x + cf * rU[i, r]
                             x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
                             x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
                             if t4 == Int32(0):
@@ -977,8 +945,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T),
               mma_dots=_env_int(MMA_ENV) != 0, coef_first=_env_int(COEF_FIRST_ENV) == 1,
               bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)),
-              coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) != 0,
-              ring_async=_env_int(RING_ASYNC_ENV) == 1)
+              coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) != 0)
     # switches read while tracing (not constructor arguments) are part of the key
     key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
     return kw, key
@@ -1135,11 +1102,6 @@ COEF_VEC_ENV = "REPLAYSSM_GDN_VERIFY_COEF_VEC"
 #: T = 8: fp32 498.8 -> 480.9 µs, nvfp4/fp16sr 728.3 -> 704.2, fp8/fp32 620.6 -> 589.9; T = 4
 #: 0.99-1.01x
 EARLY_ENV = "REPLAYSSM_GDN_VERIFY_EARLY"
-#: verify without the tail (nvfp4 read copies past T = 4): the committed entries' u by cp.async
-#: into shared memory instead of registers (1; A-B, not GPU-run yet): at 80 registers ptxas
-#: spilled the eight u values right after their loads, and the warp waited a round trip there,
-#: before the decay-prefix barrier (sass_phases.py nvfp4/fp16sr 3 --verify 8 --load-spills)
-RING_ASYNC_ENV = "REPLAYSSM_GDN_VERIFY_RING_ASYNC"
 #: value rows per CTA (block_v) for tuning runs; unset: choose_block_v_v2
 BV_ENV = "REPLAYSSM_GDN_VERIFY_BV"
 #: the mma dots' B operands (the 2T vectors) split into tf32 pieces once per CTA in shared memory,
@@ -1170,7 +1132,7 @@ def _budget_128(num_threads: int, min_blocks: int) -> bool:
 
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
               ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV, COEF_VEC_ENV,
-              EARLY_ENV, RING_ASYNC_ENV)
+              EARLY_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -300,20 +300,3 @@ def test_gdn_verify_early_loads_variant(monkeypatch):
     kw, _ = GV._resolve("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32",
                         "bfloat16", "float32", "bfloat16", True, True, None, None)
     assert GV.GDNVerifyKernel(**kw).early_loads
-
-
-def test_gdn_verify_ring_async_variant(monkeypatch):
-    """REPLAYSSM_GDN_VERIFY_RING_ASYNC=1 (branch wip/gdn-verify-ring-async, not GPU-run): the
-    verify without the tail (nvfp4 read copies past T = 4) takes the committed entries' u by
-    cp.async into shared memory; off by default, and a no-op where the tail is on."""
-    import re
-    monkeypatch.delenv(GV.RING_ASYNC_ENV, raising=False)
-    _, ptx = GV.compile_only("nvfp4/fp16sr", T=8, keep_ptx=True)
-    n_off = len(re.findall(r"cp\.async\.ca\.shared\.global \[[^\]]+\], \[[^\]]+\], 4", ptx))
-    monkeypatch.setenv(GV.RING_ASYNC_ENV, "1")
-    k, ptx = GV.compile_only("nvfp4/fp16sr", T=8, keep_ptx=True)
-    n_on = len(re.findall(r"cp\.async\.ca\.shared\.global \[[^\]]+\], \[[^\]]+\], 4", ptx))
-    assert n_on - n_off == 8                              # NU = 4 positions x 2 rows per lane
-    kw, _ = GV._resolve("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32",
-                        "bfloat16", "float32", "bfloat16", True, True, None, None)
-    assert kw["ring_async"] and not GV.GDNVerifyKernel(**kw).ring_async   # fp32: the tail
