@@ -1016,7 +1016,8 @@ V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
 # fp32 pair (whole-row tile = the hi copy): a flush row folds the tile it already holds on the
 # CUDA cores in that layout (S = e^{G_tot} S + sum_j u_j (w_j kn_j), fp32 FMAs; u_j, w_j kn_j in
 # shared memory), dots and stores it in whole rows: no second 64 KB read of hi, no 3xTF32 mma
-# (1 = on, 0 = off)
+# (default; 0 = the (g, t) flush). session17_gpu/call1, b256 / b512: 184.0 -> 159.2 / 362.7 ->
+# 320.9 µs (flush only 518.8 -> 363.2, non-flush only 159.7 -> 155.4: ptxas no longer spills)
 FLUSH_WHOLE_ENV = "REPLAYSSM_GDN_FLUSH_WHOLE"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
@@ -2813,9 +2814,9 @@ def flush_whole_fit(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool) 
 
 
 def flush_whole_default(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool) -> bool:
-    """:data:`FLUSH_WHOLE_ENV` where :func:`flush_whole_fit`."""
+    """Where :func:`flush_whole_fit` (``REPLAYSSM_GDN_FLUSH_WHOLE=0`` turns it off)."""
     return (flush_whole_fit(read_fmt, rec_fmt, split, whole_rows)
-            and os.environ.get(FLUSH_WHOLE_ENV, "") == "1")
+            and os.environ.get(FLUSH_WHOLE_ENV, "") != "0")
 
 
 def resolve_impl(read_fmt, rec_fmt, K, V, L, impl=None) -> str:
@@ -3074,7 +3075,7 @@ def _build_cache_views(cache, rf, cf, split):
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
-              WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV)
+              WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -266,3 +266,32 @@ def test_gdn_replay_ring_gates_async_and_v_late(monkeypatch):
                          "float32", "bfloat16", "float32", "bfloat16", True, True, None, None)
     vk = GV.GDNVerifyKernel(**vkw)
     assert vk.preamble == 1 and not vk.v_late and not vk.ring_gates_async
+    assert not vk.flush_whole
+
+
+def test_gdn_replay_flush_whole(monkeypatch):
+    """The fp32 pair's flush rows fold the whole-row tile they hold (default; compile key;
+    REPLAYSSM_GDN_FLUSH_WHOLE=0 or (g, t) tiles: the (g, t) flush): no 3xTF32 mma and no
+    second load of hi in that build, the u ring staged by 16-byte cp.async, 0 spills."""
+    import re
+    for name in (GR.FLUSH_WHOLE_ENV, GR.WHOLE_ROWS_ENV, GR.TPW_ENV, GR.IMPL_ENV,
+                 GR.PREAMBLE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    args = ("bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32", "bfloat16",
+            "float32", "bfloat16", True, True, None, None)
+    kw, key = GR._resolve("fp32", *args)
+    assert kw["flush_whole"] and kw["whole_rows"]
+    for pair in ("fp8/fp32", "bf16/fp32", "nvfp4/fp16sr"):   # split pairs: hi is not the tile
+        assert not GR._resolve(pair, *args)[0]["flush_whole"]
+    _, ptx = GR.compile_only("fp32", keep_ptx=True)
+    assert "mma.sync" not in ptx
+    assert len(re.findall(r"cp\.async\.c[ag]\.shared\.global \[[^\]]+\], \[[^\]]+\], 16",
+                          ptx)) >= 1
+    monkeypatch.setenv(GR.FLUSH_WHOLE_ENV, "0")
+    kw0, key0 = GR._resolve("fp32", *args)
+    assert not kw0["flush_whole"] and key0 != key
+    _, ptx0 = GR.compile_only("fp32", keep_ptx=True)
+    assert "mma.sync" in ptx0
+    monkeypatch.delenv(GR.FLUSH_WHOLE_ENV)
+    monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")
+    assert not GR._resolve("fp32", *args)[0]["flush_whole"]
