@@ -2521,24 +2521,17 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     _fstamp(rFs, 8 + ci)
 
     @cute.jit
-    def _flush_whole(self, mKb: cute.Tensor, mKinvb: cute.Tensor, mGb: cute.Tensor,
-                     mUb: cute.Tensor, wHi: cute.Tensor, rRd: cute.Tensor, sScal: cute.Tensor,
-                     sKn: cute.Tensor, sQn: cute.Tensor, sKh: cute.Tensor, sKm: cute.Tensor,
-                     sW: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32, hk: Int32,
-                     v0: Int32, origin: Int32, tidx: Int32, lane: Int32, warp: Int32,
-                     g4: Int32, t4: Int32, rFs=None):
-        """Flush of the fp32 shared pair from the whole-row tile ``rRd`` (the hi copy's words
-        4 lane .. 4 lane + 3 of the warp's 16 rows, :func:`flush_whole_fit`): S = e^{G_tot} S
-        + sum_j u_j (w_j kn_j) on the CUDA cores in that layout, S kn / S qn partials into
-        ``rP`` as the non-flush dots, S stored in whole rows. A flush row has h >= L: all L
-        entries fold."""
+    def _stage_tile_fold(self, mKb: cute.Tensor, mKinvb: cute.Tensor, mGb: cute.Tensor,
+                         mUb: cute.Tensor, sScal: cute.Tensor, sKf: cute.Tensor,
+                         sU: cute.Tensor, sW: cute.Tensor, slot: Int32, hv: Int32, hk: Int32,
+                         v0: Int32, origin: Int32, hf: Int32, tidx: Int32, lane: Int32,
+                         warp: Int32):
+        """Staging of a shared pair's fold from a held tile (:func:`flush_whole_fit`; the
+        verify's fp32 flush): u_j of the CTA's rows into ``sU[j * BV + row]`` (cp.async, all L
+        positions: past ``hf`` unused), kn_j = k_j kinv_j (fp32) into ``sKf[j * K + col]``,
+        the weights w_j (0 past ``hf``) into ``sW`` and e^{G_tot} into ``sScal[8]`` (warp 0).
+        Ends with the CTA barrier."""
         K, L, RING, NT, BV = self.K, self.L, self.ring, self.num_threads, self.block_v
-        _fstamp(rFs, 0)
-        # ---- stage u_j of the CTA's rows (cp.async) and kn_j = k_j kinv_j, fp32, unpadded
-        sU = cute.make_tensor(cute.recast_ptr(sKm.iterator, dtype=Float32),
-                              cute.make_layout(L * BV))
-        sKf = cute.make_tensor(cute.recast_ptr(sKh.iterator, dtype=Float32),
-                               cute.make_layout(L * K))
         a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
         NCU = L * BV // 4
         for it in cutlass.range_constexpr((NCU + NT - 1) // NT):
@@ -2567,15 +2560,36 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 cute.autovec_copy(kf, cute.local_tile(sKf, (8,), (c,)))
         if warp == 0:
             gj = Float32(0.0)
-            if lane < Int32(L):
+            if lane < hf:
                 gj = mGb[slot, hv, _ring(origin, lane, RING)]
-            wl, _, eTl = _shared_fold_weights(gj, Int32(L), lane, L)
+            wl, _, eTl = _shared_fold_weights(gj, hf, lane, L)
             if lane < Int32(L):
-                sW[lane] = wl
+                sW[lane] = Float32(_sel(lane < hf, wl, Float32(0.0)))
             if lane == 0:
                 sScal[8] = eTl
         cute.arch.cp_async_wait_group(0)
         cute.arch.barrier()
+
+    @cute.jit
+    def _flush_whole(self, mKb: cute.Tensor, mKinvb: cute.Tensor, mGb: cute.Tensor,
+                     mUb: cute.Tensor, wHi: cute.Tensor, rRd: cute.Tensor, sScal: cute.Tensor,
+                     sKn: cute.Tensor, sQn: cute.Tensor, sKh: cute.Tensor, sKm: cute.Tensor,
+                     sW: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32, hk: Int32,
+                     v0: Int32, origin: Int32, tidx: Int32, lane: Int32, warp: Int32,
+                     g4: Int32, t4: Int32, rFs=None):
+        """Flush of the fp32 shared pair from the whole-row tile ``rRd`` (the hi copy's words
+        4 lane .. 4 lane + 3 of the warp's 16 rows, :func:`flush_whole_fit`): S = e^{G_tot} S
+        + sum_j u_j (w_j kn_j) on the CUDA cores in that layout, S kn / S qn partials into
+        ``rP`` as the non-flush dots, S stored in whole rows. A flush row has h >= L: all L
+        entries fold."""
+        K, L, BV = self.K, self.L, self.block_v
+        _fstamp(rFs, 0)
+        sU = cute.make_tensor(cute.recast_ptr(sKm.iterator, dtype=Float32),
+                              cute.make_layout(L * BV))
+        sKf = cute.make_tensor(cute.recast_ptr(sKh.iterator, dtype=Float32),
+                               cute.make_layout(L * K))
+        self._stage_tile_fold(mKb, mKinvb, mGb, mUb, sScal, sKf, sU, sW, slot, hv, hk, v0,
+                              origin, Int32(L), tidx, lane, warp)
         _fstamp(rFs, 1)                                 # ring values, keys, weights staged
         # ---- fold: S[i, c] = e^{G_tot} S[i, c] + sum_j u_j[row i] (w_j kn_j[4 lane + c])
         eT = sScal[8]

@@ -84,7 +84,7 @@ from .gdn_replay import (ENCODE_ENV, KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMI
                          V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32, encode_mode,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes, _prof_record,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
-                         _read_chunk_values, _ring,
+                         _read_chunk_values, _ring, _fma_rn, _fstamp,
                          _sel, _seq_prefix, choose_block_v_v2, pair_key, preamble_level,
                          v2_default_min_blocks)
 from .gdn_standard import gate_input_loads, gdn_gates, gdn_gates_from_loads, slot_of_row
@@ -207,7 +207,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  preamble: Optional[int] = None, prof: bool = False,
                  tail: Optional[bool] = None, mma_dots: bool = True,
                  coef_first: bool = False, bsplit: bool = False, coef_vec: bool = True,
-                 early_loads: bool = False):
+                 early_loads: bool = False, flush_tile: bool = False):
         self.T = int(T)
         # the decode's preamble 3 (EARLY_ENV): cursors, draft gates, q / k issued before the
         # read tile and used after it (data-dependent arrive, no fence)
@@ -240,6 +240,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         # non-flush rows: key staging + coefficient dots before the read dots (COEF_FIRST_ENV);
         # the tail's early loads are what make that order free of new waits
         self.coef_first = bool(coef_first) and self.tail
+        # fp32 shared pair: flush rows fold the read tile they hold (FLUSH_TILE_ENV)
+        self.flush_tile = bool(flush_tile) and flush_tile_fit(self.read_fmt, self.rec_fmt,
+                                                              self.split)
         if self.prof and (self.block_v != self.V or self.act_dtype.width != 16):
             raise ValueError("the verify profiling build writes its record over a whole head's "
                              "16-bit output row: block_v must be V and the activations 16-bit")
@@ -515,21 +518,70 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         return acc[0] + acc[1]
 
     @cute.jit
+    def _flush_tile(self, mKb: cute.Tensor, mKinvb: cute.Tensor, mGb: cute.Tensor,
+                    mUb: cute.Tensor, wHi: cute.Tensor, rRd: cute.Tensor, sScal: cute.Tensor,
+                    sKs: cute.Tensor, sUf: cute.Tensor, sW: cute.Tensor, sVec: cute.Tensor,
+                    sSum: cute.Tensor, sTok: cute.Tensor, sBp: Optional[cute.Tensor],
+                    slot: Int32, hv: Int32, hk: Int32, v0: Int32, rows, origin: Int32,
+                    hf: Int32, tidx: Int32, lane: Int32, warp: Int32, g4: Int32, t4: Int32,
+                    rFs=None):
+        """Flush row of the fp32 shared pair (:func:`flush_tile_fit`) from the read tile it
+        holds (the hi copy): S = e^{G_tot} S + sum_{j < hf} (u_j w_j) kn_j on the CUDA cores in
+        the tile's (g, t) layout, the draft dots of S as a non-flush row's, S stored to hi."""
+        K, L, BV = self.K, self.L, self.block_v
+        _fstamp(rFs, 0)
+        self._stage_tile_fold(mKb, mKinvb, mGb, mUb, sScal, sKs, sUf, sW, slot, hv, hk, v0,
+                              origin, hf, tidx, lane, warp)
+        _fstamp(rFs, 1)                                 # ring values, keys, weights staged
+        # ---- fold: element 4 ii + e of row r is column 16 ii + 4 t + e (fp32 read layout)
+        dv = self._decode_tile(rRd, None)
+        eT = sScal[8]
+        for jd in cutlass.range_constexpr(K // 4):
+            for r in cutlass.range_constexpr(2):
+                dv[jd, r] = eT * dv[jd, r]
+        lr = warp * Int32(16) + g4
+        for j in cutlass.range_constexpr(L):
+            wj = sW[j]
+            uw = [Float32(_sel(Int32(j) < hf, sUf[Int32(j * BV) + lr + Int32(8 * r)] * wj,
+                               Float32(0.0))) for r in range(2)]
+            for ii in cutlass.range_constexpr(K // 16):
+                kv = cute.make_rmem_tensor((4,), Float32)
+                cute.autovec_copy(cute.local_tile(sKs, (4,), (Int32(j * K // 4 + 4 * ii) + t4,)),
+                                  kv)
+                for e in cutlass.range_constexpr(4):
+                    for r in cutlass.range_constexpr(2):
+                        dv[4 * ii + e, r] = _fma_rn(uw[r], kv[e], dv[4 * ii + e, r])
+        _fstamp(rFs, 5)                                 # fold
+        self._tile_dots(dv, [Float32(1.0), Float32(1.0)], sVec, sSum, sTok, t4, g4, warp, sBp)
+        _fstamp(rFs, 6)                                 # draft dots
+        for r in cutlass.range_constexpr(2):
+            for ii in cutlass.range_constexpr(K // 16):
+                ws = cute.make_rmem_tensor((4,), Uint32)
+                for e in cutlass.range_constexpr(4):
+                    ws[e] = lp.f32_bits(dv[4 * ii + e, r])
+                cute.autovec_copy(ws, cute.local_tile(wHi[slot, hv, rows[r], None], (4,),
+                                                      (Int32(4 * ii) + t4,)))
+        _fstamp(rFs, 8)                                 # stores issued
+
+    @cute.jit
     def _nonflush_dots(self, rRd: cute.Tensor, rsc, rbs, sVec: cute.Tensor, sSum: cute.Tensor,
                        sTok: cute.Tensor, t4: Int32, g4: Int32, warp: Int32,
                        sBp: Optional[cute.Tensor] = None):
         """Non-flush rows: sSum[v, row] = e^{G_{m0+t-1}} (S0 vec_v) for the 2T vectors, S0 = the
         lane's read-copy words ``rRd`` (fp8 row scale ``rsc``, nvfp4 block scales ``rbs``)."""
-        K, T, BV, RFMT = self.K, self.T, self.block_v, self.read_fmt
-        R2 = 2
-        NV = 2 * T
-        KP = K + K // 8
-        tl = self.tile
-        RW = 4 * (K * tl.rbits // 512)
         # S0 = the read copy, one pass for 2T vectors
         # (the committed ring terms are added once the coefficients exist)
-        # decode the lane's 32 columns of both rows once (nvfp4: block scale applied),
-        # then a run-time loop over the vectors (small code, no accumulator array)
+        self._tile_dots(self._decode_tile(rRd, rbs), rsc, sVec, sSum, sTok, t4, g4, warp, sBp)
+
+    @cute.jit
+    def _decode_tile(self, rRd: cute.Tensor, rbs) -> cute.Tensor:
+        """The lane's 32 columns of both rows of the read tile ``rRd`` as fp32 values, decoded
+        once (nvfp4: block scales ``rbs`` applied): [K / 4 elements, 2 rows]; element
+        (ii * NUN + u) * UE + e is column (4 ii + t) * CER + UE u + e."""
+        K, RFMT = self.K, self.read_fmt
+        R2 = 2
+        tl = self.tile
+        RW = 4 * (K * tl.rbits // 512)
         CER = 128 // tl.rbits                  # elements per 16-byte chunk
         UE = min(CER, 16)                      # elements per unit (one nvfp4 block)
         NUN = CER // UE
@@ -545,6 +597,24 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                         if const_expr(RFMT == "nvfp4"):
                             x = x * rbs[2 * r + u]
                         dv[(ii * NUN + u) * UE + e, r] = x
+        return dv
+
+    @cute.jit
+    def _tile_dots(self, dv: cute.Tensor, rsc, sVec: cute.Tensor, sSum: cute.Tensor,
+                   sTok: cute.Tensor, t4: Int32, g4: Int32, warp: Int32,
+                   sBp: Optional[cute.Tensor] = None):
+        """sSum[v, row] = e^{G_{m0+t-1}} (S vec_v) for the 2T vectors, S = the decoded tile
+        ``dv`` (:meth:`_decode_tile`) times the row scales ``rsc``: a run-time loop over the
+        vectors (small code, no accumulator array) or the mma dots."""
+        K, T, BV = self.K, self.T, self.block_v
+        R2 = 2
+        NV = 2 * T
+        KP = K + K // 8
+        tl = self.tile
+        RW = 4 * (K * tl.rbits // 512)
+        CER = 128 // tl.rbits
+        UE = min(CER, 16)
+        NUN = CER // UE
         if const_expr(self.mma_dots):
             self._read_dots_mma(dv, sVec, sSum, sTok, rsc, t4, g4, warp, sBp)
         else:
@@ -612,6 +682,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         # v2 flush workspace (the staged keys double as the coefficient keys afterwards)
         sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
         sKd = cute.make_tensor(sKs.iterator, cute.make_layout(L * KD_PITCH))
+        sUf = None
+        if const_expr(self.flush_tile):
+            sUf = smem.allocate_tensor(Float32, cute.make_layout(L * BV), byte_alignment=16)
         if const_expr(self.tail):
             # committed keys (raw) and their kinv, copied in by cp.async right after the cursors
             # of a non-flush row, into the flush workspace (unused there until the key staging,
@@ -721,12 +794,18 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             if flush:
                 # ================= flush row: the decode kernel's fold + encode; its output
                 # hook writes e^{G_{t-1}} (S_new kn_t), e^{G_{t-1}} (S_new qn_t) to sSum
-                rPd = cute.make_rmem_tensor((2, R2), Float32)
-                self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mSeed,
-                            wHi, wLo, sScal, sVec, sVec, sKs, sKh, sKm, sKl, sA, sGv, sEG, sW,
-                            sBeta, sAm, rPd,
-                            slot, hv, hk, row0, origin, cutlass.min(h, Int32(L)), gen, tidx,
-                            lane, warp, g4, t4, rFs if const_expr(self.prof) else None)
+                if const_expr(self.flush_tile):
+                    self._flush_tile(mKb, mKinvb, mGb, mUb, wHi, rRd, sScal, sKs, sUf, sW,
+                                     sVec, sSum, sTok, sBp, slot, hv, hk, v0, rows, origin,
+                                     cutlass.min(h, Int32(L)), tidx, lane, warp, g4, t4,
+                                     rFs if const_expr(self.prof) else None)
+                else:
+                    rPd = cute.make_rmem_tensor((2, R2), Float32)
+                    self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mSeed,
+                                wHi, wLo, sScal, sVec, sVec, sKs, sKh, sKm, sKl, sA, sGv, sEG,
+                                sW, sBeta, sAm, rPd,
+                                slot, hv, hk, row0, origin, cutlass.min(h, Int32(L)), gen, tidx,
+                                lane, warp, g4, t4, rFs if const_expr(self.prof) else None)
                 if const_expr(self.coef_first):
                     # the tile is used after this branch on non-flush rows only: redefining it
                     # here ends its live range at the branch, so it holds no registers during
@@ -945,7 +1024,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               prof=_env_int(PROF_ENV) == 1, tail=_tail_setting(rf, T),
               mma_dots=_env_int(MMA_ENV) != 0, coef_first=_env_int(COEF_FIRST_ENV) == 1,
               bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)),
-              coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) != 0)
+              coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) != 0,
+              flush_tile=flush_tile_fit(rf, cf, split) and _env_int(FLUSH_TILE_ENV) == 1)
     # switches read while tracing (not constructor arguments) are part of the key
     key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
     return kw, key
@@ -1102,6 +1182,17 @@ COEF_VEC_ENV = "REPLAYSSM_GDN_VERIFY_COEF_VEC"
 #: T = 8: fp32 498.8 -> 480.9 µs, nvfp4/fp16sr 728.3 -> 704.2, fp8/fp32 620.6 -> 589.9; T = 4
 #: 0.99-1.01x
 EARLY_ENV = "REPLAYSSM_GDN_VERIFY_EARLY"
+#: fp32 shared pair: a flush row folds the read tile it holds in its (g, t) layout on the CUDA
+#: cores (u_j of the CTA's rows and kn_j staged in shared memory), stores it to hi from there and
+#: takes its draft dots as a non-flush row does (no second hi read, no 3xTF32 fold). 1: on
+FLUSH_TILE_ENV = "REPLAYSSM_GDN_VERIFY_FLUSH_TILE"
+
+
+def flush_tile_fit(read_fmt: str, rec_fmt: str, split: bool) -> bool:
+    """Whether the verify's read tile is the hi copy itself (the fp32 shared pair)."""
+    return not split and read_fmt == "fp32" and rec_fmt == "fp32"
+
+
 #: value rows per CTA (block_v) for tuning runs; unset: choose_block_v_v2
 BV_ENV = "REPLAYSSM_GDN_VERIFY_BV"
 #: the mma dots' B operands (the 2T vectors) split into tf32 pieces once per CTA in shared memory,
@@ -1132,7 +1223,7 @@ def _budget_128(num_threads: int, min_blocks: int) -> bool:
 
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
               ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV, COEF_VEC_ENV,
-              EARLY_ENV)
+              EARLY_ENV, FLUSH_TILE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -89,8 +89,13 @@ def test_gdn_replay_compiles(pair):
     if rf in GR.MMA_READ_FMTS:
         kind = "bf16" if rf == "bf16" else "f16"
         assert ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32") >= 8, rf
-    # the fold's rank-L update (and the split pairs' S Kn^T) on tensor cores, 3xTF32
-    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") >= 3 * 16
+    # the fold's rank-L update (and the split pairs' S Kn^T) on tensor cores, 3xTF32 -- but
+    # the fp32 pair folds its whole-row tile on the CUDA cores (GR.flush_whole_fit)
+    n_tf32 = ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+    if pair == "fp32":
+        assert n_tf32 == 0
+    else:
+        assert n_tf32 >= 3 * 16
 
 
 @pytest.mark.parametrize("pair", PAIRS)
@@ -214,7 +219,13 @@ def test_gdn_replay_preamble_levels(monkeypatch):
     assert not re.search(r"cvt\.f32\.(bf16|f16)", head)
     _, ptx = GR.compile_only("fp32", keep_ptx=True)      # whole rows, level 3, v late
     assert _small_loads_before_tile(ptx) == 2 + 8 and _arrive_fences(ptx) == 0
+    # (the whole-row flush's output dots take a second transposed butterfly)
+    bfly_flush_whole = len(re.findall(r"shfl\.sync\.bfly", ptx))
+    monkeypatch.setenv(GR.FLUSH_WHOLE_ENV, "0")
+    _, ptx = GR.compile_only("fp32", keep_ptx=True)
     bfly_whole = len(re.findall(r"shfl\.sync\.bfly", ptx))
+    assert bfly_flush_whole - bfly_whole == 31
+    monkeypatch.delenv(GR.FLUSH_WHOLE_ENV)
     monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")             # (g, t) chunks, level 1
     _, ptx = GR.compile_only("fp32", keep_ptx=True)
     # the whole rows' transposed butterfly: 32 row partials over 32 lanes, 31 shuffles

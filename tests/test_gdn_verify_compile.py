@@ -300,3 +300,27 @@ def test_gdn_verify_early_loads_variant(monkeypatch):
     kw, _ = GV._resolve("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32",
                         "bfloat16", "float32", "bfloat16", True, True, None, None)
     assert GV.GDNVerifyKernel(**kw).early_loads
+
+
+def test_gdn_verify_flush_tile_variant(monkeypatch):
+    """REPLAYSSM_GDN_VERIFY_FLUSH_TILE: fp32-pair flush rows fold the read tile they hold on the
+    CUDA cores (a compile key; split pairs never): the fold's 3xTF32 mma products and the second
+    load of hi leave that build, the u ring comes by 16-byte cp.async."""
+    import re
+    args = ("bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
+            "float32", "bfloat16", True, True, None, None)
+    monkeypatch.delenv(GV.FLUSH_TILE_ENV, raising=False)
+    kw0, key0 = GV._resolve("fp32", *args)
+    assert not kw0["flush_tile"]
+    _, ptx0 = GV.compile_only("fp32", T=8, keep_ptx=True)
+    monkeypatch.setenv(GV.FLUSH_TILE_ENV, "1")
+    kw1, key1 = GV._resolve("fp32", *args)
+    assert kw1["flush_tile"] and key1 != key0
+    assert not GV._resolve("fp8/fp32", *args)[0]["flush_tile"]
+    assert GV.GDNVerifyKernel(**kw1).flush_tile
+    _, ptx1 = GV.compile_only("fp32", T=8, keep_ptx=True)
+    cp16 = r"cp\.async\.c[ag]\.shared\.global \[[^\]]+\], \[[^\]]+\], 16"
+    assert len(re.findall(cp16, ptx1)) > len(re.findall(cp16, ptx0))
+    # fewer tf32 mma: the fold's products are gone (the draft dots keep theirs)
+    assert ptx1.count("mma.sync") < ptx0.count("mma.sync")
+    assert ptx1.count("ld.global.v4") < ptx0.count("ld.global.v4")
