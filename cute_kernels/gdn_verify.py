@@ -1025,7 +1025,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               mma_dots=_env_int(MMA_ENV) != 0, coef_first=_env_int(COEF_FIRST_ENV) == 1,
               bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)),
               coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) != 0,
-              flush_tile=flush_tile_fit(rf, cf, split) and _env_int(FLUSH_TILE_ENV) == 1)
+              flush_tile=flush_tile_fit(rf, cf, split) and _env_int(FLUSH_TILE_ENV) != 0)
     # switches read while tracing (not constructor arguments) are part of the key
     key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
     return kw, key
@@ -1184,7 +1184,9 @@ COEF_VEC_ENV = "REPLAYSSM_GDN_VERIFY_COEF_VEC"
 EARLY_ENV = "REPLAYSSM_GDN_VERIFY_EARLY"
 #: fp32 shared pair: a flush row folds the read tile it holds in its (g, t) layout on the CUDA
 #: cores (u_j of the CTA's rows and kn_j staged in shared memory), stores it to hi from there and
-#: takes its draft dots as a non-flush row does (no second hi read, no 3xTF32 fold). 1: on
+#: takes its draft dots as a non-flush row does (no second hi read, no 3xTF32 fold). Default;
+#: 0: the decode's (g, t) flush. session17_gpu/call2, b256 T = 4 / 8: 318.7 -> 290.9 / 479.6 ->
+#: 431.4 µs (flush only 627.4 -> 502.6 / 729.1 -> 607.5); b512 617.7 -> 568.0 / 942.2 -> 854.1
 FLUSH_TILE_ENV = "REPLAYSSM_GDN_VERIFY_FLUSH_TILE"
 
 

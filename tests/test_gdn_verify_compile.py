@@ -153,6 +153,7 @@ def test_gdn_verify_mma_dots_variant(monkeypatch):
     local memory."""
     monkeypatch.delenv(GV.MMA_ENV, raising=False)
     monkeypatch.setenv(GV.BSPLIT_ENV, "0")   # the flush's output dots stay on the CUDA cores
+    monkeypatch.setenv(GV.FLUSH_TILE_ENV, "0")   # (fp32: the (g, t) flush and its mma fold)
     args = ("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
             "float32", "bfloat16", True, True, None)
     kw1, key1 = GV._resolve(*args)
@@ -181,6 +182,9 @@ def test_gdn_verify_bsplit_variant(monkeypatch):
     for e in (GV.BSPLIT_ENV, GV.COEF_FIRST_ENV, GV.BV_ENV):
         monkeypatch.delenv(e, raising=False)
         assert e in GV._ENV_NAMES
+    # (the flush hook's dots: fp32 flush rows take them from the (g, t) flush here, not from
+    # the read tile they hold)
+    monkeypatch.setenv(GV.FLUSH_TILE_ENV, "0")
     assert GV.bsplit_setting(256, 2) and GV.bsplit_setting(128, 4) and GV.bsplit_setting(256, 0)
     assert not GV.bsplit_setting(256, 3)                 # 80 registers: the spilling flush's L1
     args = ("fp32", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
@@ -303,17 +307,17 @@ def test_gdn_verify_early_loads_variant(monkeypatch):
 
 
 def test_gdn_verify_flush_tile_variant(monkeypatch):
-    """REPLAYSSM_GDN_VERIFY_FLUSH_TILE: fp32-pair flush rows fold the read tile they hold on the
-    CUDA cores (a compile key; split pairs never): the fold's 3xTF32 mma products and the second
+    """fp32-pair flush rows fold the read tile they hold on the CUDA cores (default; a compile
+    key, REPLAYSSM_GDN_VERIFY_FLUSH_TILE=0 turns it off; split pairs never): the fold's 3xTF32 mma products and the second
     load of hi leave that build, the u ring comes by 16-byte cp.async."""
     import re
     args = ("bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32", "bfloat16",
             "float32", "bfloat16", True, True, None, None)
-    monkeypatch.delenv(GV.FLUSH_TILE_ENV, raising=False)
+    monkeypatch.setenv(GV.FLUSH_TILE_ENV, "0")
     kw0, key0 = GV._resolve("fp32", *args)
     assert not kw0["flush_tile"]
     _, ptx0 = GV.compile_only("fp32", T=8, keep_ptx=True)
-    monkeypatch.setenv(GV.FLUSH_TILE_ENV, "1")
+    monkeypatch.delenv(GV.FLUSH_TILE_ENV)                   # the default
     kw1, key1 = GV._resolve("fp32", *args)
     assert kw1["flush_tile"] and key1 != key0
     assert not GV._resolve("fp8/fp32", *args)[0]["flush_tile"]
@@ -324,3 +328,7 @@ def test_gdn_verify_flush_tile_variant(monkeypatch):
     # fewer tf32 mma: the fold's products are gone (the draft dots keep theirs)
     assert ptx1.count("mma.sync") < ptx0.count("mma.sync")
     assert ptx1.count("ld.global.v4") < ptx0.count("ld.global.v4")
+    # tf32 mma only in the draft dots, inlined on both row kinds (3xTF32: 3 per k-step, n-tile)
+    assert GV.compile_report("fp32", 8)["mma_tf32"] == 2 * 3 * 16 * 2
+    monkeypatch.setenv(GV.MMA_ENV, "0")
+    assert GV.compile_report("fp32", 8)["mma_tf32"] == 0
