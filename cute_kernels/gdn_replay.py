@@ -438,6 +438,9 @@ class GDNReplayDecode:
         if min_blocks_per_mp is None:
             min_blocks_per_mp = self._default_min_blocks()
         self.min_blocks_per_mp = int(min_blocks_per_mp)
+        # flush-first order (v2 decode only): grid position -> (row, slot[, cursors]) from
+        # cute_kernels.row_order, run right before this launch
+        self.row_order = self.order_cursors = False
 
     def _default_min_blocks(self):
         return max(1, 65536 // (self.num_threads * REG_CAP))
@@ -482,13 +485,17 @@ class GDNReplayDecode:
                  mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
                  mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
                  mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
-                 mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
+                 mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+               mOut: cute.Tensor, scale: Float32,
                  pad_slot_id: Int32, stream: cuda.CUstream):
         batch = mQ.shape[0]
         self.kernel(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mWpos,
                     mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias,
-                    mB, mIdx, mOut, scale, pad_slot_id).launch(
-            grid=[batch, self.HV, self.nsplit],
+                    mB, mIdx, mOrder, mOut, scale, pad_slot_id).launch(
+            # flush-first order (row_order): the heads of a grid position adjacent, so the
+            # flushing rows' CTAs are dispatched first
+            grid=([self.HV * self.nsplit, batch, 1] if self.row_order
+                  else [batch, self.HV, self.nsplit]),
             block=[self.num_threads, 1, 1],
             stream=stream,
             use_pdl=bool(self.pdl),
@@ -509,7 +516,8 @@ class GDNReplayDecode:
                mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
                mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
-               mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
+               mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+               mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
         common.pdl_prologue(self.pdl)
         K, BV, L, RING = self.K, self.block_v, self.L, self.ring
@@ -1019,6 +1027,14 @@ V_LATE_ENV = "REPLAYSSM_GDN_V_LATE"
 # (default; 0 = the (g, t) flush). session17_gpu/call1, b256 / b512: 184.0 -> 159.2 / 362.7 ->
 # 320.9 µs (flush only 518.8 -> 363.2, non-flush only 159.7 -> 155.4: ptxas no longer spills)
 FLUSH_WHOLE_ENV = "REPLAYSSM_GDN_FLUSH_WHOLE"
+# v2 decode: the flush-first row order (cute_kernels.row_order, one extra one-CTA launch ahead of
+# the step) so the flushing rows' CTAs, ~10x longer than the others with a narrow read copy, are
+# dispatched first instead of ending the step (Mamba-2 has it since session 5). 1 / 0 force;
+# unset: off
+ORDER_ENV = "REPLAYSSM_GDN_ORDER"
+# with the order: the rows' cursors from the order entry (one round trip for row, slot and
+# cursors; preamble >= 3 builds). Default on; 0: off
+ORDER_CURSORS_ENV = "REPLAYSSM_GDN_ORDER_CURSORS"
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1520,7 +1536,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def __init__(self, *args, tpw: Optional[int] = None, prof: bool = False,
                  preamble: Optional[int] = None, whole_rows: bool = False,
                  ring_gates_async: bool = False, v_late: bool = False,
-                 flush_whole: bool = False, **kw):
+                 flush_whole: bool = False, row_order: bool = False,
+                 order_cursors: bool = False, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1537,6 +1554,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         self.v_late = self.v_late or self.preamble >= 4
         self.flush_whole = bool(flush_whole) and flush_whole_fit(
             self.read_fmt, self.rec_fmt, self.split, self.whole_rows)
+        self.row_order = bool(row_order)
+        # the order's cursors replace the live ones (the early cursor loads of preamble >= 3)
+        self.order_cursors = bool(order_cursors) and self.row_order and self.preamble >= 3
 
     @property
     def qk_warp(self) -> int:
@@ -1776,7 +1796,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
                mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
-               mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
+               mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+               mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
         common.pdl_prologue(self.pdl)
         if const_expr(self.prof):
@@ -1794,6 +1815,19 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         KP = K + K // 8
 
         tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows = self._lane_coords()
+        gpos = row_b
+        slot_o = Int32(0)
+        if const_expr(self.row_order):
+            # grid (HV * nsplit, positions): this CTA's row and slot from the order entry
+            hvb, gpos, _ = cute.arch.block_idx()
+            hv = hvb // Int32(self.nsplit)
+            vblk = hvb % Int32(self.nsplit)
+            hk = hv // self.group
+            v0 = vblk * self.block_v
+            row0 = v0 + warp * (16 * TPW) + g4
+            rows = [_row_of(row0, r) for r in range(2 * TPW)]
+            row_b = mOrder[0, gpos]
+            slot_o = mOrder[1, gpos]
 
         smem = cutlass.memory.SmemAllocator()
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
@@ -1818,14 +1852,27 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             gpre4, qkpre4, vbits = self._row_input_loads(mQ, mK, mV, mG, mBeta, mALog, mA,
                                                        mDtBias, mB, row_b, hv, hk, tidx, lane,
                                                        warp, row0, t4, True)
-        slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
+        if const_expr(self.row_order):
+            slot = slot_o
+            valid = (slot >= Int32(0)) & (slot < mWpos.shape[0])
+            if const_expr(self.has_idx):
+                valid = valid & (slot != pad_slot_id)
+        else:
+            slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
         if valid:
             EARLY = self.preamble >= 2        # the tile before the cursors and the gates
             old = Int32(0)
             cpre = None
             gpre = gpre4
             qkpre = qkpre4
-            if const_expr(self.preamble >= 3):
+            if const_expr(self.order_cursors):
+                # the cursors as the order kernel read them (this launch moves them only
+                # after every CTA of the row has arrived)
+                cpre = cute.make_rmem_tensor((3,), Int32)
+                if tidx == 0:
+                    for c in cutlass.range_constexpr(3):
+                        cpre[c] = mOrder[2 + c, gpos]
+            elif const_expr(self.preamble >= 3):
                 # the small loads first (cursors, gates, q / k), consumed after the tile's
                 # issue: they no longer queue behind it
                 cpre = common.load_cursors(mWpos, mOrig, mFcnt, slot, tidx)
@@ -2855,9 +2902,12 @@ def make_op(kw):
     rga = kw.pop("ring_gates_async", False)
     vl = kw.pop("v_late", False)
     fw = kw.pop("flush_whole", False)
+    ro = kw.pop("row_order", False)
+    oc = kw.pop("order_cursors", False)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
-                                 ring_gates_async=rga, v_late=vl, flush_whole=fw)
+                                 ring_gates_async=rga, v_late=vl, flush_whole=fw,
+                                 row_order=ro, order_cursors=oc)
     return GDNReplayDecode(**kw)
 
 
@@ -2879,7 +2929,7 @@ def _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, 
 
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads,
-             min_blocks_per_mp=None, impl=None):
+             min_blocks_per_mp=None, impl=None, row_order=False):
     rf, rr, cf, cr, split = pair_key(pair)
     impl = resolve_impl(rf, cf, K, V, L, impl)
     tpw = None
@@ -2908,6 +2958,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
               v_late=impl == "v2" and (v_late_default(rf, whole) or pre >= 4),
               flush_whole=impl == "v2" and flush_whole_default(rf, cf, split, whole))
+    ro = impl == "v2" and bool(row_order)
+    kw.update(row_order=ro, order_cursors=ro and pre >= 3 and _env_int(ORDER_CURSORS_ENV) != 0)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -2964,13 +3016,17 @@ def _fake_args(op: GDNReplayDecode, T: Optional[int] = None):
     if not op.has_beta:
         b = f(op.b_dtype, (batch, *tok, HV), dgate)
     idx = f(Int32, (batch,), ("dyn",)) if op.has_idx else None
+    order = None
+    if getattr(op, "row_order", False):
+        order = f(Int32, (5 if op.order_cursors else 2, common.sym()), ("dyn", 1))
     return (hi[0], hi[1], hi[2], lo[0], lo[1], lo[2], kb, kinvb, gb, ub, vb, bb, *curs, seed,
-            q, k, v, g, beta, alog, a, dtb, b, idx, out, Float32(1.0), Int32(-1),
+            q, k, v, g, beta, alog, a, dtb, b, idx, order, out, Float32(1.0), Int32(-1),
             common.fake_stream())
 
 
 def _kernel_meta(op) -> dict:
-    return {"tile": op.tile, "any_sr": op.any_sr, "split": op.split}
+    return {"tile": op.tile, "any_sr": op.any_sr, "split": op.split,
+            "order_cursors": op.order_cursors}
 
 
 def _compile_keep_ptx(op, key, fake_args, dump_dir: Optional[str]):
@@ -2992,20 +3048,22 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                        num_threads: Optional[int] = None,
                        min_blocks_per_mp: Optional[int] = None,
-                       impl: Optional[str] = None) -> CompiledKernel:
+                       impl: Optional[str] = None, row_order: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN replay decode kernel for precision
     ``pair`` (name or PrecisionPair), buffer length ``L`` and ring capacity ``ring``.
 
     Call ``k.ffi(hi_words, hi_scale, hi_gscale, lo_words, lo_scale, lo_gscale, k_buf, kinv_buf,
     g_buf, u_buf, v_buf, beta_buf, write_pos, ring_origin, flush_count, pending, arrive, seed, q,
-    k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale, pad_slot_id)`` (``None``
-    for what the variant does not use; see :func:`gdn_replay_decode_cute`). ``impl``: "v2"
-    (default where supported) or "v1" (the previous kernel; see :func:`resolve_impl`)."""
+    k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, order, out, scale, pad_slot_id)``
+    (``None`` for what the variant does not use; see :func:`gdn_replay_decode_cute`). ``impl``:
+    "v2" (default where supported) or "v1" (the previous kernel; see :func:`resolve_impl`).
+    ``row_order`` (v2): grid position -> (row, slot[, cursors]) from the flush-first order
+    (``order``: ``cache.row_order`` / ``row_order_ext``, :mod:`cute_kernels.row_order`)."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, num_threads, min_blocks_per_mp, impl)
+                       block_v, num_threads, min_blocks_per_mp, impl, row_order)
     return common.compile_tvm_ffi_cached(_CACHE, key, lambda: make_op(kw), _fake_args, _kernel_meta)
 
 
@@ -3014,7 +3072,8 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  a_dtype="bfloat16", dt_bias_dtype="float32", b_dtype="bfloat16",
                  use_qk_l2norm=True, has_state_batch_indices=True, block_v=None,
                  num_threads=None, min_blocks_per_mp=None, keep_ptx: bool = False,
-                 dump_dir: Optional[str] = None, impl: Optional[str] = None):
+                 dump_dir: Optional[str] = None, impl: Optional[str] = None,
+                 row_order: bool = False):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + 1 if ring is None else ring
@@ -3022,10 +3081,10 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
         return compile_gdn_replay(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                                   alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
                                   has_state_batch_indices, block_v, num_threads,
-                                  min_blocks_per_mp, impl), None
+                                  min_blocks_per_mp, impl, row_order), None
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, num_threads, min_blocks_per_mp, impl)
+                       block_v, num_threads, min_blocks_per_mp, impl, row_order)
     op = make_op(kw)
     return _compile_keep_ptx(op, key, _fake_args(op), dump_dir)
 
@@ -3089,7 +3148,8 @@ def _build_cache_views(cache, rf, cf, split):
 _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cache's plan
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
-              WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV)
+              WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV,
+              ORDER_ENV, ORDER_CURSORS_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3113,20 +3173,32 @@ def _launch(fn, any_sr, split, views, cache, q, k, v, g, beta, A_log, a, dt_bias
                                         state_batch_indices, out, scale, pad_slot_id)
 
 
-def _launcher(fn, any_sr, split, views):
+def _launcher(fn, any_sr, split, views, order=None):
     """``launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
     pad_slot_id)`` of a compiled replay / verify kernel (``fn``) with the stored-copy ``views``
     bound (:func:`_cache_views`); the cache's buffers, cursors and seed are read per call. Raw
-    gates are passed as None where g / beta are given."""
+    gates are passed as None where g / beta are given. ``order``: (flush-first order function,
+    with cursors) run first into the cache's scratch, for a kernel compiled with ``row_order``."""
     hw, hs, hg, lw, ls, lg = views
+    order_fn_, ocur = order if order is not None else (None, False)
 
     def launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
                pad_slot_id):
+        mo = None
+        if order_fn_ is not None:
+            if ocur:
+                mo = cache.row_order_ext
+                order_fn_(state_batch_indices, cache.write_pos, cache.ring_origin,
+                          cache.flush_count, mo, q.shape[0], int(pad_slot_id))
+            else:
+                mo = cache.row_order
+                order_fn_(state_batch_indices, cache.write_pos, None, None, mo, q.shape[0],
+                          int(pad_slot_id))
         fn(hw, hs, hg, lw, ls, lg, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
            cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
            cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,
            cache.seed if any_sr else None, q, k, v, *launch_gates(g, beta, A_log, a, dt_bias, b),
-           state_batch_indices, out, float(scale), int(pad_slot_id))
+           state_batch_indices, mo, out, float(scale), int(pad_slot_id))
 
     return launch
 
@@ -3191,7 +3263,21 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     if min_blocks_per_mp is None and im == "v2" and _env_int(MINB_ENV) is None:
         tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
         min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
+    ro = im == "v2" and use_row_order(cache, batch)
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
-        state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im)
-    return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split))
+        state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im, ro)
+    order = None
+    if ro:
+        from .mamba2_replay import order_fn
+        oc = kern.meta["order_cursors"]
+        order = (order_fn(cache, 1, state_batch_indices is not None, oc), oc)
+    return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split),
+                     order)
+
+
+def use_row_order(cache, batch: int) -> bool:
+    """Whether a v2 decode launch of ``batch`` rows runs the flush-first order kernel first
+    (:data:`ORDER_ENV`); never when ``batch`` exceeds the order buffer (``cache.row_order``,
+    one entry per slot: only pad rows can make a batch that large)."""
+    return batch <= cache.row_order.shape[1] and _env_int(ORDER_ENV) == 1

@@ -651,7 +651,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
                mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
                mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
-               mIdx: Optional[cute.Tensor], mOut: cute.Tensor, scale: Float32,
+               mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+               mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
         common.pdl_prologue(self.pdl)
         if const_expr(self.prof):

@@ -306,3 +306,42 @@ def test_gdn_replay_flush_whole(monkeypatch):
     monkeypatch.delenv(GR.FLUSH_WHOLE_ENV)
     monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")
     assert not GR._resolve("fp32", *args)[0]["flush_whole"]
+
+
+def test_gdn_replay_row_order_variant(monkeypatch):
+    """The flush-first order (REPLAYSSM_GDN_ORDER=1; compile key ``row_order``): grid (HV *
+    nsplit, positions) with the heads of a position adjacent, the row and slot (and, preamble
+    >= 3, the cursors: REPLAYSSM_GDN_ORDER_CURSORS) from the order entry; the live cursors are
+    not loaded then. No local memory in the fp32 build; the launcher runs the order kernel
+    only where asked."""
+    import re
+    for name in (GR.ORDER_ENV, GR.ORDER_CURSORS_ENV):
+        monkeypatch.delenv(name, raising=False)
+        assert name in GR._ENV_NAMES
+    args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
+            "bfloat16", "float32", "bfloat16", True, True, None, None)
+    kw0, key0 = GR._resolve(*args)
+    kw1, key1 = GR._resolve(*args, None, None, True)
+    assert not kw0["row_order"] and kw1["row_order"] and kw1["order_cursors"] and key0 != key1
+    monkeypatch.setenv(GR.ORDER_CURSORS_ENV, "0")
+    kw2, key2 = GR._resolve(*args, None, None, True)
+    assert kw2["row_order"] and not kw2["order_cursors"] and key2 not in (key0, key1)
+    monkeypatch.delenv(GR.ORDER_CURSORS_ENV)
+    _, p0 = GR.compile_only("fp32", keep_ptx=True)
+    k1, p1 = GR.compile_only("fp32", keep_ptx=True, row_order=True)
+    assert k1.meta["order_cursors"]
+    # the heads of a grid position are adjacent: ctaid.y is the position
+    assert "ctaid.y" in p1 and p1.count("ctaid.z") == 0
+    # one kernel parameter more: the order tensor
+    nparam = lambda p: len(re.findall(r"^\s*\.param\s", p[:p.index("{")], re.M))  # noqa: E731
+    assert nparam(p1) > nparam(p0), (nparam(p0), nparam(p1))
+    st = common.ptx_stats(p1)
+    assert st["ld.local"] == 0 and st["st.local"] == 0
+
+    import torch
+
+    class _C:                                      # use_row_order: the env and the buffer
+        row_order = torch.zeros(2, 8, dtype=torch.int32)
+    assert not GR.use_row_order(_C, 4)
+    monkeypatch.setenv(GR.ORDER_ENV, "1")
+    assert GR.use_row_order(_C, 8) and not GR.use_row_order(_C, 9)
