@@ -1030,8 +1030,15 @@ FLUSH_WHOLE_ENV = "REPLAYSSM_GDN_FLUSH_WHOLE"
 # v2 decode: the flush-first row order (cute_kernels.row_order, one extra one-CTA launch ahead of
 # the step) so the flushing rows' CTAs, ~10x longer than the others with a narrow read copy, are
 # dispatched first instead of ending the step (Mamba-2 has it since session 5). 1 / 0 force;
-# unset: off
+# unset: read copies narrower than fp32, from ORDER_MIN_BATCH rows. session17_gpu/call4 (with the
+# order's cursors), Qwen3.5-4B: nvfp4/fp16sr b32 / b256 / b512 39.0 -> 28.5 / 156.3 -> 143.7 /
+# 283.0 -> 276.6 µs, fp8/fp32 37.1 -> 27.9 / 164.6 -> 154.2 / 303.7 -> 296.4, bf16/fp32 40.9 ->
+# 30.7 / 179.0 -> 169.5 / 331.3 -> 321.7; fp32 (flush CTAs ~2x a non-flush one) loses: 28.5 ->
+# 30.3 / 160.8 -> 173.2 / 322.7 -> 333.9
 ORDER_ENV = "REPLAYSSM_GDN_ORDER"
+#: the order's default from this many rows (below, its extra launch is not paid back: Mamba-2,
+#: session5_gpu: b1 6.2 -> 9.4 µs, b8 0.9x, b16 0.98-1.07x)
+ORDER_MIN_BATCH = 32
 # with the order: the rows' cursors from the order entry (one round trip for row, slot and
 # cursors; preamble >= 3 builds). Default on; 0: off
 ORDER_CURSORS_ENV = "REPLAYSSM_GDN_ORDER_CURSORS"
@@ -1553,7 +1560,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         # preamble 4 loads v as raw bits (one per finishing lane) before the slot
         self.v_late = self.v_late or self.preamble >= 4
         self.flush_whole = bool(flush_whole) and flush_whole_fit(
-            self.read_fmt, self.rec_fmt, self.split, self.whole_rows)
+            self.read_fmt, self.rec_fmt, self.split, self.whole_rows, self.L)
         self.row_order = bool(row_order)
         # the order's cursors replace the live ones (the early cursor loads of preamble >= 3)
         self.order_cursors = bool(order_cursors) and self.row_order and self.preamble >= 3
@@ -2572,13 +2579,15 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                          mUb: cute.Tensor, sScal: cute.Tensor, sKf: cute.Tensor,
                          sU: cute.Tensor, sW: cute.Tensor, slot: Int32, hv: Int32, hk: Int32,
                          v0: Int32, origin: Int32, hf: Int32, tidx: Int32, lane: Int32,
-                         warp: Int32):
+                         warp: Int32, mask_keys: cutlass.Constexpr = False):
         """Staging of a shared pair's fold from a held tile (:func:`flush_whole_fit`; the
         verify's fp32 flush): u_j of the CTA's rows into ``sU[j * BV + row]`` (cp.async, all L
-        positions: past ``hf`` unused), kn_j = k_j kinv_j (fp32) into ``sKf[j * K + col]``,
-        the weights w_j (0 past ``hf``) into ``sW`` and e^{G_tot} into ``sScal[8]`` (warp 0).
-        Ends with the CTA barrier."""
+        positions: the fold must ignore those past ``hf``), kn_j = k_j kinv_j (fp32) into
+        ``sKf[j * K + col]`` (``mask_keys``: 0 past ``hf``, not loaded -- a verify's draft
+        appends may be rewriting those ring entries meanwhile), the weights w_j (0 past ``hf``)
+        into ``sW`` and e^{G_tot} into ``sScal[8]`` (warp 0). Ends with the CTA barrier."""
         K, L, RING, NT, BV = self.K, self.L, self.ring, self.num_threads, self.block_v
+        assert cute.size(sU) >= L * BV and cute.size(sKf) >= L * K, "fold staging too small"
         a16 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
         NCU = L * BV // 4
         for it in cutlass.range_constexpr((NCU + NT - 1) // NT):
@@ -2598,12 +2607,22 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 j = c // Int32(K // 8)
                 cc = c % Int32(K // 8)
                 ph = _ring(origin, j, RING)
-                xs = cute.make_rmem_tensor((8,), self.act_dtype)
-                cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (8,), (cc,)), xs)
-                kj = mKinvb[slot, hk, ph]
                 kf = cute.make_rmem_tensor((8,), Float32)
-                for e in cutlass.range_constexpr(8):
-                    kf[e] = xs[e].to(Float32) * kj
+                if const_expr(mask_keys):
+                    kf.fill(0.0)
+                    if j < hf:
+                        xs = cute.make_rmem_tensor((8,), self.act_dtype)
+                        cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (8,), (cc,)),
+                                          xs)
+                        kj = mKinvb[slot, hk, ph]
+                        for e in cutlass.range_constexpr(8):
+                            kf[e] = xs[e].to(Float32) * kj
+                else:
+                    xs = cute.make_rmem_tensor((8,), self.act_dtype)
+                    cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (8,), (cc,)), xs)
+                    kj = mKinvb[slot, hk, ph]
+                    for e in cutlass.range_constexpr(8):
+                        kf[e] = xs[e].to(Float32) * kj
                 cute.autovec_copy(kf, cute.local_tile(sKf, (8,), (c,)))
         if warp == 0:
             gj = Float32(0.0)
@@ -2868,15 +2887,17 @@ def _dn(d):
     return None if d is None else dtype_name(d)
 
 
-def flush_whole_fit(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool) -> bool:
+def flush_whole_fit(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool, L: int) -> bool:
     """Whether a flush row can fold the whole-row read tile it holds: the read copy is the fp32
-    hi copy itself (fp32 shared pair) read in whole rows."""
-    return whole_rows and not split and read_fmt == "fp32" and rec_fmt == "fp32"
+    hi copy itself (fp32 shared pair) read in whole rows, and L <= 16 (its u_j / kn_j staging
+    uses the flush's pre-split key buffers, which exist up to two key tiles)."""
+    return whole_rows and not split and read_fmt == "fp32" and rec_fmt == "fp32" and L <= 16
 
 
-def flush_whole_default(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool) -> bool:
+def flush_whole_default(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool,
+                        L: int) -> bool:
     """Where :func:`flush_whole_fit` (``REPLAYSSM_GDN_FLUSH_WHOLE=0`` turns it off)."""
-    return (flush_whole_fit(read_fmt, rec_fmt, split, whole_rows)
+    return (flush_whole_fit(read_fmt, rec_fmt, split, whole_rows, L)
             and os.environ.get(FLUSH_WHOLE_ENV, "") != "0")
 
 
@@ -2957,7 +2978,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     kw.update(preamble=pre, whole_rows=whole,
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
               v_late=impl == "v2" and (v_late_default(rf, whole) or pre >= 4),
-              flush_whole=impl == "v2" and flush_whole_default(rf, cf, split, whole))
+              flush_whole=impl == "v2" and flush_whole_default(rf, cf, split, whole, L))
     ro = impl == "v2" and bool(row_order)
     kw.update(row_order=ro, order_cursors=ro and pre >= 3 and _env_int(ORDER_CURSORS_ENV) != 0)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
@@ -3278,6 +3299,12 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
 
 def use_row_order(cache, batch: int) -> bool:
     """Whether a v2 decode launch of ``batch`` rows runs the flush-first order kernel first
-    (:data:`ORDER_ENV`); never when ``batch`` exceeds the order buffer (``cache.row_order``,
-    one entry per slot: only pad rows can make a batch that large)."""
-    return batch <= cache.row_order.shape[1] and _env_int(ORDER_ENV) == 1
+    (:data:`ORDER_ENV` = 0 / 1 forces; else read copies narrower than fp32 from
+    :data:`ORDER_MIN_BATCH` rows); never when ``batch`` exceeds the order buffer
+    (``cache.row_order``, one entry per slot: only pad rows can make a batch that large)."""
+    if batch > cache.row_order.shape[1]:
+        return False
+    forced = _env_int(ORDER_ENV)
+    if forced is not None:
+        return forced == 1
+    return cache.pair.read_fmt != "fp32" and batch >= ORDER_MIN_BATCH

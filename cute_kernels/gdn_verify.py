@@ -177,6 +177,10 @@ class VerifyTile(ReplayTileV2):
         if self.smem_bytes > (split_limit if self.ks_split else plain_limit):
             raise ValueError(f"verify shared memory {self.smem_bytes} B over budget "
                              f"(T={T}, L={L}, block_v={block_v})")
+        # the fp32 pair's flush from the held tile stages u_j of the CTA's rows (flush_tile;
+        # counted here, outside the budgets above: it did not decide ks_split)
+        if flush_tile_fit(read_fmt, rec_fmt, split):
+            self.smem_bytes += 4 * L * bv + 16
         if L * KD_PITCH > lp_ * KS_PITCH:
             raise ValueError("staged coefficient keys do not fit the flush key buffer")
 
@@ -531,7 +535,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         K, L, BV = self.K, self.L, self.block_v
         _fstamp(rFs, 0)
         self._stage_tile_fold(mKb, mKinvb, mGb, mUb, sScal, sKs, sUf, sW, slot, hv, hk, v0,
-                              origin, hf, tidx, lane, warp)
+                              origin, hf, tidx, lane, warp, True)
         _fstamp(rFs, 1)                                 # ring values, keys, weights staged
         # ---- fold: element 4 ii + e of row r is column 16 ii + 4 t + e (fp32 read layout)
         dv = self._decode_tile(rRd, None)

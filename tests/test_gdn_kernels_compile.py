@@ -306,6 +306,12 @@ def test_gdn_replay_flush_whole(monkeypatch):
     monkeypatch.delenv(GR.FLUSH_WHOLE_ENV)
     monkeypatch.setenv(GR.WHOLE_ROWS_ENV, "0")
     assert not GR._resolve("fp32", *args)[0]["flush_whole"]
+    monkeypatch.delenv(GR.WHOLE_ROWS_ENV)
+    # L > 16: the staging's key buffers are not there (three key tiles): the (g, t) flush
+    a24 = args[:5] + (24, 25) + args[7:]
+    assert not GR._resolve("fp32", *a24)[0]["flush_whole"]
+    k24, p24 = GR.compile_only("fp32", L=24, keep_ptx=True)
+    assert "mma.sync" in p24 and not k24.meta["tile"].ks_split
 
 
 def test_gdn_replay_row_order_variant(monkeypatch):
@@ -340,8 +346,18 @@ def test_gdn_replay_row_order_variant(monkeypatch):
 
     import torch
 
+    from replayssm_lp.pairs import parse_pair
+
     class _C:                                      # use_row_order: the env and the buffer
-        row_order = torch.zeros(2, 8, dtype=torch.int32)
-    assert not GR.use_row_order(_C, 4)
+        row_order = torch.zeros(2, 64, dtype=torch.int32)
+        pair = parse_pair("nvfp4/fp16sr")
+    # default: narrow read copies from ORDER_MIN_BATCH rows; fp32 read copies never
+    assert GR.use_row_order(_C, GR.ORDER_MIN_BATCH) and not GR.use_row_order(_C, 31)
+    assert not GR.use_row_order(_C, 65)            # larger than the order buffer
+    _C.pair = parse_pair("fp32")
+    assert not GR.use_row_order(_C, 64)
     monkeypatch.setenv(GR.ORDER_ENV, "1")
-    assert GR.use_row_order(_C, 8) and not GR.use_row_order(_C, 9)
+    assert GR.use_row_order(_C, 8) and not GR.use_row_order(_C, 65)
+    monkeypatch.setenv(GR.ORDER_ENV, "0")
+    _C.pair = parse_pair("nvfp4/fp16sr")
+    assert not GR.use_row_order(_C, 64)

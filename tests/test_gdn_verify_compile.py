@@ -328,6 +328,9 @@ def test_gdn_verify_flush_tile_variant(monkeypatch):
     # fewer tf32 mma: the fold's products are gone (the draft dots keep theirs)
     assert ptx1.count("mma.sync") < ptx0.count("mma.sync")
     assert ptx1.count("ld.global.v4") < ptx0.count("ld.global.v4")
+    # L > 16 too (its u_j staging is its own shared buffer, counted in the tile's bytes)
+    k24, p24 = GV.compile_only("fp32", T=8, L=24, keep_ptx=True)
+    assert len(re.findall(cp16, p24)) > 0 and k24.meta["tile"].smem_bytes > 4 * 24 * 128
     # tf32 mma only in the draft dots, inlined on both row kinds (3xTF32: 3 per k-step, n-tile)
     assert GV.compile_report("fp32", 8)["mma_tf32"] == 2 * 3 * 16 * 2
     monkeypatch.setenv(GV.MMA_ENV, "0")
