@@ -179,8 +179,8 @@ class VerifyTile(ReplayTileV2):
                              f"(T={T}, L={L}, block_v={block_v})")
         # the fp32 pair's flush from the held tile stages u_j of the CTA's rows (flush_tile;
         # counted here, outside the budgets above: it did not decide ks_split)
-        if flush_tile_fit(read_fmt, rec_fmt, split):
-            self.smem_bytes += 4 * L * bv + 16
+        self.flush_tile_bytes = 4 * L * bv + 16 if flush_tile_fit(read_fmt, rec_fmt, split) else 0
+        self.smem_bytes += self.flush_tile_bytes
         if L * KD_PITCH > lp_ * KS_PITCH:
             raise ValueError("staged coefficient keys do not fit the flush key buffer")
 

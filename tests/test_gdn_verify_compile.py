@@ -81,8 +81,10 @@ def test_gdn_verify_tiles():
                         continue
                     t = GV.VerifyTile(rf, cf, 128, 128, bv, L, split, T)
                     # over the 47 KB budget only for the pre-split keys (3 CTAs/SM still fit)
-                    assert t.smem_bytes <= (GV.KSPLIT_SMEM_LIMIT if t.ks_split
-                                            else GR.SMEM_LIMIT), t
+                    # and the fp32 pair's flush-tile staging (2 CTAs/SM by registers anyway)
+                    assert t.smem_bytes - t.flush_tile_bytes <= (
+                        GV.KSPLIT_SMEM_LIMIT if t.ks_split else GR.SMEM_LIMIT), t
+                    assert t.flush_tile_bytes == (4 * L * bv + 16 if pair == "fp32" else 0)
                     if rf != "fp32" and t.lp <= 16 and bv == 128:
                         assert t.ks_split, t          # narrow read copies: keys pre-split
                     assert t.num_threads == 2 * bv and t.tpw == 1

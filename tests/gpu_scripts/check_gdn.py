@@ -723,6 +723,7 @@ def main() -> int:
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--bench-only", action="store_true")
     ap.add_argument("--pairs", default=None, help="comma-separated precision pairs (replay checks)")
+    ap.add_argument("--Ls", default=None, help="buffer lengths of the replay checks (default 4,16)")
     ap.add_argument("--bench-pairs", default="fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32")
     ap.add_argument("--batches", default="1,64,256,512")
     ap.add_argument("--impl", default="v2", choices=("v1", "v2", "both"),
@@ -746,7 +747,8 @@ def main() -> int:
     if not args.bench_only:
         standard_correctness(args.quick)
         kis = ("v2", "v1") if args.impl == "both" else (args.impl,)
-        replay_correctness(pairs, [4] if args.quick else [4, 16], args.quick, kernel_impls=kis)
+        Ls = [int(x) for x in args.Ls.split(",")] if args.Ls else ([4] if args.quick else [4, 16])
+        replay_correctness(pairs, Ls, args.quick, kernel_impls=kis)
     if not args.no_bench:
         bench([int(b) for b in args.batches.split(",")], args.bench_pairs.split(","),
               tune=args.tune)

@@ -153,7 +153,7 @@ def default_configs(pairs, level="default"):
     pairs use whole-head CTAs).
     default: plus T random in 1..8 at L = 16 for the headline pairs (bf16 and fp32 acts), given
     gates / l2 off, no state_batch_indices, the Qwen3.5-4B shape (H16 HV32) with whole-head CTAs.
-    full: the per-pair extras for every pair."""
+    full: the per-pair extras for every pair. With fp32: one L = 24 config."""
     out = []
     for i, name in enumerate(pairs):
         out.append((name, 4, torch.bfloat16, SMALL, 23, 7, 4, 1 + i % 4,
@@ -170,6 +170,9 @@ def default_configs(pairs, level="default"):
         out.append((p0[0], 16, torch.bfloat16, QWEN, 40, 12, 8, None, "raw", True, True))
         out.append(("fp32" if "fp32" in pairs else pairs[0], 16, torch.bfloat16, QWEN, 40, 12, 4,
                     None, "raw", True, True))
+    if "fp32" in pairs:
+        # past two key tiles (L > 16): the fp32 flush's staging at three
+        out.append(("fp32", 24, torch.bfloat16, SMALL, 19, 6, 8, None, "raw", True, True))
     return out
 
 
