@@ -2575,6 +2575,16 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     _fstamp(rFs, 8 + ci)
 
     @cute.jit
+    def _scaled_key8(self, mKb: cute.Tensor, mKinvb: cute.Tensor, slot: Int32, hk: Int32,
+                     ph: Int32, cc: Int32, kf: cute.Tensor):
+        """``kf`` = elements 8 cc .. 8 cc + 7 of ring key ``ph`` times its kinv (fp32)."""
+        xs = cute.make_rmem_tensor((8,), self.act_dtype)
+        cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (8,), (cc,)), xs)
+        kj = mKinvb[slot, hk, ph]
+        for e in cutlass.range_constexpr(8):
+            kf[e] = xs[e].to(Float32) * kj
+
+    @cute.jit
     def _stage_tile_fold(self, mKb: cute.Tensor, mKinvb: cute.Tensor, mGb: cute.Tensor,
                          mUb: cute.Tensor, sScal: cute.Tensor, sKf: cute.Tensor,
                          sU: cute.Tensor, sW: cute.Tensor, slot: Int32, hv: Int32, hk: Int32,
@@ -2611,18 +2621,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 if const_expr(mask_keys):
                     kf.fill(0.0)
                     if j < hf:
-                        xs = cute.make_rmem_tensor((8,), self.act_dtype)
-                        cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (8,), (cc,)),
-                                          xs)
-                        kj = mKinvb[slot, hk, ph]
-                        for e in cutlass.range_constexpr(8):
-                            kf[e] = xs[e].to(Float32) * kj
+                        self._scaled_key8(mKb, mKinvb, slot, hk, ph, cc, kf)
                 else:
-                    xs = cute.make_rmem_tensor((8,), self.act_dtype)
-                    cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (8,), (cc,)), xs)
-                    kj = mKinvb[slot, hk, ph]
-                    for e in cutlass.range_constexpr(8):
-                        kf[e] = xs[e].to(Float32) * kj
+                    self._scaled_key8(mKb, mKinvb, slot, hk, ph, cc, kf)
                 cute.autovec_copy(kf, cute.local_tile(sKf, (8,), (c,)))
         if warp == 0:
             gj = Float32(0.0)
