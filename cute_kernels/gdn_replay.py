@@ -1617,6 +1617,42 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         rows = [_row_of(row0, r) for r in range(2 * TPW)]
         return tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows
 
+    def _ordered_coords(self, mOrder: cute.Tensor, warp: Int32, g4: Int32):
+        """Flush-first order (``row_order``), grid (HV * nsplit, positions): (grid position,
+        batch row and slot from its order entry, hv, value block, hk, v0, row0, rows) --
+        :meth:`_lane_coords` for this grid."""
+        TPW = self.tile.tpw
+        hvb, gpos, _ = cute.arch.block_idx()
+        hv = hvb // Int32(self.nsplit)
+        vblk = hvb % Int32(self.nsplit)
+        hk = hv // self.group
+        v0 = vblk * self.block_v
+        row0 = v0 + warp * (16 * TPW) + g4
+        rows = [_row_of(row0, r) for r in range(2 * TPW)]
+        row_b = mOrder[0, gpos]
+        return gpos, row_b, mOrder[1, gpos], hv, vblk, hk, v0, row0, rows
+
+    def _row_slot(self, mIdx, row_b, slot_o, num_slots, pad_slot_id):
+        """(slot, valid) of the CTA's row: the order entry's slot ``slot_o`` (``row_order``) or
+        :func:`slot_of_row`."""
+        if const_expr(not self.row_order):
+            return slot_of_row(self.has_idx, mIdx, row_b, num_slots, pad_slot_id)
+        valid = (slot_o >= Int32(0)) & (slot_o < num_slots)
+        if const_expr(self.has_idx):
+            valid = valid & (slot_o != pad_slot_id)
+        return slot_o, valid
+
+    @cute.jit
+    def _order_cursors(self, mOrder: cute.Tensor, gpos: Int32, tidx: Int32) -> cute.Tensor:
+        """Thread 0: the row's cursors as the order kernel read them, in the register form of
+        ``common.load_cursors`` (this launch moves them only after every CTA of the row has
+        arrived)."""
+        cpre = cute.make_rmem_tensor((3,), Int32)
+        if tidx == 0:
+            for c in cutlass.range_constexpr(3):
+                cpre[c] = mOrder[2 + c, gpos]
+        return cpre
+
     def _alloc_flush_smem(self, smem):
         """The flush's shared workspace: staged keys (+ their tf32 pieces where ``ks_split``),
         the Gram matrix and per-position vectors. Returns (sKs, sKh, sKl, sKm, sA, sGv, sEG, sW,
@@ -1825,16 +1861,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         gpos = row_b
         slot_o = Int32(0)
         if const_expr(self.row_order):
-            # grid (HV * nsplit, positions): this CTA's row and slot from the order entry
-            hvb, gpos, _ = cute.arch.block_idx()
-            hv = hvb // Int32(self.nsplit)
-            vblk = hvb % Int32(self.nsplit)
-            hk = hv // self.group
-            v0 = vblk * self.block_v
-            row0 = v0 + warp * (16 * TPW) + g4
-            rows = [_row_of(row0, r) for r in range(2 * TPW)]
-            row_b = mOrder[0, gpos]
-            slot_o = mOrder[1, gpos]
+            gpos, row_b, slot_o, hv, vblk, hk, v0, row0, rows = self._ordered_coords(
+                mOrder, warp, g4)
 
         smem = cutlass.memory.SmemAllocator()
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
@@ -1859,13 +1887,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             gpre4, qkpre4, vbits = self._row_input_loads(mQ, mK, mV, mG, mBeta, mALog, mA,
                                                        mDtBias, mB, row_b, hv, hk, tidx, lane,
                                                        warp, row0, t4, True)
-        if const_expr(self.row_order):
-            slot = slot_o
-            valid = (slot >= Int32(0)) & (slot < mWpos.shape[0])
-            if const_expr(self.has_idx):
-                valid = valid & (slot != pad_slot_id)
-        else:
-            slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
+        slot, valid = self._row_slot(mIdx, row_b, slot_o, mWpos.shape[0], pad_slot_id)
         if valid:
             EARLY = self.preamble >= 2        # the tile before the cursors and the gates
             old = Int32(0)
@@ -1873,12 +1895,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             gpre = gpre4
             qkpre = qkpre4
             if const_expr(self.order_cursors):
-                # the cursors as the order kernel read them (this launch moves them only
-                # after every CTA of the row has arrived)
-                cpre = cute.make_rmem_tensor((3,), Int32)
-                if tidx == 0:
-                    for c in cutlass.range_constexpr(3):
-                        cpre[c] = mOrder[2 + c, gpos]
+                cpre = self._order_cursors(mOrder, gpos, tidx)
             elif const_expr(self.preamble >= 3):
                 # the small loads first (cursors, gates, q / k), consumed after the tile's
                 # issue: they no longer queue behind it

@@ -80,7 +80,7 @@ from cutlass.cute.nvgpu import cpasync
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
-from .gdn_replay import (ENCODE_ENV, KS_PITCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K,
+from .gdn_replay import (ENCODE_ENV, KS_PITCH, ORDER_CURSORS_ENV, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K,
                          V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32, encode_mode,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes, _prof_record,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
@@ -211,7 +211,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  preamble: Optional[int] = None, prof: bool = False,
                  tail: Optional[bool] = None, mma_dots: bool = True,
                  coef_first: bool = False, bsplit: bool = False, coef_vec: bool = True,
-                 early_loads: bool = False, flush_tile: bool = False):
+                 early_loads: bool = False, flush_tile: bool = False,
+                 row_order: bool = False, order_cursors: bool = False):
         self.T = int(T)
         # the decode's preamble 3 (EARLY_ENV): cursors, draft gates, q / k issued before the
         # read tile and used after it (data-dependent arrive, no fence)
@@ -231,12 +232,14 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          has_state_batch_indices=has_state_batch_indices, block_v=block_v,
                          min_blocks_per_mp=min_blocks_per_mp, tpw=1,
                          pdl=common.pdl_mode(pdl, verify=True),
-                         preamble=preamble, prof=prof)
+                         preamble=preamble, prof=prof, row_order=row_order)
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
         # (the decode's v / ring-gate load switches do not apply to the verify kernel)
         self.v_late = self.ring_gates_async = self.flush_whole = False
         # (early loads: one draft per warp, taken as in level 1)
         self.early_loads = self.early_loads and self.preamble == 1 and self.T <= self.nwarps
+        # the order's cursors stand in for the early cursor loads (ORDER_ENV)
+        self.order_cursors = bool(order_cursors) and self.row_order and self.early_loads
         self.tail = (tail_default(self.read_fmt, self.T) if self._tail_req is None
                      else bool(self._tail_req))
         if (L * K + self.num_threads - 1) // self.num_threads > TAIL_MAX_KEYS:
@@ -672,6 +675,11 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         NV = 2 * T                               # vectors: kn_0..kn_{T-1}, qn_0..qn_{T-1}
 
         tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows = self._lane_coords()
+        gpos = row_b
+        slot_o = Int32(0)
+        if const_expr(self.row_order):
+            gpos, row_b, slot_o, hv, vblk, hk, v0, row0, rows = self._ordered_coords(
+                mOrder, warp, g4)
 
         smem = cutlass.memory.SmemAllocator()
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
@@ -703,7 +711,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
 
         wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
-        slot, valid = slot_of_row(self.has_idx, mIdx, row_b, mWpos.shape[0], pad_slot_id)
+        slot, valid = self._row_slot(mIdx, row_b, slot_o, mWpos.shape[0], pad_slot_id)
         if valid:
             old = Int32(0)
             cpre = None
@@ -712,7 +720,10 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
             if const_expr(self.early_loads):
                 # the small loads first, used after the tile's issue: the cursors (thread 0),
                 # the draft gates (lanes t < T of the last warp), this warp's draft q / k
-                cpre = common.load_cursors(mWpos, mOrig, mFcnt, slot, tidx)
+                if const_expr(self.order_cursors):
+                    cpre = self._order_cursors(mOrder, gpos, tidx)
+                else:
+                    cpre = common.load_cursors(mWpos, mOrig, mFcnt, slot, tidx)
                 gpre = gate_input_loads(self.has_g, self.has_beta, self.has_dt_bias, mG, mBeta,
                                         mALog, mA, mDtBias, mB, row_b, hv,
                                         (warp == Int32(NW - 1)) & (lane < Int32(T)),
@@ -1011,7 +1022,8 @@ _CACHE = KernelCache("gdn_verify")
 
 
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype, a_dtype,
-             dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, min_blocks_per_mp=None):
+             dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, min_blocks_per_mp=None,
+             row_order=False):
     rf, rr, cf, cr, split = pair_key(pair)
     if not verify_supported(rf, cf, K, V, L, T):
         raise ValueError(f"GDN verify kernel: unsupported shape / draft count (K={K}, V={V}, "
@@ -1030,7 +1042,9 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               mma_dots=_env_int(MMA_ENV) != 0, coef_first=_env_int(COEF_FIRST_ENV) == 1,
               bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)),
               coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) != 0,
-              flush_tile=flush_tile_fit(rf, cf, split) and _env_int(FLUSH_TILE_ENV) != 0)
+              flush_tile=flush_tile_fit(rf, cf, split) and _env_int(FLUSH_TILE_ENV) != 0,
+              row_order=bool(row_order),
+              order_cursors=bool(row_order) and _env_int(ORDER_CURSORS_ENV) != 0)
     # switches read while tracing (not constructor arguments) are part of the key
     key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
     return kw, key
@@ -1040,19 +1054,21 @@ def compile_gdn_verify(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        T: int, g_dtype=None, beta_dtype=None, alog_dtype=None, a_dtype=None,
                        dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                        has_state_batch_indices: bool = True, block_v: Optional[int] = None,
-                       min_blocks_per_mp: Optional[int] = None) -> CompiledKernel:
+                       min_blocks_per_mp: Optional[int] = None,
+                       row_order: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN verify kernel for precision ``pair``,
     buffer length ``L``, ring capacity ``ring`` and ``T`` drafts per row.
 
     Call ``k.ffi(hi_words, hi_scale, hi_gscale, lo_words, lo_scale, lo_gscale, k_buf, kinv_buf,
     g_buf, u_buf, v_buf, beta_buf, write_pos, ring_origin, flush_count, pending, arrive, seed, q,
     k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale, pad_slot_id)``
-    (``None`` for what the variant does not use; see :func:`gdn_verify_cute`)."""
+    (``None`` for what the variant does not use; see :func:`gdn_verify_cute`); ``row_order``:
+    an ``order`` argument after ``state_batch_indices``, as the decode's."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, min_blocks_per_mp)
+                       block_v, min_blocks_per_mp, row_order)
     return common.compile_tvm_ffi_cached(_CACHE, key, lambda: GDNVerifyKernel(**kw),
                                          lambda op: _fake_args(op, op.T), _kernel_meta)
 
@@ -1062,17 +1078,18 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  a_dtype="bfloat16", dt_bias_dtype="float32", b_dtype="bfloat16",
                  use_qk_l2norm=True, has_state_batch_indices=True, block_v=None,
                  min_blocks_per_mp=None, keep_ptx: bool = False,
-                 dump_dir: Optional[str] = None):
+                 dump_dir: Optional[str] = None, row_order: bool = False):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, T = 4, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + T if ring is None else ring
     if not keep_ptx and dump_dir is None:
         return compile_gdn_verify(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype,
                                   alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
-                                  has_state_batch_indices, block_v, min_blocks_per_mp), None
+                                  has_state_batch_indices, block_v, min_blocks_per_mp,
+                                  row_order), None
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, min_blocks_per_mp)
+                       block_v, min_blocks_per_mp, row_order)
     op = GDNVerifyKernel(**kw)
     return _compile_keep_ptx(op, key, _fake_args(op, op.T), dump_dir)
 
@@ -1200,6 +1217,10 @@ def flush_tile_fit(read_fmt: str, rec_fmt: str, split: bool) -> bool:
     return not split and read_fmt == "fp32" and rec_fmt == "fp32"
 
 
+#: the flush-first row order ahead of the verify (cute_kernels.row_order with the call's T, as
+#: the decode's REPLAYSSM_GDN_ORDER; the order's cursors with REPLAYSSM_GDN_ORDER_CURSORS where
+#: the early loads apply). 1: on; unset / 0: off
+VERIFY_ORDER_ENV = "REPLAYSSM_GDN_VERIFY_ORDER"
 #: value rows per CTA (block_v) for tuning runs; unset: choose_block_v_v2
 BV_ENV = "REPLAYSSM_GDN_VERIFY_BV"
 #: the mma dots' B operands (the 2T vectors) split into tf32 pieces once per CTA in shared memory,
@@ -1230,7 +1251,7 @@ def _budget_128(num_threads: int, min_blocks: int) -> bool:
 
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
               ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV, COEF_VEC_ENV,
-              EARLY_ENV, FLUSH_TILE_ENV)
+              EARLY_ENV, FLUSH_TILE_ENV, VERIFY_ORDER_ENV, ORDER_CURSORS_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -1259,10 +1280,22 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         if min_blocks_per_mp is None and _env_int(VERIFY_MINB_ENV) is None:
             tile = VerifyTile(rf, cf, K, Vd, bv, L, split, T)
             min_blocks_per_mp = verify_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
+        ro = use_verify_row_order(cache, batch)
         kern = compile_gdn_verify(
             cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes, use_qk_l2norm,
-            state_batch_indices is not None, bv, min_blocks_per_mp)
-        ent = _LAUNCH[key] = (kern.ffi, kern.meta["any_sr"])
-    fn, any_sr = ent
+            state_batch_indices is not None, bv, min_blocks_per_mp, ro)
+        order = None
+        if ro:
+            from .mamba2_replay import order_fn
+            oc = kern.meta["order_cursors"]
+            order = (order_fn(cache, T, state_batch_indices is not None, oc), oc)
+        ent = _LAUNCH[key] = (kern.ffi, kern.meta["any_sr"], order)
+    fn, any_sr, order = ent
     # the stored-copy views are the decode launcher's (memoised on the cache's plan)
-    return _launcher(fn, any_sr, split, _cache_views(cache, rf, cf, split))
+    return _launcher(fn, any_sr, split, _cache_views(cache, rf, cf, split), order)
+
+
+def use_verify_row_order(cache, batch: int) -> bool:
+    """Whether a verify launch of ``batch`` rows runs the flush-first order kernel (its T's flush
+    test) first: :data:`VERIFY_ORDER_ENV` = 1 (default off); never past the order buffer."""
+    return batch <= cache.row_order.shape[1] and _env_int(VERIFY_ORDER_ENV) == 1

@@ -337,3 +337,31 @@ def test_gdn_verify_flush_tile_variant(monkeypatch):
     assert GV.compile_report("fp32", 8)["mma_tf32"] == 2 * 3 * 16 * 2
     monkeypatch.setenv(GV.MMA_ENV, "0")
     assert GV.compile_report("fp32", 8)["mma_tf32"] == 0
+
+
+def test_gdn_verify_row_order_variant(monkeypatch):
+    """REPLAYSSM_GDN_VERIFY_ORDER=1: the flush-first order (the call's T) ahead of the verify,
+    a compile key; the kernel takes row, slot and (with the early loads) cursors from the order
+    entry on the grid (HV * nsplit, positions); default builds unchanged by it."""
+    import re
+    monkeypatch.delenv(GV.VERIFY_ORDER_ENV, raising=False)
+    assert GV.VERIFY_ORDER_ENV in GV._ENV_NAMES
+    args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 24, 8, None, None, "float32",
+            "bfloat16", "float32", "bfloat16", True, True, None)
+    kw0, key0 = GV._resolve(*args)
+    kw1, key1 = GV._resolve(*args, None, True)
+    assert not kw0["row_order"] and kw1["row_order"] and key0 != key1
+    op = GV.GDNVerifyKernel(**kw1)
+    assert op.row_order and op.order_cursors == op.early_loads
+    _, p0 = GV.compile_only("fp32", T=8, keep_ptx=True)
+    _, p1 = GV.compile_only("fp32", T=8, keep_ptx=True, row_order=True)
+    assert "ctaid.y" in p1 and "ctaid.y" in p0        # (unordered: hv on y)
+    nparam = lambda p: len(re.findall(r"^\s*\.param\s", p[:p.index("{")], re.M))  # noqa: E731
+    assert nparam(p1) > nparam(p0)
+    import torch
+
+    class _C:
+        row_order = torch.zeros(2, 16, dtype=torch.int32)
+    assert not GV.use_verify_row_order(_C, 8)
+    monkeypatch.setenv(GV.VERIFY_ORDER_ENV, "1")
+    assert GV.use_verify_row_order(_C, 16) and not GV.use_verify_row_order(_C, 17)
