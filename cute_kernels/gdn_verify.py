@@ -80,7 +80,7 @@ from cutlass.cute.nvgpu import cpasync
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
-from .gdn_replay import (ENCODE_ENV, KS_PITCH, ORDER_CURSORS_ENV, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K,
+from .gdn_replay import (ENCODE_ENV, KS_PITCH, ORDER_CURSORS_ENV, ORDER_MIN_BATCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K,
                          V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32, encode_mode,
                          _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes, _prof_record,
                          _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
@@ -1219,7 +1219,9 @@ def flush_tile_fit(read_fmt: str, rec_fmt: str, split: bool) -> bool:
 
 #: the flush-first row order ahead of the verify (cute_kernels.row_order with the call's T, as
 #: the decode's REPLAYSSM_GDN_ORDER; the order's cursors with REPLAYSSM_GDN_ORDER_CURSORS where
-#: the early loads apply). 1: on; unset / 0: off
+#: the early loads apply). 1 / 0 force; unset: the decode's rule (read copies narrower than fp32,
+#: from ORDER_MIN_BATCH rows). session17_gpu/call6, T = 8 b256: nvfp4/fp16sr 704.3 -> 657.6 µs,
+#: fp8/fp32 592.6 -> 562.0, fp32 434.3 -> 453.1 (loses, as in the decode)
 VERIFY_ORDER_ENV = "REPLAYSSM_GDN_VERIFY_ORDER"
 #: value rows per CTA (block_v) for tuning runs; unset: choose_block_v_v2
 BV_ENV = "REPLAYSSM_GDN_VERIFY_BV"
@@ -1297,5 +1299,11 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
 
 def use_verify_row_order(cache, batch: int) -> bool:
     """Whether a verify launch of ``batch`` rows runs the flush-first order kernel (its T's flush
-    test) first: :data:`VERIFY_ORDER_ENV` = 1 (default off); never past the order buffer."""
-    return batch <= cache.row_order.shape[1] and _env_int(VERIFY_ORDER_ENV) == 1
+    test) first: :data:`VERIFY_ORDER_ENV` = 0 / 1 forces, else read copies narrower than fp32
+    from ``ORDER_MIN_BATCH`` rows; never past the order buffer."""
+    if batch > cache.row_order.shape[1]:
+        return False
+    forced = _env_int(VERIFY_ORDER_ENV)
+    if forced is not None:
+        return forced == 1
+    return cache.pair.read_fmt != "fp32" and batch >= ORDER_MIN_BATCH

@@ -340,7 +340,7 @@ def test_gdn_verify_flush_tile_variant(monkeypatch):
 
 
 def test_gdn_verify_row_order_variant(monkeypatch):
-    """REPLAYSSM_GDN_VERIFY_ORDER=1: the flush-first order (the call's T) ahead of the verify,
+    """REPLAYSSM_GDN_VERIFY_ORDER: the flush-first order (the call's T) ahead of the verify,
     a compile key; the kernel takes row, slot and (with the early loads) cursors from the order
     entry on the grid (HV * nsplit, positions); default builds unchanged by it."""
     import re
@@ -360,8 +360,17 @@ def test_gdn_verify_row_order_variant(monkeypatch):
     assert nparam(p1) > nparam(p0)
     import torch
 
+    from replayssm_lp.pairs import parse_pair
+
     class _C:
-        row_order = torch.zeros(2, 16, dtype=torch.int32)
-    assert not GV.use_verify_row_order(_C, 8)
+        row_order = torch.zeros(2, 64, dtype=torch.int32)
+        pair = parse_pair("nvfp4/fp16sr")
+    # default: the decode's rule (narrow read copies from 32 rows)
+    assert GV.use_verify_row_order(_C, 32) and not GV.use_verify_row_order(_C, 31)
+    _C.pair = parse_pair("fp32")
+    assert not GV.use_verify_row_order(_C, 64)
     monkeypatch.setenv(GV.VERIFY_ORDER_ENV, "1")
-    assert GV.use_verify_row_order(_C, 16) and not GV.use_verify_row_order(_C, 17)
+    assert GV.use_verify_row_order(_C, 16) and not GV.use_verify_row_order(_C, 65)
+    monkeypatch.setenv(GV.VERIFY_ORDER_ENV, "0")
+    _C.pair = parse_pair("fp8/fp32")
+    assert not GV.use_verify_row_order(_C, 64)
