@@ -3254,7 +3254,8 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
     activation dtype (unit last stride); gates either ``g``, ``beta`` [batch, HV] or raw ``A_log``
     [HV], ``a`` [batch, HV], ``dt_bias`` [HV], ``b`` [batch, HV]; cache tensors contiguous;
     ``state_batch_indices`` int32 [batch] (unique slots) or None. ``scale`` None -> K^-0.5.
-    Launches one kernel on the current torch stream, allocates nothing when ``out`` is given,
+    Launches one kernel on the current torch stream (two with the flush-first order:
+    :func:`use_row_order`), allocates nothing when ``out`` is given,
     never synchronises (CUDA-graph capturable once compiled). Returns ``out``. ``_memo``: the
     memo of the cache's plan when the caller has just validated it.
     """
@@ -3319,8 +3320,10 @@ def use_row_order(cache, batch: int) -> bool:
     """Whether a v2 decode launch of ``batch`` rows runs the flush-first order kernel first
     (:data:`ORDER_ENV` = 0 / 1 forces; else read copies narrower than fp32 from
     :data:`ORDER_MIN_BATCH` rows); never when ``batch`` exceeds the order buffer
-    (``cache.row_order``, one entry per slot: only pad rows can make a batch that large)."""
-    if batch > cache.row_order.shape[1]:
+    (``cache.row_order``, one entry per slot: only pad rows can make a batch that large) or the
+    grid's y limit (the ordered grid's positions). The order is one scratch buffer per cache:
+    two streams stepping disjoint slots of one cache concurrently would share it."""
+    if batch > cache.row_order.shape[1] or batch > 65535:
         return False
     forced = _env_int(ORDER_ENV)
     if forced is not None:

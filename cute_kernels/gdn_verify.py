@@ -1139,8 +1139,9 @@ def gdn_verify_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None, dt_bi
     cache's activation dtype (unit last stride); gates either ``g``, ``beta`` [batch, T, HV] or raw
     ``A_log`` [HV], ``a`` [batch, T, HV], ``dt_bias`` [HV], ``b`` [batch, T, HV]; cache tensors
     contiguous; ``state_batch_indices`` int32 [batch] (unique slots) or None. ``scale`` None ->
-    K^-0.5. One kernel on the current torch stream, no allocation when ``out`` is given, no host
-    sync (CUDA-graph capturable once compiled). Returns ``out``. ``_memo``: the memo of the
+    K^-0.5. One kernel (two with the flush-first order: :func:`use_verify_row_order`) on the
+    current torch stream, no allocation when ``out`` is given, no host sync (CUDA-graph
+    capturable once compiled). Returns ``out``. ``_memo``: the memo of the
     cache's plan when the caller has just validated it.
     """
     batch, T, H, K = q.shape
@@ -1267,9 +1268,11 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     HV, Vd = v.shape[2], v.shape[3]
     rf, rr, cf, cr, split = _pair_key(cache.pair)
     L, ring = cache.buffer_len, cache.ring
+    # (the order's choice is in the key: it depends on the cache's slot count, not in the rest)
+    ro = use_verify_row_order(cache, batch)
     key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes,
            bool(use_qk_l2norm), state_batch_indices is None,
-           batch, block_v, min_blocks_per_mp, _env())
+           batch, block_v, min_blocks_per_mp, _env(), ro)
     ent = _LAUNCH.get(key)
     if ent is None:
         bv = block_v
@@ -1282,7 +1285,6 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         if min_blocks_per_mp is None and _env_int(VERIFY_MINB_ENV) is None:
             tile = VerifyTile(rf, cf, K, Vd, bv, L, split, T)
             min_blocks_per_mp = verify_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
-        ro = use_verify_row_order(cache, batch)
         kern = compile_gdn_verify(
             cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes, use_qk_l2norm,
             state_batch_indices is not None, bv, min_blocks_per_mp, ro)
@@ -1300,8 +1302,9 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
 def use_verify_row_order(cache, batch: int) -> bool:
     """Whether a verify launch of ``batch`` rows runs the flush-first order kernel (its T's flush
     test) first: :data:`VERIFY_ORDER_ENV` = 0 / 1 forces, else read copies narrower than fp32
-    from ``ORDER_MIN_BATCH`` rows; never past the order buffer."""
-    if batch > cache.row_order.shape[1]:
+    from ``ORDER_MIN_BATCH`` rows; never past the order buffer (one entry per slot: only pad
+    rows make a batch that large) or the grid's y limit (the ordered grid's positions)."""
+    if batch > cache.row_order.shape[1] or batch > 65535:
         return False
     forced = _env_int(VERIFY_ORDER_ENV)
     if forced is not None:

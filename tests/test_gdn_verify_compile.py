@@ -374,3 +374,22 @@ def test_gdn_verify_row_order_variant(monkeypatch):
     monkeypatch.setenv(GV.VERIFY_ORDER_ENV, "0")
     _C.pair = parse_pair("fp8/fp32")
     assert not GV.use_verify_row_order(_C, 64)
+
+
+def test_gdn_verify_launch_key_has_the_order(monkeypatch):
+    """The verify's process-wide launch cache keys the order choice: two caches of one shape
+    whose slot counts decide it differently (the order needs one entry per row) get two
+    entries, the larger one ordered (CPU: compile and bind only, no launch)."""
+    import torch
+    from replayssm_lp import GDNReplayCache
+    monkeypatch.delenv(GV.VERIFY_ORDER_ENV, raising=False)
+    monkeypatch.setattr(GV, "_LAUNCH", {})
+    gd = GV._gate_dtypes(torch.zeros(1), torch.zeros(1, dtype=torch.bfloat16), None, None, None,
+                         None)
+    for ns in (64, 16):                  # batch 32: ordered with 64 slots, not with 16
+        c = GDNReplayCache(ns, 2, 4, 128, 128, precision="nvfp4/fp16sr", buffer_len=16,
+                           max_draft=4)
+        q = torch.zeros(32, 4, 2, 128, dtype=torch.bfloat16)
+        v = torch.zeros(32, 4, 4, 128, dtype=torch.bfloat16)
+        GV.make_launch(c, q, v, gd, True, torch.arange(32, dtype=torch.int32))
+    assert sorted(e[2] is not None for e in GV._LAUNCH.values()) == [False, True]
