@@ -3307,25 +3307,29 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
         state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im, ro)
-    order = None
-    if ro:
-        from .mamba2_replay import order_fn
-        oc = kern.meta["order_cursors"]
-        order = (order_fn(cache, 1, state_batch_indices is not None, oc), oc)
+    order = order_entry(cache, 1, state_batch_indices is not None, kern) if ro else None
     return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split),
                      order)
 
 
-def use_row_order(cache, batch: int) -> bool:
-    """Whether a v2 decode launch of ``batch`` rows runs the flush-first order kernel first
-    (:data:`ORDER_ENV` = 0 / 1 forces; else read copies narrower than fp32 from
-    :data:`ORDER_MIN_BATCH` rows); never when ``batch`` exceeds the order buffer
+def order_entry(cache, T: int, has_idx: bool, kern):
+    """(flush-first order function for ``T`` appended entries, with cursors) for ``_launcher``,
+    matching the compiled step / verify kernel ``kern`` (compiled with ``row_order``)."""
+    from .mamba2_replay import order_fn
+    oc = kern.meta["order_cursors"]
+    return order_fn(cache, T, has_idx, oc), oc
+
+
+def use_row_order(cache, batch: int, env: str = ORDER_ENV) -> bool:
+    """Whether a v2 decode (verify: ``env`` its switch) launch of ``batch`` rows runs the
+    flush-first order kernel first (``env`` = 0 / 1 forces; else read copies narrower than fp32
+    from :data:`ORDER_MIN_BATCH` rows); never when ``batch`` exceeds the order buffer
     (``cache.row_order``, one entry per slot: only pad rows can make a batch that large) or the
     grid's y limit (the ordered grid's positions). The order is one scratch buffer per cache:
     two streams stepping disjoint slots of one cache concurrently would share it."""
     if batch > cache.row_order.shape[1] or batch > 65535:
         return False
-    forced = _env_int(ORDER_ENV)
+    forced = _env_int(env)
     if forced is not None:
         return forced == 1
     return cache.pair.read_fmt != "fp32" and batch >= ORDER_MIN_BATCH

@@ -80,13 +80,13 @@ from cutlass.cute.nvgpu import cpasync
 from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache
-from .gdn_replay import (ENCODE_ENV, KS_PITCH, ORDER_CURSORS_ENV, ORDER_MIN_BATCH, PREAMBLE_ENV, PROF_ENV, SMEM_LIMIT, V2_K,
-                         V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2, _mma, _mma3_tf32, encode_mode,
-                         _cache_views, _compile_keep_ptx, _fake_args, _fidx, _gate_dtypes, _prof_record,
-                         _env_int, _kernel_meta, _kq_addr, _launcher, _op_kwargs,
-                         _read_chunk_values, _ring, _fma_rn, _fstamp,
-                         _sel, _seq_prefix, choose_block_v_v2, pair_key, preamble_level,
-                         v2_default_min_blocks)
+from .gdn_replay import (ENCODE_ENV, KS_PITCH, ORDER_CURSORS_ENV, PREAMBLE_ENV, PROF_ENV,
+                         SMEM_LIMIT, V2_K, V2_MAX_L, GDNReplayDecodeV2, ReplayTileV2, _mma,
+                         _mma3_tf32, encode_mode, _cache_views, _compile_keep_ptx, _fake_args,
+                         _fidx, _gate_dtypes, _prof_record, _env_int, _kernel_meta, _kq_addr,
+                         _launcher, _op_kwargs, _read_chunk_values, _ring, _fma_rn, _fstamp,
+                         _sel, _seq_prefix, choose_block_v_v2, order_entry, pair_key,
+                         preamble_level, use_row_order, v2_default_min_blocks)
 from .gdn_standard import gate_input_loads, gdn_gates, gdn_gates_from_loads, slot_of_row
 from replayssm_lp._validate import cache_plan, env_reader
 
@@ -1288,11 +1288,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         kern = compile_gdn_verify(
             cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes, use_qk_l2norm,
             state_batch_indices is not None, bv, min_blocks_per_mp, ro)
-        order = None
-        if ro:
-            from .mamba2_replay import order_fn
-            oc = kern.meta["order_cursors"]
-            order = (order_fn(cache, T, state_batch_indices is not None, oc), oc)
+        order = order_entry(cache, T, state_batch_indices is not None, kern) if ro else None
         ent = _LAUNCH[key] = (kern.ffi, kern.meta["any_sr"], order)
     fn, any_sr, order = ent
     # the stored-copy views are the decode launcher's (memoised on the cache's plan)
@@ -1303,10 +1299,5 @@ def use_verify_row_order(cache, batch: int) -> bool:
     """Whether a verify launch of ``batch`` rows runs the flush-first order kernel (its T's flush
     test) first: :data:`VERIFY_ORDER_ENV` = 0 / 1 forces, else read copies narrower than fp32
     from ``ORDER_MIN_BATCH`` rows; never past the order buffer (one entry per slot: only pad
-    rows make a batch that large) or the grid's y limit (the ordered grid's positions)."""
-    if batch > cache.row_order.shape[1] or batch > 65535:
-        return False
-    forced = _env_int(VERIFY_ORDER_ENV)
-    if forced is not None:
-        return forced == 1
-    return cache.pair.read_fmt != "fp32" and batch >= ORDER_MIN_BATCH
+    rows make a batch that large) or the grid's y limit: the decode's rule."""
+    return use_row_order(cache, batch, VERIFY_ORDER_ENV)
