@@ -1536,6 +1536,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
       cores), then the same rank-L update as 3xTF32 mma with the fold kept in registers;
       encodes with hardware RN converts, a fast SR path for fp16 / bf16, fast-division nvfp4 /
       fp8 quantizers (bit-exact; generic per-element code for NaN / inf / extreme ranges).
+      The fp32 pair (read copy = hi) at L <= 16 instead folds the whole-row tile it already
+      holds (:meth:`_flush_whole`): CUDA-core FMAs S = e^{G_tot} S + sum_j u_j (w_j kn_j) in
+      that layout (u_j, kn_j staged in shared memory by :meth:`_stage_tile_fold`), whole-row
+      dots and stores -- no second hi read, no mma.
+    * ``row_order``: the flush-first order (:mod:`cute_kernels.row_order`, run just before)
+      maps grid (HV * nsplit, positions) to (row, slot, cursors), flushing rows' CTAs first.
     """
 
     impl = "v2"

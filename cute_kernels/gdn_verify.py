@@ -45,7 +45,12 @@ owns 16 rows, lane (g, t) holds rows g and g + 8 and 16-byte read chunks at byte
   (pitch K + 1: conflict-free across positions); decays from one sequential prefix (warp 0);
 * flush rows: the v2 flush (fold, encoders, SR generation), unchanged; its output hook
   (``_flush_out_partials``) dots the fold, still in registers, with all 2T vectors (``bsplit``
-  at 128 registers: on the read dots' 3xTF32 mma path, else CUDA-core FMAs);
+  at 128 registers: on the read dots' 3xTF32 mma path, else CUDA-core FMAs). The fp32 pair
+  (read copy = hi) instead folds the (g, t) read tile it holds on the CUDA cores
+  (``_flush_tile``: the rank-hf update, keys past hf zero), stores it to hi and takes the draft
+  dots of a non-flush row (``_tile_dots``);
+* flush-first order (narrow read copies from 32 rows, ``REPLAYSSM_GDN_VERIFY_ORDER``): the
+  order kernel with the call's T runs first; grid (HV * nsplit, positions) as the decode's;
 * finish: thread r < block_v solves its row's T x T system, writes outputs, u (and v).
 
 The "tail" (``tail_default``, ``REPLAYSSM_GDN_VERIFY_TAIL``) removes the waits the phase profile
