@@ -234,6 +234,9 @@ def test_gdn_launchers_occupancy_by_batch_and_env(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_GDN_REPLAY_MINB", raising=False)
     monkeypatch.delenv("REPLAYSSM_GDN_VERIFY_MINB", raising=False)
     monkeypatch.delenv("REPLAYSSM_PDL", raising=False)
+    # (no flush-first order: its kernel is not faked here; test_gdn_*_compile cover its rule)
+    monkeypatch.setenv(GR.ORDER_ENV, "0")
+    monkeypatch.setenv(GV.VERIFY_ORDER_ENV, "0")
     H_, HV_, slots = 16, 32, 128                     # batch 128: 128 * 32 = OCC_MIN_CTAS CTAs
     assert slots * HV_ == GR.OCC_MIN_CTAS
     c = R.GDNReplayCache(slots, H_, HV_, 128, 128, precision="nvfp4/fp16sr", buffer_len=4,
