@@ -486,7 +486,7 @@ class GDNReplayDecode:
                  mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
                  mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
                  mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
-               mOut: cute.Tensor, scale: Float32,
+                 mOut: cute.Tensor, scale: Float32,
                  pad_slot_id: Int32, stream: cuda.CUstream):
         batch = mQ.shape[0]
         self.kernel(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mWpos,
@@ -1618,23 +1618,25 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         g4 = lane // 4
         t4 = lane % 4
         hk = hv // self.group
-        v0 = vblk * self.block_v
-        row0 = v0 + warp * (16 * TPW) + g4
-        rows = [_row_of(row0, r) for r in range(2 * TPW)]
+        v0, row0, rows = self._block_rows(vblk, warp, g4)
         return tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows
+
+    def _block_rows(self, vblk, warp, g4):
+        """(first value row v0 of block ``vblk``, the lane's first row row0, its rows): warp w
+        owns tpw tiles of 16 rows, lane (g4, t4) rows g4 and g4 + 8 of each."""
+        v0 = vblk * self.block_v
+        row0 = v0 + warp * (16 * self.tile.tpw) + g4
+        return v0, row0, [_row_of(row0, r) for r in range(2 * self.tile.tpw)]
 
     def _ordered_coords(self, mOrder: cute.Tensor, warp: Int32, g4: Int32):
         """Flush-first order (``row_order``), grid (HV * nsplit, positions): (grid position,
         batch row and slot from its order entry, hv, value block, hk, v0, row0, rows) --
         :meth:`_lane_coords` for this grid."""
-        TPW = self.tile.tpw
         hvb, gpos, _ = cute.arch.block_idx()
         hv = hvb // Int32(self.nsplit)
         vblk = hvb % Int32(self.nsplit)
         hk = hv // self.group
-        v0 = vblk * self.block_v
-        row0 = v0 + warp * (16 * TPW) + g4
-        rows = [_row_of(row0, r) for r in range(2 * TPW)]
+        v0, row0, rows = self._block_rows(vblk, warp, g4)
         row_b = mOrder[0, gpos]
         return gpos, row_b, mOrder[1, gpos], hv, vblk, hk, v0, row0, rows
 
@@ -1997,7 +1999,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                       sKm, sW, rP, slot, hv, hk, v0, origin, tidx, lane,
                                       warp, g4, t4, rFs if const_expr(self.prof) else None)
                 else:
-                        self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb,
+                    self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb,
                                 mSeed, wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv,
                                 sEG, sW, sBeta, sAm, rP,
                                 slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
@@ -2911,11 +2913,17 @@ def _dn(d):
     return None if d is None else dtype_name(d)
 
 
+def read_is_fp32_hi(read_fmt: str, rec_fmt: str, split: bool) -> bool:
+    """Whether the read copy is the fp32 hi copy itself (the fp32 shared pair): a flush row then
+    holds its hi tile already (the decode's whole-row flush, the verify's flush tile)."""
+    return not split and read_fmt == "fp32" and rec_fmt == "fp32"
+
+
 def flush_whole_fit(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool, L: int) -> bool:
-    """Whether a flush row can fold the whole-row read tile it holds: the read copy is the fp32
-    hi copy itself (fp32 shared pair) read in whole rows, and L <= 16 (its u_j / kn_j staging
-    uses the flush's pre-split key buffers, which exist up to two key tiles)."""
-    return whole_rows and not split and read_fmt == "fp32" and rec_fmt == "fp32" and L <= 16
+    """Whether a flush row can fold the whole-row read tile it holds: :func:`read_is_fp32_hi`,
+    read in whole rows, and L <= 16 (its u_j / kn_j staging uses the flush's pre-split key
+    buffers, which exist up to two key tiles)."""
+    return whole_rows and read_is_fp32_hi(read_fmt, rec_fmt, split) and L <= 16
 
 
 def flush_whole_default(read_fmt: str, rec_fmt: str, split: bool, whole_rows: bool,
@@ -3224,6 +3232,7 @@ def _launcher(fn, any_sr, split, views, order=None):
     bound (:func:`_cache_views`); the cache's buffers, cursors and seed are read per call. Raw
     gates are passed as None where g / beta are given. ``order``: (flush-first order function,
     with cursors) run first into the cache's scratch, for a kernel compiled with ``row_order``."""
+    from .row_order import run_order
     hw, hs, hg, lw, ls, lg = views
     order_fn_, ocur = order if order is not None else (None, False)
 
@@ -3231,14 +3240,8 @@ def _launcher(fn, any_sr, split, views, order=None):
                pad_slot_id):
         mo = None
         if order_fn_ is not None:
-            if ocur:
-                mo = cache.row_order_ext
-                order_fn_(state_batch_indices, cache.write_pos, cache.ring_origin,
-                          cache.flush_count, mo, q.shape[0], int(pad_slot_id))
-            else:
-                mo = cache.row_order
-                order_fn_(state_batch_indices, cache.write_pos, None, None, mo, q.shape[0],
-                          int(pad_slot_id))
+            mo = run_order(order_fn_, ocur, cache, q.shape[0], state_batch_indices,
+                           int(pad_slot_id))
         fn(hw, hs, hg, lw, ls, lg, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
            cache.v_buf if split else None, cache.beta_buf if split else None, cache.write_pos,
            cache.ring_origin, cache.flush_count, cache.pending, cache.arrive,

@@ -91,7 +91,8 @@ from .gdn_replay import (ENCODE_ENV, KS_PITCH, ORDER_CURSORS_ENV, PREAMBLE_ENV, 
                          _fidx, _gate_dtypes, _prof_record, _env_int, _kernel_meta, _kq_addr,
                          _launcher, _op_kwargs, _read_chunk_values, _ring, _fma_rn, _fstamp,
                          _sel, _seq_prefix, choose_block_v_v2, order_entry, pair_key,
-                         preamble_level, use_row_order, v2_default_min_blocks)
+                         preamble_level, read_is_fp32_hi, use_row_order,
+                         v2_default_min_blocks)
 from .gdn_standard import gate_input_loads, gdn_gates, gdn_gates_from_loads, slot_of_row
 from replayssm_lp._validate import cache_plan, env_reader
 
@@ -184,7 +185,8 @@ class VerifyTile(ReplayTileV2):
                              f"(T={T}, L={L}, block_v={block_v})")
         # the fp32 pair's flush from the held tile stages u_j of the CTA's rows (flush_tile;
         # counted here, outside the budgets above: it did not decide ks_split)
-        self.flush_tile_bytes = 4 * L * bv + 16 if flush_tile_fit(read_fmt, rec_fmt, split) else 0
+        self.flush_tile_bytes = (4 * L * bv + 16 if read_is_fp32_hi(read_fmt, rec_fmt, split)
+                                 else 0)
         self.smem_bytes += self.flush_tile_bytes
         if L * KD_PITCH > lp_ * KS_PITCH:
             raise ValueError("staged coefficient keys do not fit the flush key buffer")
@@ -253,8 +255,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
         # the tail's early loads are what make that order free of new waits
         self.coef_first = bool(coef_first) and self.tail
         # fp32 shared pair: flush rows fold the read tile they hold (FLUSH_TILE_ENV)
-        self.flush_tile = bool(flush_tile) and flush_tile_fit(self.read_fmt, self.rec_fmt,
-                                                              self.split)
+        self.flush_tile = bool(flush_tile) and read_is_fp32_hi(self.read_fmt, self.rec_fmt,
+                                                               self.split)
         if self.prof and (self.block_v != self.V or self.act_dtype.width != 16):
             raise ValueError("the verify profiling build writes its record over a whole head's "
                              "16-bit output row: block_v must be V and the activations 16-bit")
@@ -537,7 +539,7 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                     slot: Int32, hv: Int32, hk: Int32, v0: Int32, rows, origin: Int32,
                     hf: Int32, tidx: Int32, lane: Int32, warp: Int32, g4: Int32, t4: Int32,
                     rFs=None):
-        """Flush row of the fp32 shared pair (:func:`flush_tile_fit`) from the read tile it
+        """Flush row of the fp32 shared pair (:func:`read_is_fp32_hi`) from the read tile it
         holds (the hi copy): S = e^{G_tot} S + sum_{j < hf} (u_j w_j) kn_j on the CUDA cores in
         the tile's (g, t) layout, the draft dots of S as a non-flush row's, S stored to hi."""
         K, L, BV = self.K, self.L, self.block_v
@@ -1047,7 +1049,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               mma_dots=_env_int(MMA_ENV) != 0, coef_first=_env_int(COEF_FIRST_ENV) == 1,
               bsplit=bsplit_setting(tile.num_threads, int(min_blocks_per_mp)),
               coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) != 0,
-              flush_tile=flush_tile_fit(rf, cf, split) and _env_int(FLUSH_TILE_ENV) != 0,
+              flush_tile=read_is_fp32_hi(rf, cf, split) and _env_int(FLUSH_TILE_ENV) != 0,
               row_order=bool(row_order),
               order_cursors=bool(row_order) and _env_int(ORDER_CURSORS_ENV) != 0)
     # switches read while tracing (not constructor arguments) are part of the key
@@ -1216,13 +1218,6 @@ EARLY_ENV = "REPLAYSSM_GDN_VERIFY_EARLY"
 #: 0: the decode's (g, t) flush. session17_gpu/call2, b256 T = 4 / 8: 318.7 -> 290.9 / 479.6 ->
 #: 431.4 µs (flush only 627.4 -> 502.6 / 729.1 -> 607.5); b512 617.7 -> 568.0 / 942.2 -> 854.1
 FLUSH_TILE_ENV = "REPLAYSSM_GDN_VERIFY_FLUSH_TILE"
-
-
-def flush_tile_fit(read_fmt: str, rec_fmt: str, split: bool) -> bool:
-    """Whether the verify's read tile is the hi copy itself (the fp32 shared pair)."""
-    return not split and read_fmt == "fp32" and rec_fmt == "fp32"
-
-
 #: the flush-first row order ahead of the verify (cute_kernels.row_order with the call's T, as
 #: the decode's REPLAYSSM_GDN_ORDER; the order's cursors with REPLAYSSM_GDN_ORDER_CURSORS where
 #: the early loads apply). 1 / 0 force; unset: the decode's rule (read copies narrower than fp32,

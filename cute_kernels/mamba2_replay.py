@@ -2729,16 +2729,11 @@ def _order_launcher(ent):
     """``run(cache, x, state_batch_indices, pad_slot_id) -> order``: the flush-first order kernel
     of a :func:`_launch_args` entry, into the cache's scratch (``row_order_ext`` when the entry's
     kernel takes the cursors from it, else ``row_order``)."""
+    from .row_order import run_order
     order_ffi, ocur = ent[8], ent[9]
 
     def run(cache, x, state_batch_indices, pad_slot_id):
-        if ocur:
-            order_ffi(state_batch_indices, cache.write_pos, cache.ring_origin, cache.flush_count,
-                      cache.row_order_ext, x.shape[0], pad_slot_id)
-            return cache.row_order_ext
-        order_ffi(state_batch_indices, cache.write_pos, None, None, cache.row_order, x.shape[0],
-                  pad_slot_id)
-        return cache.row_order
+        return run_order(order_ffi, ocur, cache, x.shape[0], state_batch_indices, pad_slot_id)
     return run
 
 

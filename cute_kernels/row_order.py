@@ -31,7 +31,8 @@ import cuda.bindings.driver as cuda
 from . import common
 from .common import CompiledKernel, KernelCache
 
-__all__ = ["FlushFirstOrder", "compile_flush_first_order", "flush_first_order_ref"]
+__all__ = ["FlushFirstOrder", "compile_flush_first_order", "flush_first_order_ref",
+           "run_order"]
 
 _THREADS = 1024
 
@@ -123,6 +124,19 @@ class FlushFirstOrder:
                     mOrder[4, pos] = g
             fbase = fbase + t
             nbase = nbase + cutlass.min(batch - c * _THREADS, Int32(_THREADS)) - t
+
+
+def run_order(order_ffi, cursors: bool, cache, batch: int, state_batch_indices, pad_slot_id):
+    """Run a compiled flush-first order (``order_ffi``, the ``cursors`` variant or not) for
+    ``batch`` rows on ``cache``'s cursors into its scratch; returns that scratch
+    (``cache.row_order_ext`` [5, num_slots] with the cursors, else ``cache.row_order``)."""
+    if cursors:
+        order_ffi(state_batch_indices, cache.write_pos, cache.ring_origin, cache.flush_count,
+                  cache.row_order_ext, batch, pad_slot_id)
+        return cache.row_order_ext
+    order_ffi(state_batch_indices, cache.write_pos, None, None, cache.row_order, batch,
+              pad_slot_id)
+    return cache.row_order
 
 
 _CACHE = KernelCache("row_order")
