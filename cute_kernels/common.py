@@ -699,6 +699,14 @@ def load_cursors(mWpos: cute.Tensor, mOrig: cute.Tensor, mFcnt: cute.Tensor, slo
     return rc
 
 
+def _dep_arrive(mArr: cute.Tensor, slot: Int32, w: Int32, o: Int32, f: Int32) -> Int32:
+    """The row's arrive without a fence: its increment (1 for cursors below 2^30) is computed
+    from the three cursor values, so the atomic cannot be performed before they are read."""
+    return cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr,
+                                Int32(1) + ((w | o | f) >> Int32(30)), sem="relaxed",
+                                scope="gpu")
+
+
 @cute.jit
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,
@@ -728,10 +736,11 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
             sCur[1] = o
             sCur[2] = f
             if const_expr(mArr is not None):
-                if const_expr(dep_arrive):
-                    old = cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr,
-                                               Int32(1) + ((w | o | f) >> Int32(30)),
-                                               sem="relaxed", scope="gpu")
+                if const_expr(dep_arrive and arrive_if is not None):
+                    if arrive_if(w):
+                        old = _dep_arrive(mArr, slot, w, o, f)
+                elif const_expr(dep_arrive):
+                    old = _dep_arrive(mArr, slot, w, o, f)
                 else:
                     if arrive_if(w):
                         cute.arch.fence_acq_rel_gpu()

@@ -441,6 +441,7 @@ class GDNReplayDecode:
         # flush-first order (v2 decode only): grid position -> (row, slot[, cursors]) from
         # cute_kernels.row_order, run right before this launch
         self.row_order = self.order_cursors = False
+        self.rows = self.flush_positions = 0      # (v2: a split launch's half)
 
     def _default_min_blocks(self):
         return max(1, 65536 // (self.num_threads * REG_CAP))
@@ -489,12 +490,15 @@ class GDNReplayDecode:
                  mOut: cute.Tensor, scale: Float32,
                  pad_slot_id: Int32, stream: cuda.CUstream):
         batch = mQ.shape[0]
+        npos = batch
+        if const_expr(self.rows == 2):            # the split's persistent flush grid
+            npos = cutlass.min(batch, Int32(self.flush_positions))
         self.kernel(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mWpos,
                     mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias,
                     mB, mIdx, mOrder, mOut, scale, pad_slot_id).launch(
             # flush-first order (row_order): the heads of a grid position adjacent, so the
             # flushing rows' CTAs are dispatched first
-            grid=([self.HV * self.nsplit, batch, 1] if self.row_order
+            grid=([self.HV * self.nsplit, npos, 1] if self.row_order
                   else [batch, self.HV, self.nsplit]),
             block=[self.num_threads, 1, 1],
             stream=stream,
@@ -1042,6 +1046,22 @@ ORDER_MIN_BATCH = 32
 # with the order: the rows' cursors from the order entry (one round trip for row, slot and
 # cursors; preamble >= 3 builds). Default on; 0: off
 ORDER_CURSORS_ENV = "REPLAYSSM_GDN_ORDER_CURSORS"
+# v2 decode split launch (:func:`use_split`): after the order, the flush rows in a persistent
+# launch of their own (256 threads, SPLIT_FLUSH_MINB CTAs / SM: registers for the fold) on a
+# side stream and the non-flush rows in one without flush code (SPLIT_NONFLUSH_TPW row tiles per
+# warp: the per-warp preamble paid once per 32 value rows, not 16) at once. 1 / 0 force; unset:
+# read copies narrower than fp32 from SPLIT_MIN_BATCH rows. The three tuning switches: the
+# non-flush launch's tiles per warp and CTAs / SM, the flush launch's CTAs / SM and grid
+# positions (tests: a few positions make each flush CTA walk several rows)
+SPLIT_ENV = "REPLAYSSM_GDN_SPLIT"
+SPLIT_FPOS_ENV = "REPLAYSSM_GDN_SPLIT_FPOS"
+SPLIT_TPW_ENV = "REPLAYSSM_GDN_SPLIT_TPW"
+SPLIT_MINB1_ENV = "REPLAYSSM_GDN_SPLIT_MINB1"
+SPLIT_MINB2_ENV = "REPLAYSSM_GDN_SPLIT_MINB2"
+SPLIT_MIN_BATCH = 128
+SPLIT_NONFLUSH_TPW = 2
+SPLIT_NONFLUSH_MINB = 4
+SPLIT_FLUSH_MINB = 2
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
 # generic per-element loop (80 % of the flush tiles of N(0, 0.1) states). session9_gpu/call2:
@@ -1550,7 +1570,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                  preamble: Optional[int] = None, whole_rows: bool = False,
                  ring_gates_async: bool = False, v_late: bool = False,
                  flush_whole: bool = False, row_order: bool = False,
-                 order_cursors: bool = False, **kw):
+                 order_cursors: bool = False, rows: int = 0, flush_positions: int = 0, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1570,6 +1590,34 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         self.row_order = bool(row_order)
         # the order's cursors replace the live ones (the early cursor loads of preamble >= 3)
         self.order_cursors = bool(order_cursors) and self.row_order and self.preamble >= 3
+        # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code), 2 = the
+        # flush rows only (no read tile), as a persistent grid of ``flush_positions`` positions
+        # walking the order's leading flush rows; both take the rows' cursors from the order
+        # entries, so neither sees the cursors the other moves
+        self.rows = int(rows)
+        self.flush_positions = int(flush_positions)
+        if self.rows not in (0, 1, 2):
+            raise ValueError(f"rows must be 0, 1 or 2, got {rows}")
+        if self.rows and not self.order_cursors:
+            raise ValueError("a split launch needs the flush-first order with its cursors")
+        if self.rows and (self.prof or self.flush_whole):
+            raise ValueError("a split launch has no profiling build and no whole-row flush")
+        if self.rows == 2 and self.flush_positions < 1:
+            raise ValueError("the split's flush launch needs flush_positions >= 1")
+
+    def _owns_row(self, h):
+        """Whether this launch runs a row at write position ``h``: every row (``rows`` 0: the
+        Python constant, no branch), else the non-flush (1) or the flush (2) ones."""
+        if self.rows == 1:
+            return h < Int32(self.L)
+        if self.rows == 2:
+            return h >= Int32(self.L)
+        return True
+
+    @property
+    def _arrive_if(self):
+        """The arrive's condition on the row's write position (None: every row arrives)."""
+        return self._owns_row if self.rows else None
 
     @property
     def qk_warp(self) -> int:
@@ -1628,11 +1676,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         row0 = v0 + warp * (16 * self.tile.tpw) + g4
         return v0, row0, [_row_of(row0, r) for r in range(2 * self.tile.tpw)]
 
-    def _ordered_coords(self, mOrder: cute.Tensor, warp: Int32, g4: Int32):
+    def _ordered_coords(self, mOrder: cute.Tensor, warp: Int32, g4: Int32, gpos=None):
         """Flush-first order (``row_order``), grid (HV * nsplit, positions): (grid position,
         batch row and slot from its order entry, hv, value block, hk, v0, row0, rows) --
-        :meth:`_lane_coords` for this grid."""
-        hvb, gpos, _ = cute.arch.block_idx()
+        :meth:`_lane_coords` for this grid (``gpos``: that position instead of the CTA's)."""
+        hvb, gy, _ = cute.arch.block_idx()
+        if gpos is None:
+            gpos = gy
         hv = hvb // Int32(self.nsplit)
         vblk = hvb % Int32(self.nsplit)
         hk = hv // self.group
@@ -1667,13 +1717,18 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         sBeta, sAm)."""
         tl = self.tile
         LP = tl.lp
-        sKs = smem.allocate_tensor(Float32, cute.make_layout(LP * KS_PITCH), byte_alignment=16)
-        KSS = LP * KS_PITCH if tl.ks_split else 4
+        # (the split's non-flush launch uses only the per-position vectors: 4-word stand-ins,
+        # its occupancy is not capped by the flush's staging)
+        nof = getattr(self, "rows", 0) == 1
+        KS = 4 if nof else LP * KS_PITCH
+        sKs = smem.allocate_tensor(Float32, cute.make_layout(KS), byte_alignment=16)
+        KSS = KS if tl.ks_split else 4
         sKh = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
         sKl = smem.allocate_tensor(Uint32, cute.make_layout(KSS), byte_alignment=16)
         KSM = KSS if tl.f5_pieces == 3 else 4
         sKm = smem.allocate_tensor(Uint32, cute.make_layout(KSM), byte_alignment=16)
-        sA = smem.allocate_tensor(Float32, cute.make_layout(LP * LP), byte_alignment=16)
+        sA = smem.allocate_tensor(Float32, cute.make_layout(4 if nof else LP * LP),
+                                  byte_alignment=16)
         sGv = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sEG = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sW = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
@@ -1851,6 +1906,42 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
         common.pdl_prologue(self.pdl)
+        if const_expr(self.rows == 2):
+            # the split's flush launch: a persistent grid (HV * nsplit, P) walks the order's
+            # leading flush rows -- positions y, y + P, ... up to the first one that does not
+            # flush (the flush-first order puts every flushing row first)
+            _, y, _ = cute.arch.block_idx()
+            npos = cute.arch.grid_dim()[1]
+            go = Boolean(True)
+            for it in cutlass.range((mQ.shape[0] - y + npos - Int32(1)) // npos, unroll=1):
+                if go:
+                    cute.arch.barrier()           # the previous row's shared memory is free
+                    go = self._row(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb,
+                        mWpos, mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA,
+                        mDtBias, mB, mIdx, mOrder, mOut, scale, pad_slot_id, y + it * npos)
+        else:
+            self._row(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mWpos,
+                mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias, mB, mIdx,
+                mOrder, mOut, scale, pad_slot_id, None)
+
+    @cute.jit
+    def _row(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+               mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+               mLoG: Optional[cute.Tensor], mKb: cute.Tensor, mKinvb: cute.Tensor,
+               mGb: cute.Tensor, mUb: cute.Tensor, mVb: Optional[cute.Tensor],
+               mBb: Optional[cute.Tensor], mWpos: cute.Tensor, mOrig: cute.Tensor,
+               mFcnt: cute.Tensor, mPend: cute.Tensor, mArr: cute.Tensor,
+               mSeed: Optional[cute.Tensor], mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
+               mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
+               mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
+               mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
+               mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+               mOut: cute.Tensor, scale: Float32,
+               pad_slot_id: Int32, gpos_in):
+        """One grid position of the step (a row, value head, value block): the CTA's whole
+        work. ``gpos_in``: the order position (the split's flush launch walks several);
+        None: the CTA's own. Returns whether the row is this launch's (``rows`` = 2: a
+        flush row)."""
         if const_expr(self.prof):
             pg0 = common.sreg64("globaltimer")
             pc0 = common.sreg64("clock64")              # 0: start
@@ -1870,7 +1961,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         slot_o = Int32(0)
         if const_expr(self.row_order):
             gpos, row_b, slot_o, hv, vblk, hk, v0, row0, rows = self._ordered_coords(
-                mOrder, warp, g4)
+                mOrder, warp, g4, gpos_in)
 
         smem = cutlass.memory.SmemAllocator()
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
@@ -1896,6 +1987,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                                        mDtBias, mB, row_b, hv, hk, tidx, lane,
                                                        warp, row0, t4, True)
         slot, valid = self._row_slot(mIdx, row_b, slot_o, mWpos.shape[0], pad_slot_id)
+        res = Boolean(False)
         if valid:
             EARLY = self.preamble >= 2        # the tile before the cursors and the gates
             old = Int32(0)
@@ -1924,13 +2016,15 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 for r in cutlass.range_constexpr(R2):
                     rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
-            rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4)
+            rRd = None
+            if const_expr(self.rows != 2):            # (the split's flush launch: no read tile)
+                rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4)
             rsc = [Float32(1.0)] * R2
             rsb = [Uint32(0)] * (2 * R2)
             rsg = Float32(1.0)
-            if const_expr(RFMT == "fp8"):
+            if const_expr(RFMT == "fp8" and self.rows != 2):
                 rsc = [mRdS[slot, hv, rows[r]] for r in range(R2)]
-            if const_expr(RFMT == "nvfp4"):
+            if const_expr(RFMT == "nvfp4" and self.rows != 2):
                 rsb = [Uint32(mRdS[slot, hv, rows[i // 2], 2 * t4 + (i % 2)])
                        for i in range(2 * R2)]
                 rsg = mRdG[slot, hv]
@@ -1941,7 +2035,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 vbits = self._v_bits_load(mV, row_b, hv, row0, t4)
             if const_expr(EARLY):
                 old = common.read_cursors_and_arrive(sCur, mWpos, mOrig, mFcnt, mArr, slot, tidx,
-                                                     dep_arrive=True, pre=cpre)
+                                                     dep_arrive=True, pre=cpre,
+                                                     arrive_if=self._arrive_if)
                 self._gates_to_smem(sScal, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, tidx,
                                     pre=gpre)
             # ---- q / k (warp QKW): kn, qn (padded) in smem, kq, kinv, B-piece scales
@@ -1986,273 +2081,280 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             beta = sScal[11]
             alpha = sScal[12]
             flush = h >= Int32(L)
+            mine = self._owns_row(h)
+            if const_expr(self.rows == 2):
+                res = flush
             hf = cutlass.min(h, Int32(L))
             m = Int32(_sel(flush, Int32(0), h))
             origin2 = Int32(_sel(flush, _ring(origin, h, RING), origin))
             phys_new = _ring(origin2, m, RING)
             rP = cute.make_rmem_tensor((2, R2), Float32)     # (kn / qn, row) lane partials
             if flush:
-                if const_expr(self.prof):
-                    p2 = common.sreg64("clock64")        # (flush rows: phase 3 = the flush)
-                if const_expr(self.flush_whole):
-                    self._flush_whole(mKb, mKinvb, mGb, mUb, wHi, rRd, sScal, sKn, sQn, sKh,
-                                      sKm, sW, rP, slot, hv, hk, v0, origin, tidx, lane,
-                                      warp, g4, t4, rFs if const_expr(self.prof) else None)
-                else:
-                    self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb,
-                                mSeed, wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv,
-                                sEG, sW, sBeta, sAm, rP,
-                                slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
-                                rFs if const_expr(self.prof) else None)
-                if const_expr(self.prof):
-                    p3 = common.sreg64("clock64")
-                    p4 = p3
+                if const_expr(self.rows != 1):
+                    if const_expr(self.prof):
+                        p2 = common.sreg64("clock64")        # (flush rows: phase 3 = the flush)
+                    if const_expr(self.flush_whole):
+                        self._flush_whole(mKb, mKinvb, mGb, mUb, wHi, rRd, sScal, sKn, sQn, sKh,
+                                          sKm, sW, rP, slot, hv, hk, v0, origin, tidx, lane,
+                                          warp, g4, t4, rFs if const_expr(self.prof) else None)
+                    else:
+                        self._flush(mHiS, mHiG, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb,
+                                    mSeed, wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv,
+                                    sEG, sW, sBeta, sAm, rP,
+                                    slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
+                                    rFs if const_expr(self.prof) else None)
+                    if const_expr(self.prof):
+                        p3 = common.sreg64("clock64")
+                        p4 = p3
             else:
-                # ================= non-flush row =============================================
-                # ring loads: keys of the coefficient dots (warp w: positions w + NW i), u of
-                # the rows (lane t: positions t + 4 i); warp 0 also g and kinv (lane p)
-                gp = Float32(0.0)
-                kvp = Float32(0.0)
-                if warp == 0:
-                    if lane < m:
-                        ph = _ring(origin, lane, RING)
+                if const_expr(self.rows != 2):
+                    # ================= non-flush row =============================================
+                    # ring loads: keys of the coefficient dots (warp w: positions w + NW i), u of
+                    # the rows (lane t: positions t + 4 i); warp 0 also g and kinv (lane p)
+                    gp = Float32(0.0)
+                    kvp = Float32(0.0)
+                    if warp == 0:
+                        if lane < m:
+                            ph = _ring(origin, lane, RING)
+                            if const_expr(self.ring_gates_async):
+                                # into the flush's (here unused) per-position vectors, no register
+                                # held: a spill store of a loaded register would wait for it
+                                a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32,
+                                                         num_bits_per_copy=32)
+                                cute.copy(a4, cute.local_tile(mGb[slot, hv, None], (1,), (ph,)),
+                                          cute.local_tile(sGv, (1,), (lane,)))
+                                cute.copy(a4, cute.local_tile(mKinvb[slot, hk, None], (1,), (ph,)),
+                                          cute.local_tile(sEG, (1,), (lane,)))
+                            else:
+                                gp = mGb[slot, hv, ph]
+                                kvp = mKinvb[slot, hk, ph]
                         if const_expr(self.ring_gates_async):
-                            # into the flush's (here unused) per-position vectors, no register
-                            # held: a spill store of a loaded register would wait for it
-                            a4 = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32,
-                                                     num_bits_per_copy=32)
-                            cute.copy(a4, cute.local_tile(mGb[slot, hv, None], (1,), (ph,)),
-                                      cute.local_tile(sGv, (1,), (lane,)))
-                            cute.copy(a4, cute.local_tile(mKinvb[slot, hk, None], (1,), (ph,)),
-                                      cute.local_tile(sEG, (1,), (lane,)))
-                        else:
-                            gp = mGb[slot, hv, ph]
-                            kvp = mKinvb[slot, hk, ph]
-                    if const_expr(self.ring_gates_async):
-                        cute.arch.cp_async_commit_group()
-                rk = cute.make_rmem_tensor((K // 32, NPW), self.act_dtype)
-                rk.fill(0.0)
-                for i in cutlass.range_constexpr(NPW):
-                    p = warp + i * NW
-                    if p < m:
-                        ph = _ring(origin, p, RING)
-                        cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (K // 32,),
-                                                          (lane,)), rk[None, i])
-                rU = self._load_ring_u(mUb, slot, hv, origin, m, rows, t4)
-                # B fragments of the mma: kn / qn split into pieces, each (vector, element)
-                # scattered to its half-word slot in fragment order (column g' = 3 v + piece)
-                if const_expr(MMA):
-                    sBh = cute.recast_tensor(sBf, cutlass.Uint16)
-                    for it in cutlass.range_constexpr((2 * K + NT - 1) // NT):
-                        e_ = tidx + it * NT
-                        if e_ < Int32(2 * K):
-                            vq = e_ // K
-                            el = e_ % K
-                            x = sKQ[vq * KP + _kq_addr(el)] * sScal[2 + vq]
-                            kap, rho, tt, eta = _frag_slot(RFMT, el)
-                            rnd = _round_f16 if MK == "f16" else _round_bf16
-                            hv0 = rnd(x)
-                            r1 = _sub_rn(x, hv0)
-                            hv1 = rnd(r1)
-                            hv2 = rnd(_sub_rn(r1, hv1))
-                            for pc in cutlass.range_constexpr(3):
-                                col = vq * 3 + pc
-                                hidx = (((kap * 32 + col * 4 + tt) * 2 + rho) * 2) + eta
-                                sBh[hidx] = _to_half_bits(MK, (hv0, hv1, hv2)[pc])
-                    for it in cutlass.range_constexpr((128 + NT - 1) // NT):
-                        e_ = tidx + it * NT
-                        if e_ < Int32(128):
-                            # columns 6, 7 (lanes g' = 6, 7): zero words
-                            kap = e_ // 16
-                            rr = e_ % 16
-                            sBf[(kap * 32 + 24 + rr // 2) * 2 + rr % 2] = Uint32(0)
-                if const_expr(MMA):
-                    cute.arch.barrier()                  # the B fragments
-                if const_expr(self.prof):
-                    p2 = common.sreg64("clock64")        # 2: ring loads issued, B fragments
-                # ---- S0 kn, S0 qn partials from the read copy
-                ak = [Float32(0.0)] * R2
-                aq = [Float32(0.0)] * R2
-                if const_expr(MMA):
-                    bfr = cute.make_rmem_tensor((2, 8), Uint32)
-                    for kap in cutlass.range_constexpr(8):
-                        cute.autovec_copy(cute.local_tile(sBf, (2,), (kap * 32 + lane,)),
-                                          bfr[None, kap])
-                    fk = sScal[4] * rsg
-                    fq = sScal[5] * rsg
-                    for tr in cutlass.range_constexpr(TPW):
-                        hreg = [[None] * 16, [None] * 16]
-                        for rr in cutlass.range_constexpr(2):
-                            r = 2 * tr + rr
-                            if const_expr(RFMT == "nvfp4"):
-                                s2 = [_e4m3_bcast_f16x2(rsb[2 * r]),
-                                      _e4m3_bcast_f16x2(rsb[2 * r + 1])]
-                                for q in cutlass.range_constexpr(4):
-                                    hs = _nvfp4_word_f16x2(rRd[q, r])
-                                    for i in cutlass.range_constexpr(4):
-                                        hreg[rr][4 * q + i] = _f16x2_mul(hs[i], s2[q // 2])
-                            elif const_expr(RFMT == "fp8"):
-                                for q in cutlass.range_constexpr(8):
-                                    hreg[rr][2 * q] = lp._e4m3x2_to_f16x2(rRd[q, r], False)
-                                    hreg[rr][2 * q + 1] = lp._e4m3x2_to_f16x2(rRd[q, r], True)
-                            else:
-                                for q in cutlass.range_constexpr(16):
-                                    hreg[rr][q] = rRd[q, r]
-                        acc = [Float32(0.0)] * 4
+                            cute.arch.cp_async_commit_group()
+                    rk = cute.make_rmem_tensor((K // 32, NPW), self.act_dtype)
+                    rk.fill(0.0)
+                    for i in cutlass.range_constexpr(NPW):
+                        p = warp + i * NW
+                        if p < m:
+                            ph = _ring(origin, p, RING)
+                            cute.autovec_copy(cute.local_tile(mKb[slot, hk, ph, None], (K // 32,),
+                                                              (lane,)), rk[None, i])
+                    rU = self._load_ring_u(mUb, slot, hv, origin, m, rows, t4)
+                    # B fragments of the mma: kn / qn split into pieces, each (vector, element)
+                    # scattered to its half-word slot in fragment order (column g' = 3 v + piece)
+                    if const_expr(MMA):
+                        sBh = cute.recast_tensor(sBf, cutlass.Uint16)
+                        for it in cutlass.range_constexpr((2 * K + NT - 1) // NT):
+                            e_ = tidx + it * NT
+                            if e_ < Int32(2 * K):
+                                vq = e_ // K
+                                el = e_ % K
+                                x = sKQ[vq * KP + _kq_addr(el)] * sScal[2 + vq]
+                                kap, rho, tt, eta = _frag_slot(RFMT, el)
+                                rnd = _round_f16 if MK == "f16" else _round_bf16
+                                hv0 = rnd(x)
+                                r1 = _sub_rn(x, hv0)
+                                hv1 = rnd(r1)
+                                hv2 = rnd(_sub_rn(r1, hv1))
+                                for pc in cutlass.range_constexpr(3):
+                                    col = vq * 3 + pc
+                                    hidx = (((kap * 32 + col * 4 + tt) * 2 + rho) * 2) + eta
+                                    sBh[hidx] = _to_half_bits(MK, (hv0, hv1, hv2)[pc])
+                        for it in cutlass.range_constexpr((128 + NT - 1) // NT):
+                            e_ = tidx + it * NT
+                            if e_ < Int32(128):
+                                # columns 6, 7 (lanes g' = 6, 7): zero words
+                                kap = e_ // 16
+                                rr = e_ % 16
+                                sBf[(kap * 32 + 24 + rr // 2) * 2 + rr % 2] = Uint32(0)
+                    if const_expr(MMA):
+                        cute.arch.barrier()                  # the B fragments
+                    if const_expr(self.prof):
+                        p2 = common.sreg64("clock64")        # 2: ring loads issued, B fragments
+                    # ---- S0 kn, S0 qn partials from the read copy
+                    ak = [Float32(0.0)] * R2
+                    aq = [Float32(0.0)] * R2
+                    if const_expr(MMA):
+                        bfr = cute.make_rmem_tensor((2, 8), Uint32)
                         for kap in cutlass.range_constexpr(8):
-                            acc = _mma(MK, [hreg[0][2 * kap], hreg[1][2 * kap],
-                                            hreg[0][2 * kap + 1], hreg[1][2 * kap + 1]],
-                                       [bfr[0, kap], bfr[1, kap]], acc)
-                        # D columns: 0..2 kn pieces, 3..5 qn pieces (lane t: columns 2t, 2t+1)
-                        z = Float32(0.0)
-                        for rr in cutlass.range_constexpr(2):
-                            c0 = acc[2 * rr]
-                            c1 = acc[2 * rr + 1]
-                            r = 2 * tr + rr
-                            pk_ = Float32(_sel(t4 == Int32(0), c0 + c1,
-                                               _sel(t4 == Int32(1), c0, z)))
-                            pq_ = Float32(_sel(t4 == Int32(1), c1,
-                                               _sel(t4 == Int32(2), c0 + c1, z)))
-                            ak[r] = pk_ * (fk * rsc[r])
-                            aq[r] = pq_ * (fq * rsc[r])
-                elif const_expr(self.whole_rows):
-                    ak, aq = self._whole_row_dots(rRd, sKn, sQn, lane, g4, t4)
-                else:
+                            cute.autovec_copy(cute.local_tile(sBf, (2,), (kap * 32 + lane,)),
+                                              bfr[None, kap])
+                        fk = sScal[4] * rsg
+                        fq = sScal[5] * rsg
+                        for tr in cutlass.range_constexpr(TPW):
+                            hreg = [[None] * 16, [None] * 16]
+                            for rr in cutlass.range_constexpr(2):
+                                r = 2 * tr + rr
+                                if const_expr(RFMT == "nvfp4"):
+                                    s2 = [_e4m3_bcast_f16x2(rsb[2 * r]),
+                                          _e4m3_bcast_f16x2(rsb[2 * r + 1])]
+                                    for q in cutlass.range_constexpr(4):
+                                        hs = _nvfp4_word_f16x2(rRd[q, r])
+                                        for i in cutlass.range_constexpr(4):
+                                            hreg[rr][4 * q + i] = _f16x2_mul(hs[i], s2[q // 2])
+                                elif const_expr(RFMT == "fp8"):
+                                    for q in cutlass.range_constexpr(8):
+                                        hreg[rr][2 * q] = lp._e4m3x2_to_f16x2(rRd[q, r], False)
+                                        hreg[rr][2 * q + 1] = lp._e4m3x2_to_f16x2(rRd[q, r], True)
+                                else:
+                                    for q in cutlass.range_constexpr(16):
+                                        hreg[rr][q] = rRd[q, r]
+                            acc = [Float32(0.0)] * 4
+                            for kap in cutlass.range_constexpr(8):
+                                acc = _mma(MK, [hreg[0][2 * kap], hreg[1][2 * kap],
+                                                hreg[0][2 * kap + 1], hreg[1][2 * kap + 1]],
+                                           [bfr[0, kap], bfr[1, kap]], acc)
+                            # D columns: 0..2 kn pieces, 3..5 qn pieces (lane t: columns 2t, 2t+1)
+                            z = Float32(0.0)
+                            for rr in cutlass.range_constexpr(2):
+                                c0 = acc[2 * rr]
+                                c1 = acc[2 * rr + 1]
+                                r = 2 * tr + rr
+                                pk_ = Float32(_sel(t4 == Int32(0), c0 + c1,
+                                                   _sel(t4 == Int32(1), c0, z)))
+                                pq_ = Float32(_sel(t4 == Int32(1), c1,
+                                                   _sel(t4 == Int32(2), c0 + c1, z)))
+                                ak[r] = pk_ * (fk * rsc[r])
+                                aq[r] = pq_ * (fq * rsc[r])
+                    elif const_expr(self.whole_rows):
+                        ak, aq = self._whole_row_dots(rRd, sKn, sQn, lane, g4, t4)
+                    else:
+                        for r in cutlass.range_constexpr(R2):
+                            for ii in cutlass.range_constexpr(RW // 4):
+                                base = Int32(16 * ii) + Int32(4) * t4
+                                kk = cute.make_rmem_tensor((4,), Float32)
+                                qq = cute.make_rmem_tensor((4,), Float32)
+                                a4 = _kq_addr(base) // 4
+                                cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
+                                cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
+                                vals = _read_chunk_values(RFMT, [rRd[4 * ii + w, r] for w in range(4)])
+                                for e in cutlass.range_constexpr(4):
+                                    ak[r] = ak[r] + vals[e] * kk[e]
+                                    aq[r] = aq[r] + vals[e] * qq[e]
+                    if const_expr(self.prof):
+                        p3 = common.sreg64("clock64")        # 3: read tile landed, S0 dots
+                    # warp 0: prefix of g (sequential order), weights * kinv, e^{G_{m-1}}
+                    if warp == 0:
+                        if const_expr(self.ring_gates_async):
+                            cute.arch.cp_async_wait_group(0)     # this lane's own copies
+                            gp = Float32(_sel(lane < m, sGv[lane], Float32(0.0)))
+                            kvp = Float32(_sel(lane < m, sEG[lane], Float32(0.0)))
+                        Gp = _seq_prefix(gp, lane, L)
+                        Gm1 = cute.arch.shuffle_sync(Gp, cutlass.max(m - Int32(1), Int32(0)))
+                        Gm1 = Float32(_sel(m > Int32(0), Gm1, Float32(0.0)))
+                        sWn[lane] = Float32(_sel(lane < m, cute.math.exp(Gm1 - Gp) * kvp,
+                                                 Float32(0.0)))
+                        if lane == 0:
+                            sScal[9] = cute.math.exp(Gm1)
+                    # raw coefficient dots kn_p.kn, kn_p.qn (unnormalised keys): 2 NPW partial sums
+                    # per lane, summed over the warp by one transposed butterfly
+                    base = _kq_addr(lane * (K // 32))
+                    kk = cute.make_rmem_tensor((K // 32,), Float32)
+                    qq = cute.make_rmem_tensor((K // 32,), Float32)
+                    cute.autovec_copy(cute.local_tile(sKn, (K // 32,), (base // (K // 32),)), kk)
+                    cute.autovec_copy(cute.local_tile(sQn, (K // 32,), (base // (K // 32),)), qq)
+                    parts = []
+                    for i in cutlass.range_constexpr(NPW):
+                        dk = Float32(0.0)
+                        dq = Float32(0.0)
+                        for e in cutlass.range_constexpr(K // 32):
+                            x = rk[e, i].to(Float32)
+                            dk = dk + x * kk[e]
+                            dq = dq + x * qq[e]
+                        parts += [dk, dq]
+                    rest, vbase = treduce(parts, 32, lane)
+                    nrep = max(1, 32 // (2 * NPW))      # lanes holding the same sum
+                    if lane % Int32(nrep) == Int32(0):
+                        for ri in cutlass.range_constexpr(len(rest)):
+                            vi = vbase + Int32(ri)
+                            p = warp + (vi // Int32(2)) * NW
+                            if p < Int32(32):
+                                if vi % Int32(2) == Int32(0):
+                                    sC[p] = rest[ri]
+                                else:
+                                    sD[p] = rest[ri]
+                    cute.arch.barrier()                      # coefficients, weights
+                    if const_expr(self.prof):
+                        p4 = common.sreg64("clock64")        # 4: coefficient dots, weights
+                    eG = sScal[9]
+                    # ---- buffer terms (positions p = t (mod 4)) + the e^G-scaled dot partials
+                    bk = [Float32(0.0)] * R2
+                    bq = [Float32(0.0)] * R2
+                    for i in cutlass.range_constexpr(NU):
+                        p = t4 + 4 * i
+                        pc = cutlass.min(p, Int32(31))
+                        wv = Float32(_sel(p < Int32(LW), sWn[pc], Float32(0.0)))
+                        cc = wv * sC[pc]
+                        dd = wv * sD[pc]
+                        for r in cutlass.range_constexpr(R2):
+                            bk[r] = bk[r] + cc * rU[i, r]
+                            bq[r] = bq[r] + dd * rU[i, r]
                     for r in cutlass.range_constexpr(R2):
-                        for ii in cutlass.range_constexpr(RW // 4):
-                            base = Int32(16 * ii) + Int32(4) * t4
-                            kk = cute.make_rmem_tensor((4,), Float32)
-                            qq = cute.make_rmem_tensor((4,), Float32)
-                            a4 = _kq_addr(base) // 4
-                            cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
-                            cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
-                            vals = _read_chunk_values(RFMT, [rRd[4 * ii + w, r] for w in range(4)])
-                            for e in cutlass.range_constexpr(4):
-                                ak[r] = ak[r] + vals[e] * kk[e]
-                                aq[r] = aq[r] + vals[e] * qq[e]
-                if const_expr(self.prof):
-                    p3 = common.sreg64("clock64")        # 3: read tile landed, S0 dots
-                # warp 0: prefix of g (sequential order), weights * kinv, e^{G_{m-1}}
-                if warp == 0:
-                    if const_expr(self.ring_gates_async):
-                        cute.arch.cp_async_wait_group(0)     # this lane's own copies
-                        gp = Float32(_sel(lane < m, sGv[lane], Float32(0.0)))
-                        kvp = Float32(_sel(lane < m, sEG[lane], Float32(0.0)))
-                    Gp = _seq_prefix(gp, lane, L)
-                    Gm1 = cute.arch.shuffle_sync(Gp, cutlass.max(m - Int32(1), Int32(0)))
-                    Gm1 = Float32(_sel(m > Int32(0), Gm1, Float32(0.0)))
-                    sWn[lane] = Float32(_sel(lane < m, cute.math.exp(Gm1 - Gp) * kvp,
-                                             Float32(0.0)))
-                    if lane == 0:
-                        sScal[9] = cute.math.exp(Gm1)
-                # raw coefficient dots kn_p.kn, kn_p.qn (unnormalised keys): 2 NPW partial sums
-                # per lane, summed over the warp by one transposed butterfly
-                base = _kq_addr(lane * (K // 32))
-                kk = cute.make_rmem_tensor((K // 32,), Float32)
-                qq = cute.make_rmem_tensor((K // 32,), Float32)
-                cute.autovec_copy(cute.local_tile(sKn, (K // 32,), (base // (K // 32),)), kk)
-                cute.autovec_copy(cute.local_tile(sQn, (K // 32,), (base // (K // 32),)), qq)
-                parts = []
-                for i in cutlass.range_constexpr(NPW):
-                    dk = Float32(0.0)
-                    dq = Float32(0.0)
-                    for e in cutlass.range_constexpr(K // 32):
-                        x = rk[e, i].to(Float32)
-                        dk = dk + x * kk[e]
-                        dq = dq + x * qq[e]
-                    parts += [dk, dq]
-                rest, vbase = treduce(parts, 32, lane)
-                nrep = max(1, 32 // (2 * NPW))      # lanes holding the same sum
-                if lane % Int32(nrep) == Int32(0):
-                    for ri in cutlass.range_constexpr(len(rest)):
-                        vi = vbase + Int32(ri)
-                        p = warp + (vi // Int32(2)) * NW
-                        if p < Int32(32):
-                            if vi % Int32(2) == Int32(0):
-                                sC[p] = rest[ri]
-                            else:
-                                sD[p] = rest[ri]
-                cute.arch.barrier()                      # coefficients, weights
-                if const_expr(self.prof):
-                    p4 = common.sreg64("clock64")        # 4: coefficient dots, weights
-                eG = sScal[9]
-                # ---- buffer terms (positions p = t (mod 4)) + the e^G-scaled dot partials
-                bk = [Float32(0.0)] * R2
-                bq = [Float32(0.0)] * R2
-                for i in cutlass.range_constexpr(NU):
-                    p = t4 + 4 * i
-                    pc = cutlass.min(p, Int32(31))
-                    wv = Float32(_sel(p < Int32(LW), sWn[pc], Float32(0.0)))
-                    cc = wv * sC[pc]
-                    dd = wv * sD[pc]
-                    for r in cutlass.range_constexpr(R2):
-                        bk[r] = bk[r] + cc * rU[i, r]
-                        bq[r] = bq[r] + dd * rU[i, r]
-                for r in cutlass.range_constexpr(R2):
-                    rP[0, r] = eG * ak[r] + bk[r]
-                    rP[1, r] = eG * aq[r] + bq[r]
+                        rP[0, r] = eG * ak[r] + bk[r]
+                        rP[1, r] = eG * aq[r] + bq[r]
             if const_expr(self.prof):
                 pcs.extend([p2, p3, p4])
-            # ================= quad butterfly: full sums of every row in every lane ===========
-            for o in cutlass.range_constexpr(2):
-                for r in cutlass.range_constexpr(R2):
-                    for c in cutlass.range_constexpr(2):
-                        rP[c, r] = rP[c, r] + cute.arch.shuffle_sync_bfly(rP[c, r], offset=1 << o)
-            # ================= per value row: u, o, appends (lane t finishes row r = t) =======
-            if t4 < Int32(R2):
-                sk = rP[0, 0]
-                sq = rP[1, 0]
-                # (v_late: converted after the row selects below, where the bits are used)
-                vraw = Float32(0.0) if const_expr(self.v_late) else rV[0]
-                vrow = rows[0]
-                for r in cutlass.range_constexpr(1, R2):
-                    isr = t4 == Int32(r)
-                    sk = Float32(_sel(isr, rP[0, r], sk))
-                    sq = Float32(_sel(isr, rP[1, r], sq))
-                    if const_expr(not self.v_late):
-                        vraw = Float32(_sel(isr, rV[r], vraw))
-                    vrow = Int32(_sel(isr, rows[r], vrow))
-                if const_expr(self.v_late):
-                    vraw = lp.bits_u32_to_f32(vbits, self.act_dtype)
-                u = beta * (vraw - alpha * sk)
-                o = alpha * sq + kq * u
-                mOut[row_b, hv, vrow] = o.to(self.act_dtype)
-                mUb[slot, hv, phys_new, vrow] = u
-                if const_expr(self.split):
+            if mine:                  # (a split launch: the other launch's rows do nothing)
+                # ================= quad butterfly: full sums of every row in every lane ===========
+                for o in cutlass.range_constexpr(2):
+                    for r in cutlass.range_constexpr(R2):
+                        for c in cutlass.range_constexpr(2):
+                            rP[c, r] = rP[c, r] + cute.arch.shuffle_sync_bfly(rP[c, r], offset=1 << o)
+                # ================= per value row: u, o, appends (lane t finishes row r = t) =======
+                if t4 < Int32(R2):
+                    sk = rP[0, 0]
+                    sq = rP[1, 0]
+                    # (v_late: converted after the row selects below, where the bits are used)
+                    vraw = Float32(0.0) if const_expr(self.v_late) else rV[0]
+                    vrow = rows[0]
+                    for r in cutlass.range_constexpr(1, R2):
+                        isr = t4 == Int32(r)
+                        sk = Float32(_sel(isr, rP[0, r], sk))
+                        sq = Float32(_sel(isr, rP[1, r], sq))
+                        if const_expr(not self.v_late):
+                            vraw = Float32(_sel(isr, rV[r], vraw))
+                        vrow = Int32(_sel(isr, rows[r], vrow))
                     if const_expr(self.v_late):
-                        # v itself (exact in fp32), not a second load of it
-                        mVb[slot, hv, phys_new, vrow] = vraw.to(mVb.element_type)
-                    else:
-                        mVb[slot, hv, phys_new, vrow] = mV[row_b, hv, vrow]
-            if vblk == 0:
-                if hv % self.group == 0:
-                    if tidx < Int32(K // 8):
-                        cute.autovec_copy(cute.local_tile(mK[row_b, hk, None], (8,), (tidx,)),
-                                          cute.local_tile(mKb[slot, hk, phys_new, None], (8,),
-                                                          (tidx,)))
-                    if tidx == 0:
-                        mKinvb[slot, hk, phys_new] = kinv
-                self._append_gate_entry(mGb, mBb, slot, hv, phys_new, g, beta, tidx)
-            if const_expr(self.prof):
-                pcs.append(common.sreg64("clock64"))    # 5: outputs, appends issued
-            # ================= the last-arriving CTA of the row moves the cursors ==============
-            if tidx == 0:
-                if old == Int32(self.HV * self.nsplit - 1):
-                    cute.arch.fence_acq_rel_gpu()
-                    mWpos[slot] = m + Int32(1)
-                    mOrig[slot] = origin2
-                    if flush:
-                        mFcnt[slot] = gen + Int32(1)
-                    mPend[slot] = Int32(0)
-                    mArr[slot] = Int32(0)
-            if const_expr(self.prof):
-                pcs.append(common.sreg64("clock64"))    # 6: cursors published (end)
-                pg1 = common.sreg64("globaltimer")
-                cute.arch.barrier()                     # every output store of the CTA is out
+                        vraw = lp.bits_u32_to_f32(vbits, self.act_dtype)
+                    u = beta * (vraw - alpha * sk)
+                    o = alpha * sq + kq * u
+                    mOut[row_b, hv, vrow] = o.to(self.act_dtype)
+                    mUb[slot, hv, phys_new, vrow] = u
+                    if const_expr(self.split):
+                        if const_expr(self.v_late):
+                            # v itself (exact in fp32), not a second load of it
+                            mVb[slot, hv, phys_new, vrow] = vraw.to(mVb.element_type)
+                        else:
+                            mVb[slot, hv, phys_new, vrow] = mV[row_b, hv, vrow]
+                if vblk == 0:
+                    if hv % self.group == 0:
+                        if tidx < Int32(K // 8):
+                            cute.autovec_copy(cute.local_tile(mK[row_b, hk, None], (8,), (tidx,)),
+                                              cute.local_tile(mKb[slot, hk, phys_new, None], (8,),
+                                                              (tidx,)))
+                        if tidx == 0:
+                            mKinvb[slot, hk, phys_new] = kinv
+                    self._append_gate_entry(mGb, mBb, slot, hv, phys_new, g, beta, tidx)
+                if const_expr(self.prof):
+                    pcs.append(common.sreg64("clock64"))    # 5: outputs, appends issued
+                # ================= the last-arriving CTA of the row moves the cursors ==============
                 if tidx == 0:
-                    _prof_record(mOut[row_b, hv, None], v0, flush, [pg0, pg1] + pcs)
-                    _prof_record(mOut[row_b, hv, None], v0 + Int32(64), flush,
-                                 [rFs[i] for i in range(12)])
+                    if old == Int32(self.HV * self.nsplit - 1):
+                        cute.arch.fence_acq_rel_gpu()
+                        mWpos[slot] = m + Int32(1)
+                        mOrig[slot] = origin2
+                        if flush:
+                            mFcnt[slot] = gen + Int32(1)
+                        mPend[slot] = Int32(0)
+                        mArr[slot] = Int32(0)
+                if const_expr(self.prof):
+                    pcs.append(common.sreg64("clock64"))    # 6: cursors published (end)
+                    pg1 = common.sreg64("globaltimer")
+                    cute.arch.barrier()                     # every output store of the CTA is out
+                    if tidx == 0:
+                        _prof_record(mOut[row_b, hv, None], v0, flush, [pg0, pg1] + pcs)
+                        _prof_record(mOut[row_b, hv, None], v0 + Int32(64), flush,
+                                     [rFs[i] for i in range(12)])
+        return res
 
     # ---------------------------------------------------------------- flush (v2)
     @cute.jit
@@ -2957,10 +3059,13 @@ def make_op(kw):
     fw = kw.pop("flush_whole", False)
     ro = kw.pop("row_order", False)
     oc = kw.pop("order_cursors", False)
+    rows = kw.pop("rows", 0)
+    fpos = kw.pop("flush_positions", 0)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
                                  ring_gates_async=rga, v_late=vl, flush_whole=fw,
-                                 row_order=ro, order_cursors=oc)
+                                 row_order=ro, order_cursors=oc, rows=rows,
+                                 flush_positions=fpos)
     return GDNReplayDecode(**kw)
 
 
@@ -2982,13 +3087,21 @@ def _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, 
 
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads,
-             min_blocks_per_mp=None, impl=None, row_order=False):
+             min_blocks_per_mp=None, impl=None, row_order=False, rows=0, flush_positions=0):
     rf, rr, cf, cr, split = pair_key(pair)
     impl = resolve_impl(rf, cf, K, V, L, impl)
     tpw = None
+    rows = int(rows)
+    if rows and impl != "v2":
+        raise ValueError("a split launch (rows = 1 / 2) needs the v2 kernel")
     if impl == "v2":
+        tpw_req = _env_int(TPW_ENV)
+        if rows:
+            tpw_req = split_tpw(rows)
+            if min_blocks_per_mp is None:
+                min_blocks_per_mp = split_min_blocks(rows)
         tile = ReplayTileV2(rf, cf, K, V, V if block_v is None else int(block_v), L, split,
-                            _env_int(TPW_ENV))
+                            tpw_req)
         tpw = tile.tpw
         if min_blocks_per_mp is None:
             min_blocks_per_mp = _env_int(MINB_ENV)
@@ -3003,16 +3116,21 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
                     alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx)
     kw.update(block_v=tile.block_v, num_threads=tile.num_threads,
               min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
-              pdl=common.pdl_default(),
-              prof=impl == "v2" and _env_int(PROF_ENV) == 1)
+              # (a split's halves run on two streams: no programmatic launch edges)
+              pdl=0 if rows else common.pdl_default(),
+              prof=impl == "v2" and _env_int(PROF_ENV) == 1 and not rows)
     whole = impl == "v2" and whole_rows_default(rf, tpw)
     pre = preamble_level(rf, whole) if impl == "v2" else 1
     kw.update(preamble=pre, whole_rows=whole,
               ring_gates_async=impl == "v2" and _env_int(RING_GATES_ASYNC_ENV) != 0,
               v_late=impl == "v2" and (v_late_default(rf, whole) or pre >= 4),
-              flush_whole=impl == "v2" and flush_whole_default(rf, cf, split, whole, L))
+              flush_whole=(impl == "v2" and not rows
+                           and flush_whole_default(rf, cf, split, whole, L)))
     ro = impl == "v2" and bool(row_order)
-    kw.update(row_order=ro, order_cursors=ro and pre >= 3 and _env_int(ORDER_CURSORS_ENV) != 0)
+    kw.update(row_order=ro, order_cursors=ro and pre >= 3 and (
+        rows or _env_int(ORDER_CURSORS_ENV) != 0))
+    if rows:
+        kw.update(rows=rows, flush_positions=int(flush_positions) if rows == 2 else 0)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -3101,7 +3219,8 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                        num_threads: Optional[int] = None,
                        min_blocks_per_mp: Optional[int] = None,
-                       impl: Optional[str] = None, row_order: bool = False) -> CompiledKernel:
+                       impl: Optional[str] = None, row_order: bool = False, rows: int = 0,
+                       flush_positions: int = 0) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN replay decode kernel for precision
     ``pair`` (name or PrecisionPair), buffer length ``L`` and ring capacity ``ring``.
 
@@ -3111,12 +3230,16 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     (``None`` for what the variant does not use; see :func:`gdn_replay_decode_cute`). ``impl``:
     "v2" (default where supported) or "v1" (the previous kernel; see :func:`resolve_impl`).
     ``row_order`` (v2): grid position -> (row, slot[, cursors]) from the flush-first order
-    (``order``: ``cache.row_order`` / ``row_order_ext``, :mod:`cute_kernels.row_order`)."""
+    (``order``: ``cache.row_order`` / ``row_order_ext``, :mod:`cute_kernels.row_order`).
+    ``rows`` (v2, with ``row_order``): one half of a split launch (:func:`use_split`): 1 = the
+    non-flush rows, 2 = the flush rows over a persistent grid of ``flush_positions``
+    positions."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, num_threads, min_blocks_per_mp, impl, row_order)
+                       block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
+                       flush_positions)
     return common.compile_tvm_ffi_cached(_CACHE, key, lambda: make_op(kw), _fake_args, _kernel_meta)
 
 
@@ -3126,18 +3249,23 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  use_qk_l2norm=True, has_state_batch_indices=True, block_v=None,
                  num_threads=None, min_blocks_per_mp=None, keep_ptx: bool = False,
                  dump_dir: Optional[str] = None, impl: Optional[str] = None,
-                 row_order: bool = False):
+                 row_order: bool = False, rows: int = 0, flush_positions: int = 0):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + 1 if ring is None else ring
+    if rows:
+        row_order = True
+        flush_positions = flush_positions or split_flush_positions(HV, V // (block_v or V))
     if not keep_ptx and dump_dir is None:
         return compile_gdn_replay(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype,
                                   alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
                                   has_state_batch_indices, block_v, num_threads,
-                                  min_blocks_per_mp, impl, row_order), None
+                                  min_blocks_per_mp, impl, row_order, rows,
+                                  flush_positions), None
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, num_threads, min_blocks_per_mp, impl, row_order)
+                       block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
+                       flush_positions)
     op = make_op(kw)
     return _compile_keep_ptx(op, key, _fake_args(op), dump_dir)
 
@@ -3202,7 +3330,8 @@ _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cac
 #: environment variables the launch decisions read (part of the launch memo key)
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
               WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV,
-              ORDER_ENV, ORDER_CURSORS_ENV)
+              ORDER_ENV, ORDER_CURSORS_ENV, SPLIT_ENV, SPLIT_TPW_ENV, SPLIT_MINB1_ENV,
+              SPLIT_MINB2_ENV, SPLIT_FPOS_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3226,12 +3355,13 @@ def _launch(fn, any_sr, split, views, cache, q, k, v, g, beta, A_log, a, dt_bias
                                         state_batch_indices, out, scale, pad_slot_id)
 
 
-def _launcher(fn, any_sr, split, views, order=None):
+def _launcher(fn, any_sr, split, views, order=None, order_ready: bool = False):
     """``launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
     pad_slot_id)`` of a compiled replay / verify kernel (``fn``) with the stored-copy ``views``
     bound (:func:`_cache_views`); the cache's buffers, cursors and seed are read per call. Raw
     gates are passed as None where g / beta are given. ``order``: (flush-first order function,
-    with cursors) run first into the cache's scratch, for a kernel compiled with ``row_order``."""
+    with cursors) run first into the cache's scratch, for a kernel compiled with ``row_order``
+    (``order_ready``: already run by the caller; its scratch is passed)."""
     from .row_order import run_order
     hw, hs, hg, lw, ls, lg = views
     order_fn_, ocur = order if order is not None else (None, False)
@@ -3239,7 +3369,9 @@ def _launcher(fn, any_sr, split, views, order=None):
     def launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
                pad_slot_id):
         mo = None
-        if order_fn_ is not None:
+        if order_ready:
+            mo = cache.row_order_ext if ocur else cache.row_order
+        elif order_fn_ is not None:
             mo = run_order(order_fn_, ocur, cache, q.shape[0], state_batch_indices,
                            int(pad_slot_id))
         fn(hw, hs, hg, lw, ls, lg, cache.k_buf, cache.kinv_buf, cache.g_buf, cache.u_buf,
@@ -3313,12 +3445,55 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
         min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
     ro = im == "v2" and use_row_order(cache, batch)
+    if ro and use_split(cache, batch):
+        return _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bv)
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
         state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im, ro)
     order = order_entry(cache, 1, state_batch_indices is not None, kern) if ro else None
     return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split),
                      order)
+
+
+def _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bv):
+    """The split decode (:func:`use_split`): the order kernel (rows, slots, cursors), then the
+    flush rows' persistent launch on a high-priority side stream and the non-flush rows' launch
+    on the caller's stream, at once (the short non-flush CTAs fill the SMs around the long
+    flush ones), joined before return. Same arguments as :func:`make_launch`'s result."""
+    import torch
+
+    batch, H, K = q.shape
+    HV, Vd = v.shape[1], v.shape[2]
+    rf, rr, cf, cr, split = pair_key(cache.pair)
+    has_idx = state_batch_indices is not None
+    common_args = (cache.pair, q.dtype, H, HV, K, Vd, cache.buffer_len, cache.ring, *gate_dtypes,
+                   use_qk_l2norm, has_idx, bv, None, None, "v2", True)
+    k1 = compile_gdn_replay(*common_args, rows=1)
+    k2 = compile_gdn_replay(*common_args, rows=2,
+                            flush_positions=split_flush_positions(HV, Vd // bv))
+    order = order_entry(cache, 1, has_idx, k1)
+    views = _cache_views(cache, rf, cf, split)
+    nonflush = _launcher(k1.ffi, k1.meta["any_sr"], split, views, order, order_ready=True)
+    flush = _launcher(k2.ffi, k2.meta["any_sr"], split, views, order, order_ready=True)
+    from .row_order import run_order
+    order_fn_, ocur = order
+    side = torch.cuda.Stream(device=q.device, priority=-1)
+    forked, joined = torch.cuda.Event(), torch.cuda.Event()    # re-recorded each call
+
+    def launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+               pad_slot_id):
+        run_order(order_fn_, ocur, cache, q.shape[0], state_batch_indices, int(pad_slot_id))
+        main = torch.cuda.current_stream(q.device)
+        forked.record(main)
+        side.wait_event(forked)
+        with torch.cuda.stream(side):
+            flush(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
+                  pad_slot_id)
+        nonflush(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out,
+                 scale, pad_slot_id)
+        joined.record(side)
+        main.wait_event(joined)
+    return launch
 
 
 def order_entry(cache, T: int, has_idx: bool, kern):
@@ -3342,3 +3517,42 @@ def use_row_order(cache, batch: int, env: str = ORDER_ENV) -> bool:
     if forced is not None:
         return forced == 1
     return cache.pair.read_fmt != "fp32" and batch >= ORDER_MIN_BATCH
+
+
+def use_split(cache, batch: int) -> bool:
+    """Whether a v2 decode of ``batch`` rows runs as a split launch (the order, then the flush
+    rows' persistent launch on a side stream and the non-flush rows' launch at once):
+    :data:`SPLIT_ENV` = 0 / 1 forces (1 still needs the order); unset: read copies narrower
+    than fp32 from :data:`SPLIT_MIN_BATCH` rows, where the order runs."""
+    if not use_row_order(cache, batch):
+        return False
+    forced = _env_int(SPLIT_ENV)
+    if forced is not None:
+        return forced == 1
+    return cache.pair.read_fmt != "fp32" and batch >= SPLIT_MIN_BATCH
+
+
+def split_tpw(rows: int) -> int:
+    """Row tiles per warp of a split launch's half (the flush half: 1)."""
+    if rows != 1:
+        return 1
+    v = _env_int(SPLIT_TPW_ENV)
+    return SPLIT_NONFLUSH_TPW if v is None else v
+
+
+def split_min_blocks(rows: int) -> int:
+    """CTAs per SM hint of a split launch's half."""
+    v = _env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV)
+    if v is not None:
+        return v
+    return SPLIT_NONFLUSH_MINB if rows == 1 else SPLIT_FLUSH_MINB
+
+
+def split_flush_positions(HV: int, nsplit: int = 1) -> int:
+    """Grid positions of the split's persistent flush launch: one wave of its CTAs
+    (SMs x CTAs per SM over the CTAs of one position), at least 1; :data:`SPLIT_FPOS_ENV`
+    overrides."""
+    v = _env_int(SPLIT_FPOS_ENV)
+    if v is not None:
+        return max(1, v)
+    return max(1, (common.num_sms() * split_min_blocks(2)) // (HV * nsplit))

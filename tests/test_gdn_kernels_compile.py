@@ -361,3 +361,65 @@ def test_gdn_replay_row_order_variant(monkeypatch):
     monkeypatch.setenv(GR.ORDER_ENV, "0")
     _C.pair = parse_pair("nvfp4/fp16sr")
     assert not GR.use_row_order(_C, 64)
+
+
+def test_gdn_replay_split_variant(monkeypatch):
+    """The split decode (REPLAYSSM_GDN_SPLIT; compile keys ``rows`` / ``flush_positions``): the
+    non-flush half (rows = 1) is built without flush code at two row tiles per warp (128
+    threads per head, no local memory), the flush half (rows = 2) at one tile per warp over a
+    persistent grid that walks positions in a loop, neither with the read copy's unused half;
+    both take the order's cursors and no programmatic launch edges. The rule: narrow read
+    copies from SPLIT_MIN_BATCH rows, only where the order runs; 0 / 1 force it."""
+    for name in (GR.SPLIT_ENV, GR.SPLIT_TPW_ENV, GR.SPLIT_MINB1_ENV, GR.SPLIT_MINB2_ENV,
+                 GR.SPLIT_FPOS_ENV, GR.ORDER_ENV, GR.ORDER_CURSORS_ENV):
+        monkeypatch.delenv(name, raising=False)
+        assert name in GR._ENV_NAMES
+    args = ("nvfp4/fp16sr", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
+            "bfloat16", "float32", "bfloat16", True, True, None, None)
+    kw0, key0 = GR._resolve(*args, None, None, True)
+    kw1, key1 = GR._resolve(*args, None, None, True, 1)
+    kw2, key2 = GR._resolve(*args, None, None, True, 2, 8)
+    assert len({key0, key1, key2}) == 3
+    assert kw1["rows"] == 1 and kw1["tpw"] == GR.SPLIT_NONFLUSH_TPW and kw1["order_cursors"]
+    assert kw1["min_blocks_per_mp"] == GR.SPLIT_NONFLUSH_MINB and kw1["pdl"] == 0
+    assert kw2["rows"] == 2 and kw2["tpw"] == 1 and kw2["flush_positions"] == 8
+    assert kw2["min_blocks_per_mp"] == GR.SPLIT_FLUSH_MINB and kw2["pdl"] == 0
+    monkeypatch.setenv(GR.ORDER_CURSORS_ENV, "0")     # the split needs the order's cursors
+    assert GR._resolve(*args, None, None, True, 1)[0]["order_cursors"]
+    monkeypatch.delenv(GR.ORDER_CURSORS_ENV)
+    with pytest.raises(ValueError, match="rows"):
+        GR.make_op(dict(kw1, rows=3))
+    with pytest.raises(ValueError, match="order"):
+        GR.make_op(dict(kw1, row_order=False))
+    _, p0 = GR.compile_only("nvfp4/fp16sr", keep_ptx=True, row_order=True)
+    k1, p1 = GR.compile_only("nvfp4/fp16sr", keep_ptx=True, rows=1)
+    k2, p2 = GR.compile_only("nvfp4/fp16sr", keep_ptx=True, rows=2)
+    st0, st1, st2 = (common.ptx_stats(p) for p in (p0, p1, p2))
+    assert st1["ld.local"] == 0 and st1["st.local"] == 0
+    # the non-flush half has no flush: no SR (Philox multiplies) and a fraction of the code
+    assert len(p1) < len(p0) // 3 and p1.count("mul.wide.u32") < 20
+    assert p2.count("mul.wide.u32") > 200           # the flush half encodes with SR
+    # the flush half walks positions (a loop over the grid's y) and loads no read tile: its
+    # 16-byte global loads are fewer than the full build's
+    assert "nctaid.y" in p2 and "nctaid.y" not in p0
+
+    import torch
+
+    from replayssm_lp.pairs import parse_pair
+
+    class _C:
+        row_order = torch.zeros(2, 1024, dtype=torch.int32)
+        pair = parse_pair("nvfp4/fp16sr")
+    assert GR.use_split(_C, GR.SPLIT_MIN_BATCH) and not GR.use_split(_C, GR.SPLIT_MIN_BATCH - 1)
+    _C.pair = parse_pair("fp32")
+    assert not GR.use_split(_C, 512)                 # fp32 read copies: no order, no split
+    monkeypatch.setenv(GR.SPLIT_ENV, "1")
+    assert not GR.use_split(_C, 512)                 # forced, but only where the order runs
+    monkeypatch.setenv(GR.ORDER_ENV, "1")
+    assert GR.use_split(_C, 8)
+    monkeypatch.setenv(GR.SPLIT_ENV, "0")
+    assert not GR.use_split(_C, 512)
+    monkeypatch.setenv(GR.SPLIT_FPOS_ENV, "3")
+    assert GR.split_flush_positions(32) == 3
+    monkeypatch.delenv(GR.SPLIT_FPOS_ENV)
+    assert GR.split_flush_positions(32) == max(1, common.num_sms() * GR.SPLIT_FLUSH_MINB // 32)

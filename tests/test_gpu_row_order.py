@@ -1,14 +1,20 @@
 """GPU tests of the flush-first row order (cute_kernels.row_order): the order kernel against its
 torch reference, and Mamba-2 decode / verify steps launched through it (forced on with
 REPLAYSSM_M2_ORDER=1 at small batches) against the torch reference, pad rows and unowned slots
-untouched (CUDA-graph capture through it: test_gpu_ops.test_cuda_graph_capture_replay)."""
+untouched (CUDA-graph capture through it: test_gpu_ops.test_cuda_graph_capture_replay); the
+GDN decode's split launch on it (REPLAYSSM_GDN_SPLIT=1) against the torch reference and
+captured in a CUDA graph."""
+import copy
+
 import pytest
 import torch
+
+import replayssm_lp as R
 
 
 from .conftest import requires_sm90
 from .spec_fuzz import spec_fuzz
-from .test_gpu_ops import M2, _twin_steps
+from .test_gpu_ops import GDN, M2, _twin_steps
 
 pytestmark = requires_sm90
 
@@ -66,3 +72,71 @@ def test_mamba2_verify_in_flush_first_order_matches_twin(pair, seed, monkeypatch
                   max_draft=4, batch=6, pool=17, act=torch.bfloat16, seed=seed,
                   exact_oracle=(pair == "fp32"), exact_rel=2e-2)
     assert r.steps == 40 and r.flush_rows >= 3, r
+
+
+@pytest.mark.parametrize("fpos", ["1", "3"])
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr", "bf16/fp32", "fp32"])
+def test_gdn_decode_split_matches_reference(pair, fpos, seed, monkeypatch):
+    """The split GDN decode forced at a small batch: the flush rows' persistent launch over
+    ``fpos`` grid positions (each CTA walks several flush rows; every row flushes at once
+    here) and the non-flush rows' launch without flush code, at once on two streams, against
+    the torch reference every step (stored copies, cursors, pad rows' outputs untouched)."""
+    monkeypatch.setenv("REPLAYSSM_GDN_ORDER", "1")
+    monkeypatch.setenv("REPLAYSSM_GDN_SPLIT", "1")
+    monkeypatch.setenv("REPLAYSSM_GDN_SPLIT_FPOS", fpos)
+    L = 4
+    ct, cc, outs, stats = _twin_steps("gdn", pair, L, 3 * L + 3)
+    worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
+    assert worst < 1e-2, worst
+    assert int(cc.flush_count.max()) >= 3
+
+
+def test_gdn_split_capture_matches_eager(seed, monkeypatch):
+    """The split decode (order, flush launch on a side stream, non-flush launch) captured in a
+    CUDA graph over staggered rows with pad rows: outputs, stored copies, ring and cursors
+    bit-identical to the same steps run eagerly; unowned slots untouched, arrive counters 0."""
+    monkeypatch.setenv("REPLAYSSM_GDN_ORDER", "1")
+    monkeypatch.setenv("REPLAYSSM_GDN_SPLIT", "1")
+    monkeypatch.setenv("REPLAYSSM_GDN_SPLIT_FPOS", "2")
+    H, HV, K, Vd = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
+    dev, L, b, slots = "cuda", 4, 10, 16
+    g = torch.Generator(device=dev).manual_seed(2000 + seed)
+    r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+    cache = R.GDNReplayCache(slots, H, HV, K, Vd, precision="nvfp4/fp16sr", buffer_len=L,
+                             act_dtype=torch.bfloat16, device=dev, seed=9)
+    cache.init_from_state(list(range(slots)), r(slots, HV, Vd, K) * 0.3)
+    cache.write_pos.copy_(torch.arange(slots, dtype=torch.int32, device=dev) % (L + 1))
+    sbi = torch.randperm(slots, device=dev, generator=g)[:b].to(torch.int32)
+    sbi[2] = -1
+    sbi[7] = -1
+    q, k, v = r(b, H, K).to(torch.bfloat16), r(b, H, K).to(torch.bfloat16), r(b, HV, Vd).to(torch.bfloat16)
+    A_log, a, dt_bias, bb = r(HV) * 0.5, r(b, HV), r(HV) * 0.3, r(b, HV)
+    twin = copy.deepcopy(cache)
+    hi0, wp0 = cache.hi.data.clone(), cache.write_pos.clone()
+    out = torch.full((b, HV, Vd), float("nan"), device=dev, dtype=torch.bfloat16)
+    ref = out.clone()
+    step = lambda c, o: R.gdn_decode(c, q, k, v, A_log=A_log, a=a, dt_bias=dt_bias, b=bb,  # noqa: E731
+                                     state_batch_indices=sbi, out=o, backend="cute")
+    step(cache, out)                     # compile + warm up outside capture
+    step(twin, ref)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(2 * L):
+            step(cache, out)
+    for _ in range(3):
+        graph.replay()
+        for _ in range(2 * L):
+            step(twin, ref)
+    torch.cuda.synchronize()
+    assert int(twin.flush_count.max()) >= 3
+    valid = sbi >= 0
+    assert torch.equal(out[valid], ref[valid]) and out[~valid].isnan().all()
+    unowned = torch.ones(slots, dtype=torch.bool, device=dev)
+    unowned[sbi[valid].long()] = False
+    assert torch.equal(cache.hi.data[unowned], hi0[unowned])
+    assert torch.equal(cache.write_pos[unowned], wp0[unowned])
+    for name in ("write_pos", "ring_origin", "flush_count", "pending", "k_buf", "u_buf", "v_buf",
+                 "g_buf", "beta_buf"):
+        assert torch.equal(getattr(cache, name), getattr(twin, name)), name
+    assert torch.equal(cache.hi.data, twin.hi.data) and torch.equal(cache.lo.data, twin.lo.data)
+    assert not cache.arrive.any() and not twin.arrive.any()

@@ -4,7 +4,8 @@ plus ptxas' registers / spills (a local ptxas older than the DSL's PTX gets ``.v
     python tests/gpu_scripts/gdn_verify_md5.py fp32:8 nvfp4/fp16sr:4 fp8/fp32:8:64 decode:fp32 std:g
 
 (arguments: pair:T[:block_v[:g]] for the verify (g: given g / beta; block_v may be empty); decode:pair for the decode step (raw gates),
-decode:pair:g with given g / beta; std:raw or std:g for the fp32 standard kernel)
+decode:pair:g with given g / beta; ordered:pair the decode with the flush-first order; split1:pair /
+split2:pair the split launch's non-flush / flush half; std:raw or std:g for the fp32 standard kernel)
 
 Compare a default build with an env-forced one (same tree) to show a default is what was timed.
 """
@@ -29,6 +30,10 @@ for spec in sys.argv[1:]:
     if parts[0] == "decode":
         kw = GIVEN if parts[2:] == ["g"] else {}
         k, ptx = GR.compile_only(parts[1], keep_ptx=True, **kw)
+    elif parts[0] in ("ordered", "split1", "split2"):
+        # the decode with the flush-first order / one half of the split launch
+        rows = 0 if parts[0] == "ordered" else int(parts[0][-1])
+        k, ptx = GR.compile_only(parts[1], keep_ptx=True, row_order=True, rows=rows)
     elif parts[0] == "std":
         k, ptx = GS.compile_only(keep_ptx=True, **(GIVEN if parts[1] == "g" else {}))
     else:
