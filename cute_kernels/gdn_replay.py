@@ -1060,7 +1060,7 @@ SPLIT_MINB1_ENV = "REPLAYSSM_GDN_SPLIT_MINB1"
 SPLIT_MINB2_ENV = "REPLAYSSM_GDN_SPLIT_MINB2"
 SPLIT_MIN_BATCH = 128
 SPLIT_NONFLUSH_TPW = 2
-SPLIT_NONFLUSH_MINB = 4
+SPLIT_NONFLUSH_MINB = 5
 SPLIT_FLUSH_MINB = 2
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
@@ -3523,13 +3523,15 @@ def use_split(cache, batch: int) -> bool:
     """Whether a v2 decode of ``batch`` rows runs as a split launch (the order, then the flush
     rows' persistent launch on a side stream and the non-flush rows' launch at once):
     :data:`SPLIT_ENV` = 0 / 1 forces (1 still needs the order); unset: read copies narrower
-    than fp32 from :data:`SPLIT_MIN_BATCH` rows, where the order runs."""
-    if not use_row_order(cache, batch):
+    than fp32 from :data:`SPLIT_MIN_BATCH` rows, where the order runs. Never for fp32 read
+    copies: their preamble (level 1 without whole rows, which two row tiles per warp do not
+    have) takes no cursors from the order."""
+    if cache.pair.read_fmt == "fp32" or not use_row_order(cache, batch):
         return False
     forced = _env_int(SPLIT_ENV)
     if forced is not None:
         return forced == 1
-    return cache.pair.read_fmt != "fp32" and batch >= SPLIT_MIN_BATCH
+    return batch >= SPLIT_MIN_BATCH
 
 
 def split_tpw(rows: int) -> int:

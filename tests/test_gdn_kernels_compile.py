@@ -414,9 +414,13 @@ def test_gdn_replay_split_variant(monkeypatch):
     _C.pair = parse_pair("fp32")
     assert not GR.use_split(_C, 512)                 # fp32 read copies: no order, no split
     monkeypatch.setenv(GR.SPLIT_ENV, "1")
+    monkeypatch.setenv(GR.ORDER_ENV, "1")
+    assert not GR.use_split(_C, 512)                 # forced: never for fp32 read copies
+    _C.pair = parse_pair("bf16/fp32")
+    assert GR.use_split(_C, 8)
+    monkeypatch.setenv(GR.ORDER_ENV, "0")
     assert not GR.use_split(_C, 512)                 # forced, but only where the order runs
     monkeypatch.setenv(GR.ORDER_ENV, "1")
-    assert GR.use_split(_C, 8)
     monkeypatch.setenv(GR.SPLIT_ENV, "0")
     assert not GR.use_split(_C, 512)
     monkeypatch.setenv(GR.SPLIT_FPOS_ENV, "3")

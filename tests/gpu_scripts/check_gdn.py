@@ -539,13 +539,14 @@ def replay_trace(pair, L, act, dims, batch=6, pool_extra=7, steps=None, gates="r
     return st
 
 
-def replay_correctness(pairs, Ls, quick, device="cuda", impl="cute", kernel_impls=("v2",)):
+def replay_correctness(pairs, Ls, quick, device="cuda", impl="cute", kernel_impls=("v2",),
+                       qwen_batch=5, qwen_pairs=None):
     for ki in kernel_impls:
         with _env(**{IMPL_ENV: ki}):
-            _replay_correctness(pairs, Ls, quick, device, impl, ki)
+            _replay_correctness(pairs, Ls, quick, device, impl, ki, qwen_batch, qwen_pairs)
 
 
-def _replay_correctness(pairs, Ls, quick, device, impl, ki):
+def _replay_correctness(pairs, Ls, quick, device, impl, ki, qwen_batch=5, qwen_pairs=None):
     print(f"== ReplaySSM GDN decode vs torch reference cache ({impl}, kernel {ki})")
     rows = []
     acts = [torch.bfloat16] if quick else [torch.bfloat16, torch.float32, torch.float16]
@@ -577,10 +578,11 @@ def _replay_correctness(pairs, Ls, quick, device, impl, ki):
                       flush=True)
     if impl == "cute":
         # one Qwen-shaped trace (whole-head CTAs, 32 heads, 16 key heads)
-        for pair in (pairs[:1] if quick else ["fp32", "nvfp4/fp16sr"]):
+        qp = qwen_pairs or (pairs[:1] if quick else ["fp32", "nvfp4/fp16sr"])
+        for pair in qp:
             try:
-                st = replay_trace(pair, 16, torch.bfloat16, QWEN, batch=5, steps=20)
-                print(f"  {'ok  ' if st['ok'] else 'FAIL'} [{ki}] qwen {pair} L=16 out err/rms="
+                st = replay_trace(pair, 16, torch.bfloat16, QWEN, batch=qwen_batch, steps=20)
+                print(f"  {'ok  ' if st['ok'] else 'FAIL'} [{ki}] qwen {pair} b{qwen_batch} L=16 out err/rms="
                       f"{st['out_err']:.1e} hi frac {st['hi_frac']:.3%}", flush=True)
             except Exception:
                 traceback.print_exc()
@@ -724,6 +726,9 @@ def main() -> int:
     ap.add_argument("--bench-only", action="store_true")
     ap.add_argument("--pairs", default=None, help="comma-separated precision pairs (replay checks)")
     ap.add_argument("--Ls", default=None, help="buffer lengths of the replay checks (default 4,16)")
+    ap.add_argument("--qwen-batch", type=int, default=5,
+                    help="rows of the Qwen-shaped replay trace (from 128: the split launch)")
+    ap.add_argument("--qwen-pairs", default=None, help="pairs of the Qwen-shaped trace")
     ap.add_argument("--bench-pairs", default="fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32")
     ap.add_argument("--batches", default="1,64,256,512")
     ap.add_argument("--impl", default="v2", choices=("v1", "v2", "both"),
@@ -748,7 +753,8 @@ def main() -> int:
         standard_correctness(args.quick)
         kis = ("v2", "v1") if args.impl == "both" else (args.impl,)
         Ls = [int(x) for x in args.Ls.split(",")] if args.Ls else ([4] if args.quick else [4, 16])
-        replay_correctness(pairs, Ls, args.quick, kernel_impls=kis)
+        replay_correctness(pairs, Ls, args.quick, kernel_impls=kis, qwen_batch=args.qwen_batch,
+                           qwen_pairs=args.qwen_pairs.split(",") if args.qwen_pairs else None)
     if not args.no_bench:
         bench([int(b) for b in args.batches.split(",")], args.bench_pairs.split(","),
               tune=args.tune)
