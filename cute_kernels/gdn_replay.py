@@ -1058,9 +1058,14 @@ SPLIT_FPOS_ENV = "REPLAYSSM_GDN_SPLIT_FPOS"
 SPLIT_TPW_ENV = "REPLAYSSM_GDN_SPLIT_TPW"
 SPLIT_MINB1_ENV = "REPLAYSSM_GDN_SPLIT_MINB1"
 SPLIT_MINB2_ENV = "REPLAYSSM_GDN_SPLIT_MINB2"
-SPLIT_MIN_BATCH = 128
+#: from this many rows (session18_gpu/call3, no split / split, Qwen3.5-4B L = 16: b32
+#: nvfp4/fp16sr 28.1 / 28.6 µs, b64 48.3 / 37.2, b128 74.2 / 63.4)
+SPLIT_MIN_BATCH = 64
 SPLIT_NONFLUSH_TPW = 2
-SPLIT_NONFLUSH_MINB = 5
+#: the non-flush half's CTAs / SM by read copy (else 5): at 6 (80 registers) the nvfp4 / fp8
+#: builds hold (b512 nvfp4/fp16sr 223.7 -> 217.2 µs, fp8/fp32 236.0 -> 231.4), bf16 spills
+#: (304.1 -> 338.4) -- session18_gpu/call3
+SPLIT_NONFLUSH_MINB = {"nvfp4": 6, "fp8": 6}
 SPLIT_FLUSH_MINB = 2
 # flush encoder of fp16 SR (A-B runs): 1 (default) = exact for every input (lowprec.round_f16_sr);
 # 0 = session 8: the fast path only when no value of the warp's tile lies in (0, 2^-14), else the
@@ -3099,7 +3104,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
         if rows:
             tpw_req = split_tpw(rows)
             if min_blocks_per_mp is None:
-                min_blocks_per_mp = split_min_blocks(rows)
+                min_blocks_per_mp = split_min_blocks(rows, rf)
         tile = ReplayTileV2(rf, cf, K, V, V if block_v is None else int(block_v), L, split,
                             tpw_req)
         tpw = tile.tpw
@@ -3542,12 +3547,12 @@ def split_tpw(rows: int) -> int:
     return SPLIT_NONFLUSH_TPW if v is None else v
 
 
-def split_min_blocks(rows: int) -> int:
-    """CTAs per SM hint of a split launch's half."""
+def split_min_blocks(rows: int, read_fmt: str = "nvfp4") -> int:
+    """CTAs per SM hint of a split launch's half (the non-flush half's by read copy)."""
     v = _env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV)
     if v is not None:
         return v
-    return SPLIT_NONFLUSH_MINB if rows == 1 else SPLIT_FLUSH_MINB
+    return SPLIT_NONFLUSH_MINB.get(read_fmt, 5) if rows == 1 else SPLIT_FLUSH_MINB
 
 
 def split_flush_positions(HV: int, nsplit: int = 1) -> int:

@@ -381,7 +381,7 @@ def test_gdn_replay_split_variant(monkeypatch):
     kw2, key2 = GR._resolve(*args, None, None, True, 2, 8)
     assert len({key0, key1, key2}) == 3
     assert kw1["rows"] == 1 and kw1["tpw"] == GR.SPLIT_NONFLUSH_TPW and kw1["order_cursors"]
-    assert kw1["min_blocks_per_mp"] == GR.SPLIT_NONFLUSH_MINB and kw1["pdl"] == 0
+    assert kw1["min_blocks_per_mp"] == GR.SPLIT_NONFLUSH_MINB["nvfp4"] and kw1["pdl"] == 0
     assert kw2["rows"] == 2 and kw2["tpw"] == 1 and kw2["flush_positions"] == 8
     assert kw2["min_blocks_per_mp"] == GR.SPLIT_FLUSH_MINB and kw2["pdl"] == 0
     monkeypatch.setenv(GR.ORDER_CURSORS_ENV, "0")     # the split needs the order's cursors
