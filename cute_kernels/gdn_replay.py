@@ -1389,12 +1389,6 @@ def _to_half_bits(fmt: str, x):
     return cutlass.Uint16(lp._asm(T.i16(), ptx, "=h,f", [Float32(x).ir_value()]))
 
 
-def _finish_slots(R2: int) -> int:
-    """Value rows each lane finishes (u, o, appends): lane t of a quad takes rows t, t + 4, ...
-    of its R2 rows."""
-    return (R2 + 3) // 4
-
-
 def _row_of(row0, r):
     """Value row ``r`` (0 .. 2 tpw - 1) of the lane whose first row is ``row0``: rows g, g + 8 of
     each 16-row tile (``r`` a Python int or an Int32)."""
@@ -1463,7 +1457,7 @@ class ReplayTileV2:
             tpw = 1
         if tpw == 2 and block_v < 32:
             tpw = 1                           # one 16-row tile: nothing to pair
-        if tpw not in (1, 2, 4) or block_v % (16 * tpw):
+        if tpw not in (1, 2) or block_v % (16 * tpw):
             raise ValueError(f"v2 tiles per warp {tpw} invalid for block_v={block_v}")
         self.tpw = tpw
         self.block_v = block_v
@@ -1613,8 +1607,6 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             raise ValueError("a split launch needs the flush-first order with its cursors")
         if self.rows and (self.prof or self.flush_whole):
             raise ValueError("a split launch has no profiling build and no whole-row flush")
-        if self.tile.tpw > 2 and self.rows != 1:
-            raise ValueError("four row tiles per warp: the split's non-flush half only")
         if self.rows == 2 and self.flush_positions < 1:
             raise ValueError("the split's flush launch needs flush_positions >= 1")
 
@@ -1870,18 +1862,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
     @cute.jit
     def _v_bits_load(self, mV: cute.Tensor, row_b: Int32, hv: Int32, row0: Int32, t4: Int32):
-        """v of the value rows this lane finishes (lane t: rows ``rows[t + 4 f]`` < R2, one per
-        finishing slot f, :func:`_finish_slots`) as raw bits (``lowprec.load_bits_u32``), 0 in
-        the other lanes: a list of one word per slot."""
-        R2 = 2 * self.tile.tpw
-        out = []
-        for f in cutlass.range_constexpr(_finish_slots(R2)):
-            vbits = Uint32(0)
-            r = t4 if f == 0 else t4 + Int32(4 * f)
-            if t4 < Int32(R2 - 4 * f):
-                vbits = lp.load_bits_u32(mV, (row_b, hv, _row_of(row0, r)))
-            out.append(vbits)
-        return out
+        """v of the one value row this lane finishes (lane t < R2: row ``rows[t]``) as raw bits
+        (``lowprec.load_bits_u32``), 0 in the other lanes."""
+        vbits = Uint32(0)
+        if t4 < Int32(2 * self.tile.tpw):
+            vbits = lp.load_bits_u32(mV, (row_b, hv, _row_of(row0, t4)))
+        return vbits
 
     def _row_input_loads(self, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias, mB, row_b, hv, hk,
                          tidx, lane, warp, row0, t4, with_v: bool):
@@ -1998,7 +1984,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
 
         gpre4 = None
         qkpre4 = None
-        vbits = [Uint32(0)] * _finish_slots(2 * self.tile.tpw)
+        vbits = Uint32(0)
         if const_expr(self.preamble >= 4):
             # the row's own inputs do not depend on its slot: issued before the slot load
             # returns (a pad row's are read and unused)
@@ -2318,34 +2304,32 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     for r in cutlass.range_constexpr(R2):
                         for c in cutlass.range_constexpr(2):
                             rP[c, r] = rP[c, r] + cute.arch.shuffle_sync_bfly(rP[c, r], offset=1 << o)
-                # ================= per value row: u, o, appends (lane t finishes rows t, t + 4) ===
-                for f in cutlass.range_constexpr(_finish_slots(R2)):
-                    rf0 = 4 * f
-                    if t4 < Int32(R2 - rf0):
-                        sk = rP[0, rf0]
-                        sq = rP[1, rf0]
-                        # (v_late: converted after the row selects below, where the bits are used)
-                        vraw = Float32(0.0) if const_expr(self.v_late) else rV[rf0]
-                        vrow = rows[rf0]
-                        for r in cutlass.range_constexpr(rf0 + 1, min(R2, rf0 + 4)):
-                            isr = t4 == Int32(r - rf0)
-                            sk = Float32(_sel(isr, rP[0, r], sk))
-                            sq = Float32(_sel(isr, rP[1, r], sq))
-                            if const_expr(not self.v_late):
-                                vraw = Float32(_sel(isr, rV[r], vraw))
-                            vrow = Int32(_sel(isr, rows[r], vrow))
+                # ================= per value row: u, o, appends (lane t finishes row r = t) =======
+                if t4 < Int32(R2):
+                    sk = rP[0, 0]
+                    sq = rP[1, 0]
+                    # (v_late: converted after the row selects below, where the bits are used)
+                    vraw = Float32(0.0) if const_expr(self.v_late) else rV[0]
+                    vrow = rows[0]
+                    for r in cutlass.range_constexpr(1, R2):
+                        isr = t4 == Int32(r)
+                        sk = Float32(_sel(isr, rP[0, r], sk))
+                        sq = Float32(_sel(isr, rP[1, r], sq))
+                        if const_expr(not self.v_late):
+                            vraw = Float32(_sel(isr, rV[r], vraw))
+                        vrow = Int32(_sel(isr, rows[r], vrow))
+                    if const_expr(self.v_late):
+                        vraw = lp.bits_u32_to_f32(vbits, self.act_dtype)
+                    u = beta * (vraw - alpha * sk)
+                    o = alpha * sq + kq * u
+                    mOut[row_b, hv, vrow] = o.to(self.act_dtype)
+                    mUb[slot, hv, phys_new, vrow] = u
+                    if const_expr(self.split):
                         if const_expr(self.v_late):
-                            vraw = lp.bits_u32_to_f32(vbits[f], self.act_dtype)
-                        u = beta * (vraw - alpha * sk)
-                        o = alpha * sq + kq * u
-                        mOut[row_b, hv, vrow] = o.to(self.act_dtype)
-                        mUb[slot, hv, phys_new, vrow] = u
-                        if const_expr(self.split):
-                            if const_expr(self.v_late):
-                                # v itself (exact in fp32), not a second load of it
-                                mVb[slot, hv, phys_new, vrow] = vraw.to(mVb.element_type)
-                            else:
-                                mVb[slot, hv, phys_new, vrow] = mV[row_b, hv, vrow]
+                            # v itself (exact in fp32), not a second load of it
+                            mVb[slot, hv, phys_new, vrow] = vraw.to(mVb.element_type)
+                        else:
+                            mVb[slot, hv, phys_new, vrow] = mV[row_b, hv, vrow]
                 if vblk == 0:
                     if hv % self.group == 0:
                         if tidx < Int32(K // 8):
