@@ -98,6 +98,14 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
   non-flush rows are latency-bound at 2; the flush path then spills, which costs less than it
   gains there and more than it gains in smaller launches (which keep 2).
 
+* split launch (:func:`use_split`; read copies narrower than fp32, from ``SPLIT_MIN_BATCH``
+  rows): after the flush-first order, the flush rows run in a build of their own (``rows`` = 2:
+  no read tile, 256 threads, 2 CTAs per SM, a persistent grid of ``flush_positions`` positions
+  walking the order's leading flush rows) on a high-priority side stream while the other rows
+  run in a build without flush code (``rows`` = 1: two 16-row tiles per warp, 128 threads per
+  value head, 5-6 CTAs per SM), both taking the rows' cursors from the order's entries; each
+  launch arrives on and publishes only its own rows.
+
 Public entry points: :func:`compile_gdn_replay`, :func:`gdn_replay_decode_cute`,
 :func:`compile_only`, :func:`replay_tile`, :func:`choose_block_v`, :func:`choose_block_v_v2`,
 :func:`resolve_impl`.
