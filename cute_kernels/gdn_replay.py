@@ -1,4 +1,5 @@
-"""Gated DeltaNet ReplaySSM decode step (one token per row, one launch) in CuTe DSL.
+"""Gated DeltaNet ReplaySSM decode step (one token per row, one launch -- two at once with the
+split launch, :func:`use_split`) in CuTe DSL.
 
 Semantics: exactly ``replayssm_lp.reference.gdn_replay`` with T = 1 and ``commit_all=True`` on a
 ``GDNReplayCache`` (DESIGN.md §1-§2), for every precision pair. Per batch row (slot s, buffer fill
@@ -1058,7 +1059,7 @@ ORDER_CURSORS_ENV = "REPLAYSSM_GDN_ORDER_CURSORS"
 # launch of their own (256 threads, SPLIT_FLUSH_MINB CTAs / SM: registers for the fold) on a
 # side stream and the non-flush rows in one without flush code (SPLIT_NONFLUSH_TPW row tiles per
 # warp: the per-warp preamble paid once per 32 value rows, not 16) at once. 1 / 0 force; unset:
-# read copies narrower than fp32 from SPLIT_MIN_BATCH rows. The three tuning switches: the
+# read copies narrower than fp32 from SPLIT_MIN_BATCH rows. The four tuning switches: the
 # non-flush launch's tiles per warp and CTAs / SM, the flush launch's CTAs / SM and grid
 # positions (tests: a few positions make each flush CTA walk several rows)
 SPLIT_ENV = "REPLAYSSM_GDN_SPLIT"
@@ -2000,6 +2001,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                                        mDtBias, mB, row_b, hv, hk, tidx, lane,
                                                        warp, row0, t4, True)
         slot, valid = self._row_slot(mIdx, row_b, slot_o, mWpos.shape[0], pad_slot_id)
+        if const_expr(self.rows):
+            # a split launch's half: the other half's rows end here (no read tile, cursors or
+            # preamble; the order entry's write position, loaded beside its row and slot)
+            valid = valid & self._owns_row(mOrder[2, gpos])
         res = Boolean(False)
         if valid:
             EARLY = self.preamble >= 2        # the tile before the cursors and the gates
@@ -3409,7 +3414,8 @@ def gdn_replay_decode_cute(cache, q, k, v, g=None, beta=None, A_log=None, a=None
     [HV], ``a`` [batch, HV], ``dt_bias`` [HV], ``b`` [batch, HV]; cache tensors contiguous;
     ``state_batch_indices`` int32 [batch] (unique slots) or None. ``scale`` None -> K^-0.5.
     Launches one kernel on the current torch stream (two with the flush-first order:
-    :func:`use_row_order`), allocates nothing when ``out`` is given,
+    :func:`use_row_order`; three on two streams, joined before return, with the split launch:
+    :func:`use_split`), allocates nothing when ``out`` is given,
     never synchronises (CUDA-graph capturable once compiled). Returns ``out``. ``_memo``: the
     memo of the cache's plan when the caller has just validated it.
     """
@@ -3458,7 +3464,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
         min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
     ro = im == "v2" and use_row_order(cache, batch)
-    if ro and use_split(cache, batch):
+    if ro and use_split(cache, batch) and _split_honours(num_threads, min_blocks_per_mp):
         return _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bv)
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
@@ -3545,6 +3551,16 @@ def use_split(cache, batch: int) -> bool:
     if forced is not None:
         return forced == 1
     return batch >= SPLIT_MIN_BATCH
+
+
+def _split_honours(num_threads, min_blocks_per_mp) -> bool:
+    """Whether the split's own builds honour the call: not where a caller (or the tuning
+    switches REPLAYSSM_GDN_REPLAY_TPW / _MINB) asks for a thread count or occupancy of the one
+    kernel, not for the profiling build (one record per CTA of one kernel), not below preamble
+    level 3 (the order's cursors need it)."""
+    return (num_threads is None and min_blocks_per_mp is None and _env_int(TPW_ENV) is None
+            and _env_int(MINB_ENV) is None and _env_int(PROF_ENV) != 1
+            and _env_int(PREAMBLE_ENV) in (None, 3, 4))
 
 
 def split_tpw(rows: int) -> int:

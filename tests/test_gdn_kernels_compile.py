@@ -423,6 +423,17 @@ def test_gdn_replay_split_variant(monkeypatch):
     monkeypatch.setenv(GR.ORDER_ENV, "1")
     monkeypatch.setenv(GR.SPLIT_ENV, "0")
     assert not GR.use_split(_C, 512)
+    # the split only where its own builds honour the call
+    assert GR._split_honours(None, None) and not GR._split_honours(256, None)
+    assert not GR._split_honours(None, 2)
+    for name, val in ((GR.TPW_ENV, "1"), (GR.MINB_ENV, "3"), (GR.PROF_ENV, "1"),
+                      (GR.PREAMBLE_ENV, "2")):
+        monkeypatch.setenv(name, val)
+        assert not GR._split_honours(None, None), name
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(GR.PREAMBLE_ENV, "3")
+    assert GR._split_honours(None, None)
+    monkeypatch.delenv(GR.PREAMBLE_ENV)
     monkeypatch.setenv(GR.SPLIT_FPOS_ENV, "3")
     assert GR.split_flush_positions(32) == 3
     monkeypatch.delenv(GR.SPLIT_FPOS_ENV)

@@ -727,7 +727,7 @@ def main() -> int:
     ap.add_argument("--pairs", default=None, help="comma-separated precision pairs (replay checks)")
     ap.add_argument("--Ls", default=None, help="buffer lengths of the replay checks (default 4,16)")
     ap.add_argument("--qwen-batch", type=int, default=5,
-                    help="rows of the Qwen-shaped replay trace (from 128: the split launch)")
+                    help="rows of the Qwen-shaped replay trace (from 64: the split launch)")
     ap.add_argument("--qwen-pairs", default=None, help="pairs of the Qwen-shaped trace")
     ap.add_argument("--bench-pairs", default="fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32")
     ap.add_argument("--batches", default="1,64,256,512")
