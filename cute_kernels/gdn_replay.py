@@ -3454,6 +3454,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     rf, rr, cf, cr, split = pair_key(cache.pair)
     L, ring = cache.buffer_len, cache.ring
     im = resolve_impl(rf, cf, K, Vd, L, impl)
+    honoured = _split_honours(num_threads, min_blocks_per_mp)    # (the caller's request)
     bv = block_v
     if bv is None and im == "v2" and _env_int(PROF_ENV) == 1:
         bv = Vd                    # profiling build: one CTA (and one 20-word record) per head
@@ -3464,7 +3465,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
         min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
     ro = im == "v2" and use_row_order(cache, batch)
-    if ro and use_split(cache, batch) and _split_honours(num_threads, min_blocks_per_mp):
+    if ro and honoured and use_split(cache, batch):
         return _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bv)
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,

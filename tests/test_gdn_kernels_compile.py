@@ -438,3 +438,32 @@ def test_gdn_replay_split_variant(monkeypatch):
     assert GR.split_flush_positions(32) == 3
     monkeypatch.delenv(GR.SPLIT_FPOS_ENV)
     assert GR.split_flush_positions(32) == max(1, common.num_sms() * GR.SPLIT_FLUSH_MINB // 32)
+
+
+def test_gdn_make_launch_takes_the_split(monkeypatch):
+    """make_launch's dispatch (no GPU: the split's launcher is replaced by a marker): the split
+    at a batch the rule picks, also after the tiling heuristics filled in their occupancy (a
+    session-18 mend once compared the filled-in value and never split); not where the caller
+    asks for an occupancy."""
+    import torch
+
+    from replayssm_lp.pairs import parse_pair
+    for name in (GR.SPLIT_ENV, GR.ORDER_ENV, GR.MINB_ENV, GR.TPW_ENV, GR.PROF_ENV,
+                 GR.PREAMBLE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(GR, "_split_launch", lambda *a, **k: "split")
+    monkeypatch.setattr(GR, "compile_gdn_replay", lambda *a, **k: (_ for _ in ()).throw(
+        RuntimeError("single launch")))
+
+    class _C:
+        pair = parse_pair("nvfp4/fp16sr")
+        buffer_len, ring = 16, 17
+        row_order = torch.zeros(2, 1024, dtype=torch.int32)
+    q = torch.empty(256, 16, 128, device="meta")
+    v = torch.empty(256, 32, 128, device="meta")
+    gd = (None, None, torch.float32, torch.bfloat16, torch.float32, torch.bfloat16)
+    assert GR.make_launch(_C, q, v, gd, True, None) == "split"
+    with pytest.raises(RuntimeError, match="single launch"):
+        GR.make_launch(_C, q, v, gd, True, None, min_blocks_per_mp=2)
+    with pytest.raises(RuntimeError, match="single launch"):
+        GR.make_launch(_C, q[:32], v[:32], gd, True, None)     # below SPLIT_MIN_BATCH
