@@ -3490,7 +3490,7 @@ def _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, 
                    use_qk_l2norm, has_idx, bv, None, None, "v2", True)
     k1 = compile_gdn_replay(*common_args, rows=1)
     k2 = compile_gdn_replay(*common_args, rows=2,
-                            flush_positions=split_flush_positions(HV, Vd // bv))
+                            flush_positions=split_flush_positions(HV, Vd // bv, q.device.index))
     order = order_entry(cache, 1, has_idx, k1)
     views = _cache_views(cache, rf, cf, split)
     nonflush = _launcher(k1.ffi, k1.meta["any_sr"], split, views, order, order_ready=True)
@@ -3580,11 +3580,11 @@ def split_min_blocks(rows: int, read_fmt: str = "nvfp4") -> int:
     return SPLIT_NONFLUSH_MINB.get(read_fmt, 5) if rows == 1 else SPLIT_FLUSH_MINB
 
 
-def split_flush_positions(HV: int, nsplit: int = 1) -> int:
+def split_flush_positions(HV: int, nsplit: int = 1, device_index: Optional[int] = None) -> int:
     """Grid positions of the split's persistent flush launch: one wave of its CTAs
     (SMs x CTAs per SM over the CTAs of one position), at least 1; :data:`SPLIT_FPOS_ENV`
     overrides."""
     v = _env_int(SPLIT_FPOS_ENV)
     if v is not None:
         return max(1, v)
-    return max(1, (common.num_sms() * split_min_blocks(2)) // (HV * nsplit))
+    return max(1, (common.num_sms(device_index) * split_min_blocks(2)) // (HV * nsplit))
