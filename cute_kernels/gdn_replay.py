@@ -1930,28 +1930,29 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             for it in cutlass.range((mQ.shape[0] - y + npos - Int32(1)) // npos, unroll=1):
                 if go:
                     cute.arch.barrier()           # the previous row's shared memory is free
-                    go = self._row(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb,
-                        mWpos, mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA,
-                        mDtBias, mB, mIdx, mOrder, mOut, scale, pad_slot_id, y + it * npos)
+                    go = self._row(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb,
+                                   mVb, mBb, mWpos, mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV,
+                                   mG, mBeta, mALog, mA, mDtBias, mB, mIdx, mOrder, mOut, scale,
+                                   pad_slot_id, y + it * npos)
         else:
             self._row(mHi, mHiS, mHiG, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mWpos,
-                mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias, mB, mIdx,
-                mOrder, mOut, scale, pad_slot_id, None)
+                      mOrig, mFcnt, mPend, mArr, mSeed, mQ, mK, mV, mG, mBeta, mALog, mA, mDtBias,
+                      mB, mIdx, mOrder, mOut, scale, pad_slot_id, None)
 
     @cute.jit
     def _row(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
-               mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
-               mLoG: Optional[cute.Tensor], mKb: cute.Tensor, mKinvb: cute.Tensor,
-               mGb: cute.Tensor, mUb: cute.Tensor, mVb: Optional[cute.Tensor],
-               mBb: Optional[cute.Tensor], mWpos: cute.Tensor, mOrig: cute.Tensor,
-               mFcnt: cute.Tensor, mPend: cute.Tensor, mArr: cute.Tensor,
-               mSeed: Optional[cute.Tensor], mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
-               mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
-               mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
-               mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
-               mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
-               mOut: cute.Tensor, scale: Float32,
-               pad_slot_id: Int32, gpos_in):
+             mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+             mLoG: Optional[cute.Tensor], mKb: cute.Tensor, mKinvb: cute.Tensor,
+             mGb: cute.Tensor, mUb: cute.Tensor, mVb: Optional[cute.Tensor],
+             mBb: Optional[cute.Tensor], mWpos: cute.Tensor, mOrig: cute.Tensor,
+             mFcnt: cute.Tensor, mPend: cute.Tensor, mArr: cute.Tensor,
+             mSeed: Optional[cute.Tensor], mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
+             mG: Optional[cute.Tensor], mBeta: Optional[cute.Tensor],
+             mALog: Optional[cute.Tensor], mA: Optional[cute.Tensor],
+             mDtBias: Optional[cute.Tensor], mB: Optional[cute.Tensor],
+             mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+             mOut: cute.Tensor, scale: Float32,
+             pad_slot_id: Int32, gpos_in):
         """One grid position of the step (a row, value head, value block): the CTA's whole
         work. ``gpos_in``: the order position (the split's flush launch walks several);
         None: the CTA's own. Returns whether the row is this launch's (``rows`` = 2: a
@@ -2244,7 +2245,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                 a4 = _kq_addr(base) // 4
                                 cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
                                 cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
-                                vals = _read_chunk_values(RFMT, [rRd[4 * ii + w, r] for w in range(4)])
+                                vals = _read_chunk_values(RFMT, [rRd[4 * ii + w, r]
+                                                                 for w in range(4)])
                                 for e in cutlass.range_constexpr(4):
                                     ak[r] = ak[r] + vals[e] * kk[e]
                                     aq[r] = aq[r] + vals[e] * qq[e]
@@ -2316,7 +2318,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 for o in cutlass.range_constexpr(2):
                     for r in cutlass.range_constexpr(R2):
                         for c in cutlass.range_constexpr(2):
-                            rP[c, r] = rP[c, r] + cute.arch.shuffle_sync_bfly(rP[c, r], offset=1 << o)
+                            rP[c, r] = rP[c, r] + cute.arch.shuffle_sync_bfly(rP[c, r],
+                                                                              offset=1 << o)
                 # ================= per value row: u, o, appends (lane t finishes row r = t) =======
                 if t4 < Int32(R2):
                     sk = rP[0, 0]
@@ -2354,7 +2357,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     self._append_gate_entry(mGb, mBb, slot, hv, phys_new, g, beta, tidx)
                 if const_expr(self.prof):
                     pcs.append(common.sreg64("clock64"))    # 5: outputs, appends issued
-                # ================= the last-arriving CTA of the row moves the cursors ==============
+                # ================= the last-arriving CTA of the row moves the cursors ==========
                 if tidx == 0:
                     if old == Int32(self.HV * self.nsplit - 1):
                         cute.arch.fence_acq_rel_gpu()
