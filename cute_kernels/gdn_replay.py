@@ -100,7 +100,7 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
   gains there and more than it gains in smaller launches (which keep 2).
 
 * split launch (:func:`use_split`; read copies narrower than fp32, from ``SPLIT_MIN_BATCH``
-  rows): after the flush-first order, the flush rows run in a build of their own (``rows`` = 2:
+  rows, L <= ``SPLIT_MAX_L``): after the flush-first order, the flush rows run in a build of their own (``rows`` = 2:
   no read tile, 256 threads, 2 CTAs per SM, a persistent grid of ``flush_positions`` positions
   walking the order's leading flush rows) on a high-priority side stream while the other rows
   run in a build without flush code (``rows`` = 1: two 16-row tiles per warp, 128 threads per
@@ -1071,6 +1071,8 @@ SPLIT_MINB2_ENV = "REPLAYSSM_GDN_SPLIT_MINB2"
 #: nvfp4/fp16sr 28.1 / 28.6 µs, b64 48.3 / 37.2, b128 74.2 / 63.4)
 SPLIT_MIN_BATCH = 64
 SPLIT_NONFLUSH_TPW = 2
+#: the default split up to this buffer length (see use_split)
+SPLIT_MAX_L = 16
 #: the non-flush half's CTAs / SM by read copy (else 5): at 6 (80 registers) the nvfp4 / fp8
 #: builds hold (b512 nvfp4/fp16sr 223.7 -> 217.2 µs, fp8/fp32 236.0 -> 231.4), bf16 spills
 #: (304.1 -> 338.4) -- session18_gpu/call3
@@ -3546,15 +3548,16 @@ def use_split(cache, batch: int) -> bool:
     """Whether a v2 decode of ``batch`` rows runs as a split launch (the order, then the flush
     rows' persistent launch on a side stream and the non-flush rows' launch at once):
     :data:`SPLIT_ENV` = 0 / 1 forces (1 still needs the order); unset: read copies narrower
-    than fp32 from :data:`SPLIT_MIN_BATCH` rows, where the order runs. Never for fp32 read
-    copies: their preamble (level 1 without whole rows, which two row tiles per warp do not
-    have) takes no cursors from the order."""
+    than fp32 from :data:`SPLIT_MIN_BATCH` rows, where the order runs, at buffer lengths up to
+    :data:`SPLIT_MAX_L` (GPU-tested at L = 4 and 16 and timed at 16; at L = 32 the non-flush
+    half spills 200 B, not timed). Never for fp32 read copies: their preamble (level 1 without
+    whole rows, which two row tiles per warp do not have) takes no cursors from the order."""
     if cache.pair.read_fmt == "fp32" or not use_row_order(cache, batch):
         return False
     forced = _env_int(SPLIT_ENV)
     if forced is not None:
         return forced == 1
-    return batch >= SPLIT_MIN_BATCH
+    return batch >= SPLIT_MIN_BATCH and cache.buffer_len <= SPLIT_MAX_L
 
 
 def _split_honours(num_threads, min_blocks_per_mp) -> bool:

@@ -410,7 +410,14 @@ def test_gdn_replay_split_variant(monkeypatch):
     class _C:
         row_order = torch.zeros(2, 1024, dtype=torch.int32)
         pair = parse_pair("nvfp4/fp16sr")
+        buffer_len = 16
     assert GR.use_split(_C, GR.SPLIT_MIN_BATCH) and not GR.use_split(_C, GR.SPLIT_MIN_BATCH - 1)
+    _C.buffer_len = GR.SPLIT_MAX_L + 1               # longer buffers: the single launch
+    assert not GR.use_split(_C, 512)
+    monkeypatch.setenv(GR.SPLIT_ENV, "1")
+    assert GR.use_split(_C, 512)                     # (unless forced)
+    monkeypatch.delenv(GR.SPLIT_ENV)
+    _C.buffer_len = 16
     _C.pair = parse_pair("fp32")
     assert not GR.use_split(_C, 512)                 # fp32 read copies: no order, no split
     monkeypatch.setenv(GR.SPLIT_ENV, "1")
