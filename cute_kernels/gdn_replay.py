@@ -1735,7 +1735,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         LP = tl.lp
         # (the split's non-flush launch uses only the per-position vectors: 4-word stand-ins,
         # its occupancy is not capped by the flush's staging)
-        nof = getattr(self, "rows", 0) == 1
+        nof = self.rows == 1
         KS = 4 if nof else LP * KS_PITCH
         sKs = smem.allocate_tensor(Float32, cute.make_layout(KS), byte_alignment=16)
         KSS = KS if tl.ks_split else 4
@@ -3385,7 +3385,7 @@ def _launcher(fn, any_sr, split, views, order=None, order_ready: bool = False):
     gates are passed as None where g / beta are given. ``order``: (flush-first order function,
     with cursors) run first into the cache's scratch, for a kernel compiled with ``row_order``
     (``order_ready``: already run by the caller; its scratch is passed)."""
-    from .row_order import run_order
+    from .row_order import order_scratch, run_order
     hw, hs, hg, lw, ls, lg = views
     order_fn_, ocur = order if order is not None else (None, False)
 
@@ -3393,7 +3393,7 @@ def _launcher(fn, any_sr, split, views, order=None, order_ready: bool = False):
                pad_slot_id):
         mo = None
         if order_ready:
-            mo = cache.row_order_ext if ocur else cache.row_order
+            mo = order_scratch(cache, ocur)
         elif order_fn_ is not None:
             mo = run_order(order_fn_, ocur, cache, q.shape[0], state_batch_indices,
                            int(pad_slot_id))

@@ -2743,13 +2743,14 @@ def _launcher(ent, order_ready: bool = False):
     ``order_ready``: the kernel (compiled with ``row_order``) takes the order an earlier launch
     of the same call computed (``cache.row_order``, or ``row_order_ext`` with the cursors)
     instead of running the order kernel."""
+    from .row_order import order_scratch
     fn, hw, hs, hg, lw, ls, lg, any_sr, order_ffi, ocur = ent
     run_order = _order_launcher(ent) if order_ffi is not None else None
 
     def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
         order = None
         if order_ready:
-            order = cache.row_order_ext if ocur else cache.row_order
+            order = order_scratch(cache, ocur)
         if run_order is not None:    # the flush-first order first, into the cache's scratch
             order = run_order(cache, x, state_batch_indices, pad_slot_id)
         fn(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hw, hs, hg, lw, ls, lg,

@@ -32,7 +32,7 @@ from . import common
 from .common import CompiledKernel, KernelCache
 
 __all__ = ["FlushFirstOrder", "compile_flush_first_order", "flush_first_order_ref",
-           "run_order"]
+           "order_scratch", "run_order"]
 
 _THREADS = 1024
 
@@ -126,17 +126,23 @@ class FlushFirstOrder:
             nbase = nbase + cutlass.min(batch - c * _THREADS, Int32(_THREADS)) - t
 
 
+def order_scratch(cache, cursors: bool):
+    """The cache's order buffer: ``cache.row_order_ext`` [5, num_slots] for the ``cursors``
+    variant, else ``cache.row_order`` [2, num_slots]."""
+    return cache.row_order_ext if cursors else cache.row_order
+
+
 def run_order(order_ffi, cursors: bool, cache, batch: int, state_batch_indices, pad_slot_id):
     """Run a compiled flush-first order (``order_ffi``, the ``cursors`` variant or not) for
     ``batch`` rows on ``cache``'s cursors into its scratch; returns that scratch
-    (``cache.row_order_ext`` [5, num_slots] with the cursors, else ``cache.row_order``)."""
+    (:func:`order_scratch`)."""
+    out = order_scratch(cache, cursors)
     if cursors:
         order_ffi(state_batch_indices, cache.write_pos, cache.ring_origin, cache.flush_count,
-                  cache.row_order_ext, batch, pad_slot_id)
-        return cache.row_order_ext
-    order_ffi(state_batch_indices, cache.write_pos, None, None, cache.row_order, batch,
-              pad_slot_id)
-    return cache.row_order
+                  out, batch, pad_slot_id)
+    else:
+        order_ffi(state_batch_indices, cache.write_pos, None, None, out, batch, pad_slot_id)
+    return out
 
 
 _CACHE = KernelCache("row_order")
