@@ -430,8 +430,10 @@ def corrupt_live_entry(at_step: int, both: bool):
     """A ``corrupt`` hook: at ``at_step`` (or the first later step where some owned slot holds a
     committed entry) damage the newest committed ring entry of one slot in the cache under test —
     and in the twin too when ``both``, so that only the accepted-stream oracle can see it.
-    Twin-only: +3 on an input copy (x_buf / k_buf); both: +1 on the entry's log decay (dA_buf /
-    g_buf), which changes the state even when the entry is one of the no-op staggering entries."""
+    Twin-only: +3 on head 0 of an input copy (x_buf / k_buf); both: +1 on every head's log decay
+    (dA_buf / g_buf), which changes the state even when the entry is one of the no-op staggering
+    entries. The damaged decay multiplies the state before the entry by e, so a decay near -8 would
+    leave almost nothing to see: of the candidate entries, the one with the largest decay is damaged."""
     state = {"done": False}
 
     def hook(step, test, twin, slots):
@@ -441,14 +443,20 @@ def corrupt_live_entry(at_step: int, both: bool):
         cand = (wp > 0).nonzero().squeeze(1)
         if cand.numel() == 0:
             return
-        s = int(slots[int(cand[0])])
-        phys = (int(test.ring_origin[s]) + int(wp[int(cand[0])]) - 1) % test.ring
+        name = (("dA_buf" if test.kind == "mamba2" else "g_buf") if both
+                else ("x_buf" if test.kind == "mamba2" else "k_buf"))
+        where = [(int(slots[i]), (int(test.ring_origin[int(slots[i])]) + int(wp[i]) - 1) % test.ring)
+                 for i in cand.tolist()]
         if both:
-            name, delta = ("dA_buf" if test.kind == "mamba2" else "g_buf"), 1.0
+            decay = test.dA_buf if test.kind == "mamba2" else test.g_buf
+            s, phys = max(where, key=lambda w: float(decay[w[0], :, w[1]].float().max()))
         else:
-            name, delta = ("x_buf" if test.kind == "mamba2" else "k_buf"), 3.0
+            s, phys = where[0]
         for c in ((test, twin) if both else (test,)):
-            getattr(c, name)[s, 0, phys] += delta
+            if both:
+                getattr(c, name)[s, :, phys] += 1.0
+            else:
+                getattr(c, name)[s, 0, phys] += 3.0
         state["done"] = True
         state["where"] = (name, s, phys)
 
