@@ -73,7 +73,21 @@ def indices(name, t, batch, device, num_slots=None, pad_slot_id=-1):
         if bool(bad.any()):
             raise ValueError(f"{name} must hold slots in [0, {num_slots}) or the pad id, got "
                              f"{t[bad].tolist()[:8]}")
+        distinct_slots(name, t, pad_slot_id)
     return t
+
+
+def distinct_slots(name, t, pad_slot_id):
+    """CPU ``t`` (slot per row, or per row and draft): no slot twice except the pad id. Two rows
+    on one slot would both update it (a race in the kernels); on CUDA tensors that is the
+    caller's contract, as in vLLM (checking it there would need a host sync)."""
+    uniq, counts = t[t != pad_slot_id].unique(return_counts=True)
+    if bool((counts > 1).any()):
+        dup = int(uniq[counts > 1][0])
+        where = (t == dup).nonzero().tolist()
+        where = [w[0] for w in where] if t.dim() == 1 else where
+        raise ValueError(f"{name} must give each row its own slot, but slot {dup} is at "
+                         f"{'rows' if t.dim() == 1 else 'entries'} {where[:8]}")
 
 
 def gdn_state(state, layout):

@@ -149,6 +149,7 @@ def _check_indices(state_indices, num_accepted_tokens, b, T, dev, num_slots, pad
         if bool(bad.any()):
             raise ValueError(f"state_indices must hold slots in [0, {num_slots}) or the pad id, got "
                              f"{state_indices[bad].tolist()[:8]}")
+        V.distinct_slots("state_indices", state_indices, pad_slot_id)
         if num_accepted_tokens is not None and b:
             bad = (num_accepted_tokens < 0) | (num_accepted_tokens > T)
             if bool(bad.any()):

@@ -35,6 +35,7 @@ def cache():
     ("state_batch_indices", torch.tensor([0, 1], dtype=torch.int32), "state_batch_indices must have shape"),
     ("state_batch_indices", torch.tensor([0, 6, 1], dtype=torch.int32), "slots in"),
     ("state_batch_indices", torch.tensor([0, -2, 1], dtype=torch.int32), "slots in"),
+    ("state_batch_indices", torch.tensor([4, -1, 4], dtype=torch.int32), r"slot 4 is at rows \[0, 2\]"),
     ("out", torch.randn(3, H, P, dtype=torch.bfloat16), "out must have dtype"),
     ("pad_slot_id", 3, "pad_slot_id must be a negative int"),
     ("backend", "triton", "backend must be one of"),
@@ -180,3 +181,28 @@ def test_cute_plan_rejects_pools_beyond_32bit_offsets():
     c2.lo.__dict__["data"] = big
     with pytest.raises(ValueError, match=r"cache\.lo\.data"):
         cache_plan(c2)
+
+
+def test_duplicate_slots_rejected_everywhere(cache):
+    """Two valid rows on one slot would both update it: every op that takes state_batch_indices
+    refuses it on CPU tensors, before any work (pad rows may repeat the pad id)."""
+    dup = torch.tensor([1, -1, 1], dtype=torch.int32)
+    before = [t.clone() for t in (cache.write_pos, cache.x_buf, cache.pending)]
+    with pytest.raises(ValueError, match="own slot"):
+        R.mamba2_verify(cache, **_m2(T=2), state_batch_indices=dup)
+    with pytest.raises(ValueError, match="own slot"):
+        R.commit(cache, torch.tensor([1, 0, 1], dtype=torch.int32), dup)
+    state = torch.zeros(6, H, P, N)
+    with pytest.raises(ValueError, match="own slot"):
+        R.mamba2_standard_decode(state, **_m2(), state_batch_indices=dup)
+    assert all(torch.equal(a, b) for a, b in zip(before, (cache.write_pos, cache.x_buf,
+                                                           cache.pending)))
+    assert not state.any()
+    pads = torch.tensor([-1, 2, -1], dtype=torch.int32)
+    R.mamba2_decode(cache, **_m2(), state_batch_indices=pads)
+    g = R.GDNReplayCache(4, 2, 4, 16, 16, precision="fp8/fp32", buffer_len=4,
+                         act_dtype=torch.float32)
+    q, k, v = torch.randn(2, 2, 16), torch.randn(2, 2, 16), torch.randn(2, 4, 16)
+    with pytest.raises(ValueError, match="own slot"):
+        R.gdn_decode(g, q, k, v, g=-torch.rand(2, 4), beta=torch.rand(2, 4),
+                     state_batch_indices=torch.tensor([3, 3], dtype=torch.int32))

@@ -160,6 +160,8 @@ def test_validation_names_the_argument():
                                                          backend="torch")),
         ("state_indices", lambda: mamba2_snapshot_verify(state, x, dt, A, B, C, state_indices=idx.long(),
                                                          backend="torch")),
+        ("state_indices must give each row its own slot", lambda: mamba2_snapshot_verify(
+            state, x, dt, A, B, C, state_indices=idx.flip(0) % 4, backend="torch")),
         ("num_accepted_tokens", lambda: mamba2_snapshot_verify(
             state, x, dt, A, B, C, **ok, num_accepted_tokens=torch.tensor([9, 1], dtype=torch.int32))),
         ("out", lambda: mamba2_snapshot_verify(state, x, dt, A, B, C, out=torch.zeros(b, T, H, P + 1),
