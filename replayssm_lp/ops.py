@@ -28,12 +28,14 @@ _ACT = (torch.float32, torch.float16, torch.bfloat16)
 _FLOAT = _ACT
 
 
-def _rows_and_slots(sbi, batch, pad_slot_id, device):
-    """(valid row indices, their slots) as int64 — torch backend only (may synchronise)."""
+def _rows_and_slots(sbi, batch, pad_slot_id, device, num_slots):
+    """(valid row indices, their slots) as int64 — torch backend only (may synchronise). Pad
+    rows: ``pad_slot_id`` or a slot outside ``[0, num_slots)`` (as the kernels; on CPU tensors
+    the latter is an error already)."""
     if sbi is None:
         r = torch.arange(batch, device=device)
         return r, r
-    rows = (sbi != pad_slot_id).nonzero().squeeze(1)
+    rows = ((sbi != pad_slot_id) & (sbi >= 0) & (sbi < num_slots)).nonzero().squeeze(1)
     return rows, sbi[rows].to(torch.int64)
 
 
@@ -683,7 +685,7 @@ def _mamba2_step(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
         return impl(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
     unsq = (lambda t: t if t is None else t.unsqueeze(1)) if T is None else (lambda t: t)
     xs, dts, Bs, Cs, zs = map(unsq, (x, dt, B, C, z))
-    rows, slots = _rows_and_slots(sbi, x.shape[0], pad_slot_id, x.device)
+    rows, slots = _rows_and_slots(sbi, x.shape[0], pad_slot_id, x.device, cache.num_slots)
     dtp = ref.mamba2_process_dt(dts[rows], dt_bias, dt_softplus)
     y = ref.mamba2_replay(cache, slots, xs[rows], dtp, A, Bs[rows], Cs[rows], D,
                           None if zs is None else zs[rows], commit_all=(T is None))
@@ -777,7 +779,7 @@ def _gdn_step(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l
                     sbi, pad_slot_id, out)
     unsq = (lambda t: t if t is None else t.unsqueeze(1)) if T is None else (lambda t: t)
     q, k, v, g, beta, a, b = map(unsq, (q, k, v, g, beta, a, b))
-    rows, slots = _rows_and_slots(sbi, bsz, pad_slot_id, dev)
+    rows, slots = _rows_and_slots(sbi, bsz, pad_slot_id, dev, cache.num_slots)
     sel = lambda t: None if t is None else t[rows]  # noqa: E731
     gg, bb = ref.gdn_gates(sel(g), sel(beta), A_log, sel(a), dt_bias, sel(b))
     o = ref.gdn_replay(cache, slots, q[rows], k[rows], v[rows], gg, bb, scale,
@@ -855,7 +857,7 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
     impl = resolve(backend, "commit", cache)
     if impl is not None:
         return impl(cache, num_accepted_tokens, state_batch_indices, pad_slot_id)
-    rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev)
+    rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev, cache.num_slots)
     pend = cache.pending[slots]
     n = torch.minimum(torch.clamp(num_accepted_tokens[rows], min=0), pend)
     cache.write_pos[slots] += n
@@ -909,7 +911,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
         A, D, dt_bias = _fp32_params(A, D, dt_bias)
         return impl(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_batch_indices,
                     pad_slot_id, out)
-    rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev)
+    rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev, slots_n)
     y = ref.mamba2_standard_step(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, rows, slots)
     out[rows] = y.to(out.dtype)
     return out
@@ -951,7 +953,7 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     if impl is not None:
         return impl(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,
                     state_batch_indices, pad_slot_id, out, state_layout)
-    rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev)
+    rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev, slots_n)
     sel = lambda t: None if t is None else t[rows]  # noqa: E731
     gg, bb = ref.gdn_gates(sel(g), sel(beta), A_log, sel(a), dt_bias, sel(b))
     gfull = torch.zeros(bsz, HV, device=dev); bfull = torch.zeros(bsz, HV, device=dev)
