@@ -270,7 +270,7 @@ def test_commit_kernel_matches_torch(seed):
 def test_out_of_range_slots_are_pad_rows_on_both_backends(kind, seed):
     """On CUDA tensors a slot outside [0, num_slots) is a pad row for the torch reference as for
     the kernels: its output stays poisoned and no slot changes (on CPU tensors it is an error)."""
-    dev, pool, L = "cuda", 8, 4
+    dev, pool, L, bf = "cuda", 8, 4, torch.bfloat16
     sbi = torch.tensor([2, pool + 3, 5, -7], dtype=torch.int32, device=dev)
     b = sbi.numel()
     for be in ("torch", "cute"):
@@ -279,29 +279,28 @@ def test_out_of_range_slots_are_pad_rows_on_both_backends(kind, seed):
         if kind == "mamba2":
             H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
             cache = R.Mamba2ReplayCache(pool, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=L,
-                                        act_dtype=torch.bfloat16, device=dev, seed=3)
-            cache.init_from_state(list(range(pool)), r(pool, H, P, N) * 0.5, backend=be)
-            out = torch.full((b, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
-            before = [t.clone() for t in (cache.hi.data, cache.x_buf, cache.write_pos)]
-            R.mamba2_decode(cache, r(b, H, P).bfloat16(), r(b, H), -torch.rand(H, device=dev),
-                            r(b, G, N).bfloat16(), r(b, G, N).bfloat16(), state_batch_indices=sbi,
-                            out=out, backend=be)
-            bufs = (cache.hi.data, cache.x_buf, cache.write_pos)
+                                        act_dtype=bf, device=dev, seed=3)
+            S0, out_shape, buf = r(pool, H, P, N) * 0.5, (b, H, P), "x_buf"
+            step = lambda o: R.mamba2_decode(  # noqa: E731
+                cache, r(b, H, P).to(bf), r(b, H), -torch.rand(H, device=dev), r(b, G, N).to(bf),
+                r(b, G, N).to(bf), state_batch_indices=sbi, out=o, backend=be)
         else:
             H, HV, K, Vd = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
             cache = R.GDNReplayCache(pool, H, HV, K, Vd, precision="nvfp4/fp16sr", buffer_len=L,
-                                     act_dtype=torch.bfloat16, device=dev, seed=3)
-            cache.init_from_state(list(range(pool)), r(pool, HV, Vd, K) * 0.3, backend=be)
-            out = torch.full((b, HV, Vd), float("nan"), device=dev, dtype=torch.bfloat16)
-            before = [t.clone() for t in (cache.hi.data, cache.k_buf, cache.write_pos)]
-            R.gdn_decode(cache, r(b, H, K).bfloat16(), r(b, H, K).bfloat16(),
-                         r(b, HV, Vd).bfloat16(), g=-torch.rand(b, HV, device=dev),
-                         beta=torch.rand(b, HV, device=dev), state_batch_indices=sbi, out=out,
-                         backend=be)
-            bufs = (cache.hi.data, cache.k_buf, cache.write_pos)
+                                     act_dtype=bf, device=dev, seed=3)
+            S0, out_shape, buf = r(pool, HV, Vd, K) * 0.3, (b, HV, Vd), "k_buf"
+            step = lambda o: R.gdn_decode(  # noqa: E731
+                cache, r(b, H, K).to(bf), r(b, H, K).to(bf), r(b, HV, Vd).to(bf),
+                g=-torch.rand(b, HV, device=dev), beta=torch.rand(b, HV, device=dev),
+                state_batch_indices=sbi, out=o, backend=be)
+        cache.init_from_state(list(range(pool)), S0, backend=be)
+        watched = lambda: (cache.hi.data, getattr(cache, buf), cache.write_pos)  # noqa: E731
+        before = [t.clone() for t in watched()]
+        out = torch.full(out_shape, float("nan"), device=dev, dtype=bf)
+        step(out)
         torch.cuda.synchronize()
         assert out[[1, 3]].isnan().all() and not out[[0, 2]].isnan().any(), be
         changed = [bool((a != c).flatten(1).any(1)[[0, 1, 3, 4, 6, 7]].any())
-                   for a, c in zip(before, bufs)]
+                   for a, c in zip(before, watched())]
         assert not any(changed), (be, changed)        # only slots 2 and 5 may change
-        assert bool((before[2] != bufs[2])[[2, 5]].all()), be
+        assert bool((before[2] != cache.write_pos)[[2, 5]].all()), be
