@@ -3485,8 +3485,6 @@ def _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, 
     flush rows' persistent launch on a high-priority side stream and the non-flush rows' launch
     on the caller's stream, at once (the short non-flush CTAs fill the SMs around the long
     flush ones), joined before return. Same arguments as :func:`make_launch`'s result."""
-    import torch
-
     batch, H, K = q.shape
     HV, Vd = v.shape[1], v.shape[2]
     rf, rr, cf, cr, split = pair_key(cache.pair)
@@ -3500,24 +3498,15 @@ def _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, 
     views = _cache_views(cache, rf, cf, split)
     nonflush = _launcher(k1.ffi, k1.meta["any_sr"], split, views, order, order_ready=True)
     flush = _launcher(k2.ffi, k2.meta["any_sr"], split, views, order, order_ready=True)
-    from .row_order import run_order
+    from .row_order import ConcurrentHalves, run_order
     order_fn_, ocur = order
-    side = torch.cuda.Stream(device=q.device, priority=-1)
-    forked, joined = torch.cuda.Event(), torch.cuda.Event()    # re-recorded each call
+    halves = ConcurrentHalves(q.device, priority=-1)
 
     def launch(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
                pad_slot_id):
         run_order(order_fn_, ocur, cache, q.shape[0], state_batch_indices, int(pad_slot_id))
-        main = torch.cuda.current_stream(q.device)
-        forked.record(main)
-        side.wait_event(forked)
-        with torch.cuda.stream(side):
-            flush(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale,
-                  pad_slot_id)
-        nonflush(cache, q, k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out,
-                 scale, pad_slot_id)
-        joined.record(side)
-        main.wait_event(joined)
+        halves(flush, nonflush, cache, q, k, v, g, beta, A_log, a, dt_bias, b,
+               state_batch_indices, out, scale, pad_slot_id)
     return launch
 
 

@@ -638,6 +638,35 @@ def _e2m1_grid_code(q) -> Uint32:
 # --------------------------------------------------------------------------------------
 
 
+SPLIT_ENV = "REPLAYSSM_M2_SPLIT"
+SPLIT_MINB1_ENV = "REPLAYSSM_M2_SPLIT_MINB1"
+SPLIT_MINB2_ENV = "REPLAYSSM_M2_SPLIT_MINB2"
+SPLIT_HPC2_ENV = "REPLAYSSM_M2_SPLIT_HPC2"
+SPLIT_FPOS_ENV = "REPLAYSSM_M2_SPLIT_FPOS"
+#: the decode's split launch by default from this many rows, for these read copies
+SPLIT_MIN_BATCH = 64
+SPLIT_READ_FMTS = ("fp8", "nvfp4")
+#: CTAs per SM of the split's non-flush launch (no flush code: registers and shared memory of
+#: the read path only), by read copy
+SPLIT_NONFLUSH_MINB = {"nvfp4": 7, "fp8": 7}
+
+
+def _env_int(name: str) -> Optional[int]:
+    v = os.environ.get(name)
+    return int(v) if v not in (None, "") else None
+
+
+def split_min_blocks(rows: int, read_fmt: str, smem_ctas: int = 0) -> Optional[int]:
+    """CTAs per SM hint of a decode split launch's half (None: the flush half keeps
+    :func:`default_min_blocks_per_mp`'s flush-v2 choice); capped by shared memory."""
+    v = _env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV)
+    if v is None and rows == 1:
+        v = SPLIT_NONFLUSH_MINB.get(read_fmt, 5)
+    if v is not None and smem_ctas:
+        v = min(v, smem_ctas)
+    return v
+
+
 def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int = 0,
                               both_sr: bool = False, smem_ctas: int = 0,
                               flush_v2: bool = False) -> int:
@@ -692,15 +721,28 @@ class Mamba2ReplayDecode:
                  early_arrive: Optional[bool] = None, prof: Optional[bool] = None,
                  row_order: bool = False, mma_fold: Optional[bool] = None,
                  early_read: Optional[bool] = None, pdl: Optional[int] = None,
-                 order_cursors: bool = False):
+                 order_cursors: bool = False, rows: int = 0, flush_positions: int = 0):
         p: PrecisionPair = parse_pair(pair)
         self.pdl = common.pdl_mode(pdl)
+        # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code or
+        # buffers), 2 = the flush rows only (no read set), as a persistent grid of
+        # ``flush_positions`` positions walking the order's leading flush rows; 0 = every row.
+        # (The verify kernel, a subclass, passes its own split halves through here.)
+        self.rows = int(rows)
+        self.flush_positions = int(flush_positions)
+        if self.rows not in (0, 1, 2):
+            raise ValueError(f"rows must be 0, 1 or 2, got {rows}")
+        if self.rows == 2 and self.flush_positions < 1 and type(self) is Mamba2ReplayDecode:
+            raise ValueError("the decode split's flush launch needs flush_positions >= 1")
         # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
         self.row_order = bool(row_order)
         # ... and the row's cursors from the same entry (one round trip less; the step does not
         # read the live cursors, so its arrive needs no fence)
         self.order_cursors = bool(order_cursors) and self.row_order
         self.prof = _prof_default() if prof is None else bool(prof)
+        if self.rows and type(self) is Mamba2ReplayDecode and (self.prof or not self.order_cursors):
+            raise ValueError("a decode split launch needs the flush-first order with its cursors "
+                             "and has no profiling build")
         self.pair = p
         self.split = not p.shared
         self.rec_fmt, self.rec_sr = p.rec_fmt, (p.rec_rounding == "sr" and p.rec_fmt != "fp32")
@@ -744,12 +786,12 @@ class Mamba2ReplayDecode:
         ab = self.act_dtype.width // 8
         sg = _staged_default() if staged is None else bool(staged)
         self.snf = bool(sg and self.read_fmt == "nvfp4" and self.N in (64, 128, 256)
-                        and (self.P * ab) % 16 == 0)
+                        and (self.P * ab) % 16 == 0 and self.rows != 2)
         # non-flush nvfp4 read copies with 16-bit acts: the row dots on the tensor cores
         # (:meth:`_mma_rows`); needs 4 lanes per state row (N = 128)
         mm = _nonflush_mma_default() if nonflush_mma is None else bool(nonflush_mma)
         self.mma = bool(mm and self.read_fmt == "nvfp4" and dtype_name(self.act_dtype) != "float32"
-                        and self.cfg.tn == 4 and self.cfg.cn == 1)
+                        and self.cfg.tn == 4 and self.cfg.cn == 1 and self.rows != 2)
         # targets encoded in the fold pass (pass 1) / after the matrix amax (pass 2)
         if self.flush_impl == 2 and self.needs_gamax:
             self.flush_p1 = [t for t in self.flush_targets if t[0] != "nvfp4"]
@@ -767,14 +809,14 @@ class Mamba2ReplayDecode:
         if mf is None:               # measured: fp8/fp32 (fp8 -> fp16 SR targets: unmeasured)
             mf = self.read_fmt == "fp8" and self.rec_fmt == "fp32"
         self.mma_fold = bool(mf and self.flush_impl == 2 and self.cfg.rpf == 16     # N = 128
-                             and dtype_name(self.act_dtype) != "float32")
+                             and dtype_name(self.act_dtype) != "float32" and self.rows != 1)
         # non-flush: prefetch the next head's read copy while reducing the current one (formats
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
         if prefetch is None:
             prefetch = _env_flag("REPLAYSSM_M2_PREFETCH")     # tuning runs
         self.prefetch = (bool(prefetch) if prefetch is not None else
                          (self.read_fmt in ("nvfp4", "fp8") and self.hpc > 1))
-        if self.hpc == 1 or self.snf:   # (staged: every head is in smem already)
+        if self.hpc == 1 or self.snf or self.rows == 2:   # (staged: every head is in smem)
             self.prefetch = False
         # the first head's read set goes out before the preamble when it is small (nvfp4 / fp8:
         # <= 16 registers per thread); 16-bit / fp32 read sets (32 / 64 registers, live through
@@ -784,9 +826,13 @@ class Mamba2ReplayDecode:
             early_read = _env_flag("REPLAYSSM_M2_EARLY_READ")  # tuning runs
         if early_read is not None:
             self.early = (not self.snf) and (early_read or self.prefetch)
+        if self.rows == 2:               # (no read set)
+            self.early = False
         # occupancy hint (CTAs of 128 threads per SM) -> .minnctapersm, i.e. a register cap of
         # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp.
         c = self.cfg
+        if min_blocks_per_mp is None and self.rows:
+            min_blocks_per_mp = split_min_blocks(self.rows, self.read_fmt, self._smem_ctas())
         self.min_blocks_per_mp = int(
             default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
                                       self.split and self.read_sr and self.rec_sr,
@@ -822,6 +868,9 @@ class Mamba2ReplayDecode:
             off["xr"] = o
             o += al(c.jb * P * (self.act_dtype.width // 8))
         size = o
+        if self.rows == 1:               # non-flush rows only: no flush buffers (views kept, unused)
+            off = {name: 0 for name in off}
+            size = 16
         if self.snf:
             ab = self.act_dtype.width // 8
             o = 0
@@ -862,12 +911,15 @@ class Mamba2ReplayDecode:
         pad_slot_id: Int32, stream: cuda.CUstream,
     ):
         batch = mX.shape[0]
+        npos = batch
+        if const_expr(self.rows == 2):            # the split's persistent flush grid
+            npos = cutlass.min(batch, Int32(self.flush_positions))
         self.kernel(
             mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
             mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend, mArrive, mSeed, mOrder,
             pad_slot_id,
         ).launch(
-            grid=[self.cfg.ctas_per_row, batch, 1],
+            grid=[self.cfg.ctas_per_row, npos, 1],
             block=[self.cfg.nt, 1, 1],
             stream=stream,
             use_pdl=bool(self.pdl),
@@ -1339,13 +1391,48 @@ class Mamba2ReplayDecode:
         mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
         pad_slot_id: Int32,
     ):
+        common.pdl_prologue(self.pdl)
+        tidx, _, _ = cute.arch.thread_idx()
+        hc, gpos, _ = cute.arch.block_idx()
+        if const_expr(self.rows == 2):
+            # the split's flush launch: a persistent grid (CTAs per row, P) walks the order's
+            # leading flush rows -- positions y, y + P, ... up to the first one that does not
+            # flush (the flush-first order puts every flushing row first)
+            npos = cute.arch.grid_dim()[1]
+            go = Boolean(True)
+            for it in cutlass.range((mX.shape[0] - gpos + npos - Int32(1)) // npos, unroll=1):
+                if go:
+                    cute.arch.barrier()           # the previous row's shared memory is free
+                    go = self._row(mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS,
+                                   mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf, mDtBuf, mDABuf, mWPos,
+                                   mOrig, mFlushCnt, mPend, mArrive, mSeed, mOrder, pad_slot_id,
+                                   tidx, hc, gpos + it * npos)
+        else:
+            self._row(mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS, mHiG, mLo,
+                      mLoS, mLoG, mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend,
+                      mArrive, mSeed, mOrder, pad_slot_id, tidx, hc, gpos)
+
+    @cute.jit
+    def _row(
+        self,
+        mX: cute.Tensor, mDt: cute.Tensor, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
+        mD: Optional[cute.Tensor], mZ: Optional[cute.Tensor], mDtBias: Optional[cute.Tensor],
+        mIdx: Optional[cute.Tensor], mOut: cute.Tensor,
+        mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
+        mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
+        mXBuf: cute.Tensor, mBBuf: cute.Tensor, mDtBuf: cute.Tensor, mDABuf: cute.Tensor,
+        mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mPend: cute.Tensor,
+        mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
+        pad_slot_id: Int32, tidx: Int32, hc: Int32, gpos: Int32,
+    ):
+        """One grid position of the step (a row and ``heads_per_cta`` heads): the CTA's whole
+        work. ``gpos``: the position in the grid (the order's, when there is one; the split's
+        flush launch walks several). Returns whether the row is this launch's (``rows`` = 2:
+        a valid flush row)."""
         cfg = self.cfg
         H, P, N, L, R = self.H, self.P, self.N, self.L, self.R
         HPC, NT = self.hpc, cfg.nt
         LC = max(L, 1)
-        common.pdl_prologue(self.pdl)
-        tidx, _, _ = cute.arch.thread_idx()
-        hc, gpos, _ = cute.arch.block_idx()
         warp = tidx // 32
         lane = tidx % 32
 
@@ -1411,6 +1498,11 @@ class Mamba2ReplayDecode:
             if k < HPC:
                 dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
+        if const_expr(self.rows):
+            # a split launch's half: the other half's rows end here (the order entry's write
+            # position, loaded beside its row and slot)
+            valid = valid & self._owns_row(ocur[0])
+        res = Boolean(False)
 
         if valid:
             # ------------------------------------------------------------ preamble
@@ -1421,6 +1513,11 @@ class Mamba2ReplayDecode:
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))   # 1: cursors known (after a barrier)
             flush = h >= Int32(L)
+            if const_expr(self.rows == 1):
+                flush = Boolean(False)
+            elif const_expr(self.rows == 2):
+                flush = Boolean(True)
+                res = Boolean(True)
             nb = h                       # buffered entries the output uses
             origin2 = origin             # ring origin after this step
             if flush:
@@ -1567,20 +1664,24 @@ class Mamba2ReplayDecode:
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))   # 4: decay scan + coefficients
 
-            if not flush:
+            if const_expr(self.rows == 1):
                 self._nonflush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
                                sC, sCoef, sScal, raw, rsc, bsc, gsc, sSt, sSc, sGs, sDD, sXB, sXZ,
                                row, slot, head0, origin, h, tidx)
-            else:
-                if const_expr(self.flush_impl == 2):
-                    self._flush2(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+            elif const_expr(self.rows == 2):
+                self._flush_rows(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
                                  mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
-                                 sKey, row, slot, head0, group, origin, h, gen, tidx,
-                                 sSlab=sSlab)
+                                 sKey, sSlab, row, slot, head0, group, origin, h, gen, tidx)
+            else:
+                if not flush:
+                    self._nonflush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                                   sC, sCoef, sScal, raw, rsc, bsc, gsc, sSt, sSc, sGs, sDD, sXB,
+                                   sXZ, row, slot, head0, origin, h, tidx)
                 else:
-                    self._flush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
-                                mBBuf, mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot,
-                                head0, group, origin, h, gen, tidx)
+                    self._flush_rows(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                                     mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal,
+                                     sRed, sKey, sSlab, row, slot, head0, group, origin, h, gen,
+                                     tidx)
 
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))   # 5: non-flush read + dot / flush done
@@ -1610,6 +1711,31 @@ class Mamba2ReplayDecode:
                 if tidx == 0:
                     common.prof_store(cute.recast_tensor(mOut[row, head0, None], Int32),
                                       _sel_i32(flush, Int32(1), Int32(0)), [pg0, pg1] + pcs)
+        return res
+
+    def _owns_row(self, h):
+        """Whether this launch runs a row at write position ``h``: every row (``rows`` 0: the
+        Python constant, no branch), else the non-flush (1) or the flush (2) ones."""
+        if self.rows == 1:
+            return h < Int32(self.L)
+        if self.rows == 2:
+            return h >= Int32(self.L)
+        return True
+
+    @cute.jit
+    def _flush_rows(self, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
+                    mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed, sKey, sSlab,
+                    row, slot, head0, group, origin, h, gen, tidx):
+        """A flush row's fold, encode and output: the v2 flush (``flush_impl`` 2) or v1."""
+        if const_expr(self.flush_impl == 2):
+            self._flush2(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                         mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef, sScal, sRed,
+                         sKey, row, slot, head0, group, origin, h, gen, tidx,
+                         sSlab=sSlab)
+        else:
+            self._flush(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
+                        mBBuf, mSeed, sC, sB, sWX, sCoef, sScal, sRed, sKey, row, slot,
+                        head0, group, origin, h, gen, tidx)
 
     # ---------------------------------------------------------------- non-flush rows
     @cute.jit
@@ -2430,9 +2556,11 @@ _CACHE = KernelCache("mamba2_replay")
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
-             row_order=False):
+             row_order=False, rows=0, flush_positions=0):
     pair = parse_pair(pair_name)
-    ocur = bool(row_order) and _env_flag(ORDER_CURSORS_ENV) is not False
+    # (a split's halves need the order's cursors, and run on two streams: no programmatic
+    # launch edges)
+    ocur = bool(row_order) and (bool(rows) or _env_flag(ORDER_CURSORS_ENV) is not False)
     kw = dict(
         pair=pair.name, act_dtype=dtype_name(act_dtype), dt_dtype=dtype_name(dt_dtype),
         nheads=int(H), headdim=int(P), dstate=int(N), ngroups=int(G), buffer_len=int(L),
@@ -2446,12 +2574,15 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         staged=_staged_default() if staged is None else bool(staged),
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
         prof=_prof_default(), row_order=bool(row_order), mma_fold=_mma_fold_default(),
-        early_read=_env_flag("REPLAYSSM_M2_EARLY_READ"), pdl=common.pdl_default(),
-        order_cursors=ocur,
+        early_read=_env_flag("REPLAYSSM_M2_EARLY_READ"),
+        pdl=0 if rows else common.pdl_default(),
+        order_cursors=ocur, rows=int(rows), flush_positions=int(flush_positions) if rows == 2 else 0,
     )
-    # the tuning override of the occupancy hint is read when the kernel is built: part of the key
+    # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
            _fold_unroll()) + tuple(kw.values())
+    if rows:
+        key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
 
 
@@ -2550,7 +2681,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           nonflush_mma: Optional[bool] = None,
                           staged: Optional[bool] = None,
                           early_arrive: Optional[bool] = None,
-                          row_order: bool = False) -> CompiledKernel:
+                          row_order: bool = False, rows: int = 0,
+                          flush_positions: int = 0) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -2571,12 +2703,13 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     ``REPLAYSSM_M2_MMA``), ``early_arrive`` (cursors read by thread 0 and the row's arrival at
     the CTA start; ``REPLAYSSM_M2_EARLY_ARRIVE``), ``row_order`` (grid position -> (row, slot)
     from the flush-first order, an extra ``order [2, >= batch]`` int32 argument before
-    ``pad_slot_id``; None there otherwise). With ``dump`` the compile bypasses the cache."""
+    ``pad_slot_id``; None there otherwise), ``rows`` / ``flush_positions`` (a split launch's
+    half: :func:`use_split`). With ``dump`` the compile bypasses the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
-                       row_order)
+                       row_order, rows, flush_positions)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -2658,10 +2791,92 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     :data:`_ENV_NAMES` are read here: a caller that memoises the launch keys it by their values
     too. Only valid while the cache holds the same stored-copy tensors: keep it in the memo of
     the cache's plan (:func:`replayssm_lp._validate.cache_plan`), as this launcher and the ops'
-    fast path do. The launch reads the ring buffers, cursors and seed from the cache per call."""
+    fast path do. The launch reads the ring buffers, cursors and seed from the cache per call.
+    From :func:`use_split`'s batch on, two launches at once (:func:`_split_launch`)."""
+    if min_blocks_per_mp is None and _split_honours() and use_split(cache, x.shape[0]):
+        return _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
+                             heads_per_cta, prefetch, flush_impl, staged, nonflush_mma)
     return _launcher(_launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
                                    state_batch_indices, heads_per_cta, prefetch, min_blocks_per_mp,
                                    flush_impl, staged, nonflush_mma))
+
+
+def use_split(cache, batch: int) -> bool:
+    """Whether a decode of ``batch`` rows runs as a split launch (:func:`_split_launch`):
+    ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); unset: fp8 / nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from
+    :data:`SPLIT_MIN_BATCH` rows. Not the fp32 pair: its non-flush rows are memory-bound at the
+    shared build's 7 CTAs/SM already (and its flush rows rewrite the read copy)."""
+    if not use_row_order(cache, batch):
+        return False
+    forced = _env_flag(SPLIT_ENV)
+    if forced is not None:
+        return forced
+    return cache.pair.read_fmt in SPLIT_READ_FMTS and batch >= SPLIT_MIN_BATCH
+
+
+def _split_honours() -> bool:
+    """Whether the split's own builds honour the environment: not with the tuning switch of one
+    kernel's occupancy (``REPLAYSSM_M2_MINBLOCKS``) nor the profiling build (one record per CTA
+    of one kernel)."""
+    return os.environ.get("REPLAYSSM_M2_MINBLOCKS") in (None, "") and not _prof_default()
+
+
+def _no_order(ent):
+    """A launch entry without its order kernel (the kernel takes the order another step of the
+    same call computed)."""
+    return ent[:8] + (None,) + ent[9:]
+
+
+def _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
+                  heads_per_cta, prefetch, flush_impl, staged, nonflush_mma):
+    """The split decode (:func:`use_split`): the flush-first order kernel (rows, slots,
+    cursors), then the flush rows' persistent launch (``rows`` = 2: no read set; its CTAs walk
+    the order's leading flush rows) on a high-priority side stream and the non-flush rows'
+    launch (``rows`` = 1: no flush code or buffers, :data:`SPLIT_NONFLUSH_MINB` CTAs/SM) on the
+    caller's stream at once, joined before return. The flush half's heads per CTA:
+    ``REPLAYSSM_M2_SPLIT_HPC2`` (default: the non-flush half's). Same arguments as
+    :func:`make_launch`'s result."""
+    from .row_order import ConcurrentHalves
+
+    batch, H, P = x.shape
+    G, N = B.shape[1], B.shape[2]
+    hpc1 = choose_heads_per_cta(batch, H, G) if heads_per_cta is None else heads_per_cta
+    hpc2 = _env_int(SPLIT_HPC2_ENV) or hpc1
+    has_idx = state_batch_indices is not None
+    base = (cache.pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
+            D is not None, z is not None, dt_bias is not None, dt_softplus)
+    impl = dict(flush_impl=flush_impl, nonflush_mma=nonflush_mma, staged=staged, row_order=True)
+    k1 = compile_mamba2_replay(*base, hpc1, has_idx, prefetch, None, rows=1, **impl)
+    fpos = split_flush_positions(base, hpc2, has_idx, prefetch, impl, x.device.index)
+    k2 = compile_mamba2_replay(*base, hpc2, has_idx, prefetch, None, rows=2, flush_positions=fpos,
+                               **impl)
+    order = order_fn(cache, 1, has_idx, True)
+    ent1, ent2 = _launch_args(k1, cache, order), _launch_args(k2, cache, order)
+    run_order = _order_launcher(ent1)
+    nonflush = _launcher(_no_order(ent1), order_ready=True)
+    flush = _launcher(_no_order(ent2), order_ready=True)
+    halves = ConcurrentHalves(x.device, priority=-1)
+
+    def launch(cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, pad_slot_id):
+        run_order(cache, x, state_batch_indices, pad_slot_id)
+        halves(flush, nonflush, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
+               pad_slot_id)
+    return launch
+
+
+def split_flush_positions(base, hpc2: int, has_idx: bool, prefetch, impl: dict,
+                          device_index: Optional[int] = None) -> int:
+    """Grid positions (rows at once) of the split's persistent flush launch: one wave of its
+    CTAs (SMs x its CTAs per SM over its CTAs per row), at least 1;
+    ``REPLAYSSM_M2_SPLIT_FPOS`` overrides. ``base`` / ``impl``: the build's arguments."""
+    v = _env_int(SPLIT_FPOS_ENV)
+    if v is not None:
+        return max(1, v)
+    kw, _ = _resolve(*base, hpc2, has_idx, prefetch, None, impl["flush_impl"],
+                     impl["nonflush_mma"], impl["staged"], None, True, 2, 1)
+    op = Mamba2ReplayDecode(**kw)
+    per_sm = op.min_blocks_per_mp or 4
+    return max(1, (common.num_sms(device_index) * per_sm) // op.cfg.ctas_per_row)
 
 
 def _launch_args(k, cache, order_ffi=None):
@@ -2765,7 +2980,8 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
-              ORDER_CURSORS_ENV, FOLD_UNROLL_ENV)
+              ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
+              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -115,6 +115,7 @@ from .mamba2_replay import (
     _fp16_range_exponent,
     _launch_args,
     _launcher,
+    _no_order,
     _order_launcher,
     _mma_nvfp4_tile,
     _add_rn,
@@ -456,7 +457,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          flush_impl=flush_impl, nonflush_mma=False, staged=False,
                          row_order=row_order,
                          mma_fold=bool(_mma_fold_default()),   # off unless forced: 0.90-0.98x
-                         pdl=common.pdl_mode(pdl, verify=True), order_cursors=order_cursors)
+                         pdl=common.pdl_mode(pdl, verify=True), order_cursors=order_cursors,
+                         rows=self.rows)
         if self.rows:
             self.early_arrive = True     # the owned cursor read arrives at the CTA's start
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
@@ -1894,31 +1896,17 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
         return launch
     # concurrent: the order kernel (rows, slots and cursors), then the flush launch on a side
     # stream and the non-flush launch on the caller's, both on that order; joined before return
-    import torch
+    from .row_order import ConcurrentHalves
 
     order = _order_launcher(ent1)
     nonflush = _launcher(_no_order(ent1), order_ready=True)
     flush = _launcher(_no_order(ent), order_ready=True)
-    side = torch.cuda.Stream(device=x.device)
-    forked, joined = torch.cuda.Event(), torch.cuda.Event()   # re-recorded each call
+    halves = ConcurrentHalves(x.device)
 
     def launch(cache, x, *a):        # a = dt, A, B, C, D, z, dt_bias, indices, out, pad_slot_id
         order(cache, x, a[7], a[9])
-        main = torch.cuda.current_stream(x.device)
-        forked.record(main)
-        side.wait_event(forked)
-        with torch.cuda.stream(side):
-            flush(cache, x, *a)
-        nonflush(cache, x, *a)
-        joined.record(side)
-        main.wait_event(joined)
+        halves(flush, nonflush, cache, x, *a)
     return launch
-
-
-def _no_order(ent):
-    """A launch entry without its order kernel (the kernel takes the order another step of the
-    same call computed)."""
-    return ent[:8] + (None,) + ent[9:]
 
 
 SPLIT_CONCURRENT_ENV = "REPLAYSSM_M2V_SPLIT_CONCURRENT"

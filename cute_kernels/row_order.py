@@ -145,6 +145,33 @@ def run_order(order_ffi, cursors: bool, cache, batch: int, state_batch_indices, 
     return out
 
 
+class ConcurrentHalves:
+    """Runs a split launch's two halves at once: ``side_fn(*args)`` on a side stream of its own
+    (``priority``: -1 = high, so its long CTAs are dispatched first), after the caller's stream
+    reaches this point, and ``main_fn(*args)`` on the caller's stream; the caller's stream then
+    waits for the side stream. CUDA-graph capturable (the fork and the join are event records /
+    waits). One per launch function: its events are re-recorded on every call."""
+
+    def __init__(self, device, priority: int = 0):
+        import torch
+
+        self.device = device
+        self.side = torch.cuda.Stream(device=device, priority=priority)
+        self.forked, self.joined = torch.cuda.Event(), torch.cuda.Event()
+
+    def __call__(self, side_fn, main_fn, *args):
+        import torch
+
+        main = torch.cuda.current_stream(self.device)
+        self.forked.record(main)
+        self.side.wait_event(self.forked)
+        with torch.cuda.stream(self.side):
+            side_fn(*args)
+        main_fn(*args)
+        self.joined.record(self.side)
+        main.wait_event(self.joined)
+
+
 _CACHE = KernelCache("row_order")
 
 

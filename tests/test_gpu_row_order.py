@@ -140,3 +140,75 @@ def test_gdn_split_capture_matches_eager(seed, monkeypatch):
         assert torch.equal(getattr(cache, name), getattr(twin, name)), name
     assert torch.equal(cache.hi.data, twin.hi.data) and torch.equal(cache.lo.data, twin.lo.data)
     assert not cache.arrive.any() and not twin.arrive.any()
+
+
+@pytest.mark.parametrize("fpos,hpc2", [("1", ""), ("3", "2"), ("2", "4")])
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr", "fp32"])
+def test_mamba2_decode_split_matches_reference(pair, fpos, hpc2, seed, monkeypatch):
+    """The split Mamba-2 decode forced at a small batch: the flush rows' persistent launch over
+    ``fpos`` grid positions (its CTAs walk several flush rows) at ``hpc2`` heads per CTA (empty:
+    the non-flush half's), and the non-flush rows' launch without flush code, at once on two
+    streams, against the torch reference every step (stored copies, cursors, pad rows' outputs
+    untouched)."""
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
+    monkeypatch.setenv("REPLAYSSM_M2_SPLIT", "1")
+    monkeypatch.setenv("REPLAYSSM_M2_SPLIT_FPOS", fpos)
+    monkeypatch.setenv("REPLAYSSM_M2_SPLIT_HPC2", hpc2)
+    L = 4
+    ct, cc, outs, stats = _twin_steps("mamba2", pair, L, 3 * L + 3)
+    worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
+    assert worst < 1e-2, worst
+    assert int(cc.flush_count.max()) >= 3
+
+
+def test_mamba2_split_capture_matches_eager(seed, monkeypatch):
+    """The split Mamba-2 decode captured in a CUDA graph over staggered rows with pad rows:
+    outputs, stored copies, ring and cursors bit-identical to the same steps run eagerly;
+    unowned slots untouched, arrive counters 0."""
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
+    monkeypatch.setenv("REPLAYSSM_M2_SPLIT", "1")
+    monkeypatch.setenv("REPLAYSSM_M2_SPLIT_FPOS", "2")
+    H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
+    dev, L, b, slots = "cuda", 4, 10, 16
+    g = torch.Generator(device=dev).manual_seed(3000 + seed)
+    r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+    cache = R.Mamba2ReplayCache(slots, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=L,
+                                act_dtype=torch.bfloat16, device=dev, seed=9)
+    cache.init_from_state(list(range(slots)), r(slots, H, P, N) * 0.5)
+    cache.write_pos.copy_(torch.arange(slots, dtype=torch.int32, device=dev) % (L + 1))
+    sbi = torch.randperm(slots, device=dev, generator=g)[:b].to(torch.int32)
+    sbi[2] = -1
+    sbi[7] = -1
+    bf = torch.bfloat16
+    x, z = r(b, H, P).to(bf), r(b, H, P).to(bf)
+    dt, A, D, dt_bias = r(b, H), -torch.exp(r(H) * 0.5), r(H), r(H) * 0.3
+    B, C = r(b, G, N).to(bf), r(b, G, N).to(bf)
+    twin = copy.deepcopy(cache)
+    hi0, wp0 = cache.hi.data.clone(), cache.write_pos.clone()
+    out = torch.full((b, H, P), float("nan"), device=dev, dtype=bf)
+    ref = out.clone()
+    step = lambda c, o: R.mamba2_decode(c, x, dt, A, B, C, D, z, dt_bias, True, sbi,  # noqa: E731
+                                        out=o, backend="cute")
+    step(cache, out)                     # compile + warm up outside capture
+    step(twin, ref)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(2 * L):
+            step(cache, out)
+    for _ in range(3):
+        graph.replay()
+        for _ in range(2 * L):
+            step(twin, ref)
+    torch.cuda.synchronize()
+    assert int(twin.flush_count.max()) >= 3
+    valid = sbi >= 0
+    assert torch.equal(out[valid], ref[valid]) and out[~valid].isnan().all()
+    unowned = torch.ones(slots, dtype=torch.bool, device=dev)
+    unowned[sbi[valid].long()] = False
+    assert torch.equal(cache.hi.data[unowned], hi0[unowned])
+    assert torch.equal(cache.write_pos[unowned], wp0[unowned])
+    assert int(cache.arrive.abs().max()) == 0
+    for name in ("write_pos", "ring_origin", "flush_count", "pending", "x_buf", "B_buf", "dt_buf",
+                 "dA_buf"):
+        assert torch.equal(getattr(cache, name), getattr(twin, name)), name
+    assert torch.equal(cache.hi.data, twin.hi.data) and torch.equal(cache.lo.data, twin.lo.data)

@@ -309,3 +309,102 @@ def test_order_cursors_variant(monkeypatch):
     i = ptx.index("atom.global.add")
     assert not re.findall(r"\bfence\.|\bmembar\.", ptx[:i])
     assert M.ORDER_CURSORS_ENV in M._ENV_NAMES
+
+
+SPLIT_ARGS = ("nvfp4/fp16sr", "bfloat16", "float32", SMALL["H"], 64, SMALL["N"], SMALL["G"], 16,
+              17, True, True, True, True, 4, True)
+
+
+def _clear_split_env(monkeypatch):
+    for name in (M.SPLIT_ENV, M.SPLIT_MINB1_ENV, M.SPLIT_MINB2_ENV, M.SPLIT_HPC2_ENV,
+                 M.SPLIT_FPOS_ENV, M.ORDER_CURSORS_ENV, "REPLAYSSM_M2_MINBLOCKS",
+                 "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_PROF"):
+        monkeypatch.delenv(name, raising=False)
+        assert name in M._ENV_NAMES
+
+
+def test_split_variant(monkeypatch):
+    """The decode's split launch (REPLAYSSM_M2_SPLIT; compile keys ``rows`` /
+    ``flush_positions``): the non-flush half (rows = 1) is built without the flush code or
+    buffers (less shared memory, SPLIT_NONFLUSH_MINB CTAs/SM), the flush half (rows = 2) without
+    the read set (no staging, no tensor-core read dots) over a persistent grid that walks
+    positions in a loop; both take the order's cursors and no programmatic launch edges."""
+    _clear_split_env(monkeypatch)
+    kw0, key0 = M._resolve(*SPLIT_ARGS, row_order=True)
+    kw1, key1 = M._resolve(*SPLIT_ARGS, row_order=True, rows=1)
+    kw2, key2 = M._resolve(*SPLIT_ARGS, row_order=True, rows=2, flush_positions=8)
+    assert len({key0, key1, key2}) == 3
+    assert kw1["rows"] == 1 and kw1["order_cursors"] and kw1["pdl"] == 0
+    assert kw2["rows"] == 2 and kw2["flush_positions"] == 8 and kw2["pdl"] == 0
+    monkeypatch.setenv(M.ORDER_CURSORS_ENV, "0")       # the split needs the order's cursors
+    assert M._resolve(*SPLIT_ARGS, row_order=True, rows=1)[0]["order_cursors"]
+    monkeypatch.setenv(M.SPLIT_MINB1_ENV, "5")          # a tuning override: in the key
+    assert M._resolve(*SPLIT_ARGS, row_order=True, rows=1)[1] != key1
+    _clear_split_env(monkeypatch)
+    op0, op1, op2 = (M.Mamba2ReplayDecode(**kw) for kw in (kw0, kw1, kw2))
+    assert op1.smem_bytes() < op0.smem_bytes() and op1.snf and op1.mma and not op1.mma_fold
+    assert op1.min_blocks_per_mp == min(M.SPLIT_NONFLUSH_MINB["nvfp4"], op1._smem_ctas() or 8)
+    assert not (op2.snf or op2.mma or op2.prefetch or op2.early)
+    assert op2.min_blocks_per_mp == op0.min_blocks_per_mp
+    with pytest.raises(ValueError, match="rows"):
+        M.Mamba2ReplayDecode(**dict(kw1, rows=3))
+    with pytest.raises(ValueError, match="order"):
+        M.Mamba2ReplayDecode(**dict(kw1, row_order=False))
+    with pytest.raises(ValueError, match="flush_positions"):
+        M.Mamba2ReplayDecode(**dict(kw2, flush_positions=0))
+    ptx = {}
+    for rows, fpos in ((1, 0), (2, 8)):
+        with common.dump_ptx() as d:
+            M.compile_mamba2_replay(*SPLIT_ARGS, dump=d, row_order=True, rows=rows,
+                                    flush_positions=fpos)
+            ptx[rows] = d.read()
+            d.cleanup()
+    # non-flush half: the tensor-core read dots, no encoder (one div.rn: the output's gate)
+    assert "mma.sync" in ptx[1] and ptx[1].count("div.rn.f32") <= 1 and "nctaid.y" not in ptx[1]
+    # flush half: the encoders, no read dots, the persistent loop over grid positions
+    assert "mma.sync" not in ptx[2] and ptx[2].count("div.rn.f32") >= 16 and "nctaid.y" in ptx[2]
+    for p in ptx.values():
+        assert "griddepcontrol" not in p and "atom.global.add" in p
+
+
+def test_make_launch_takes_the_split(monkeypatch):
+    """make_launch's dispatch (no GPU: the split's launcher is replaced by a marker): the split
+    for nvfp4 / fp8 read copies from SPLIT_MIN_BATCH rows, forced by REPLAYSSM_M2_SPLIT; never
+    where the caller asks for an occupancy, below the order's batch or for the fp32 pair unless
+    forced."""
+    import torch
+
+    from replayssm_lp.pairs import parse_pair
+    _clear_split_env(monkeypatch)
+    monkeypatch.setattr(M, "_split_launch", lambda *a, **k: "split")
+    monkeypatch.setattr(M, "compile_mamba2_replay", lambda *a, **k: (_ for _ in ()).throw(
+        RuntimeError("single launch")))
+
+    def cache(pair):
+        class _C:
+            buffer_len, ring = 16, 17
+            row_order = torch.zeros(2, 1024, dtype=torch.int32)
+        _C.pair = parse_pair(pair)
+        return _C
+
+    def launch(pair, batch, **kw):
+        x = torch.empty(batch, 128, 64, device="meta")
+        dt = torch.empty(batch, 128, device="meta")
+        B = torch.empty(batch, 8, 128, device="meta")
+        return M.make_launch(cache(pair), x, dt, B, None, None, None, True, None, **kw)
+
+    assert launch("nvfp4/fp16sr", 256) == "split" and launch("fp8/fp32", M.SPLIT_MIN_BATCH)
+    for pair, batch, kw in (("nvfp4/fp16sr", 256, dict(min_blocks_per_mp=5)),
+                            ("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, {}), ("fp32", 256, {}),
+                            ("bf16/fp32", 512, {})):
+        with pytest.raises(RuntimeError, match="single launch"):
+            launch(pair, batch, **kw)
+    monkeypatch.setenv(M.SPLIT_ENV, "1")
+    assert launch("fp32", 256) == "split"
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0")       # no order, no split
+    with pytest.raises(RuntimeError, match="single launch"):
+        launch("fp32", 256)
+    monkeypatch.setenv(M.SPLIT_ENV, "0")
+    monkeypatch.delenv("REPLAYSSM_M2_ORDER")
+    with pytest.raises(RuntimeError, match="single launch"):
+        launch("nvfp4/fp16sr", 256)
