@@ -648,7 +648,9 @@ SPLIT_MIN_BATCH = 64
 SPLIT_READ_FMTS = ("fp8", "nvfp4")
 #: CTAs per SM of the split's non-flush launch (no flush code: registers and shared memory of
 #: the read path only), by read copy
-SPLIT_NONFLUSH_MINB = {"nvfp4": 7, "fp8": 7}
+SPLIT_NONFLUSH_MINB = {"nvfp4": 6, "fp8": 7}     # (sm_90a: 77 / 70 registers, no spills;
+                                                 # nvfp4 at 7: 72 registers, 40 B of spills)
+SPLIT_NONFLUSH_MINB_OTHER = 7       # forced splits of other read copies (the shared build's 7)
 
 
 def _env_int(name: str) -> Optional[int]:
@@ -661,7 +663,7 @@ def split_min_blocks(rows: int, read_fmt: str, smem_ctas: int = 0) -> Optional[i
     :func:`default_min_blocks_per_mp`'s flush-v2 choice); capped by shared memory."""
     v = _env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV)
     if v is None and rows == 1:
-        v = SPLIT_NONFLUSH_MINB.get(read_fmt, 5)
+        v = SPLIT_NONFLUSH_MINB.get(read_fmt, SPLIT_NONFLUSH_MINB_OTHER)
     if v is not None and smem_ctas:
         v = min(v, smem_ctas)
     return v
@@ -734,6 +736,9 @@ class Mamba2ReplayDecode:
             raise ValueError(f"rows must be 0, 1 or 2, got {rows}")
         if self.rows == 2 and self.flush_positions < 1 and type(self) is Mamba2ReplayDecode:
             raise ValueError("the decode split's flush launch needs flush_positions >= 1")
+        # the decode split's flush launch walks grid positions (the verify's split launches,
+        # flush_positions 0, keep one CTA per row and head group)
+        self.persistent = self.rows == 2 and self.flush_positions > 0
         # grid position -> (row, slot) from the flush-first order (cute_kernels.row_order)
         self.row_order = bool(row_order)
         # ... and the row's cursors from the same entry (one round trip less; the step does not
@@ -814,8 +819,9 @@ class Mamba2ReplayDecode:
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
         if prefetch is None:
             prefetch = _env_flag("REPLAYSSM_M2_PREFETCH")     # tuning runs
+        # (not in a split's non-flush launch: with it, fp8 spills 144 B at 7 CTAs/SM, 0 without)
         self.prefetch = (bool(prefetch) if prefetch is not None else
-                         (self.read_fmt in ("nvfp4", "fp8") and self.hpc > 1))
+                         (self.read_fmt in ("nvfp4", "fp8") and self.hpc > 1 and self.rows != 1))
         if self.hpc == 1 or self.snf or self.rows == 2:   # (staged: every head is in smem)
             self.prefetch = False
         # the first head's read set goes out before the preamble when it is small (nvfp4 / fp8:
@@ -910,10 +916,7 @@ class Mamba2ReplayDecode:
         mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
         pad_slot_id: Int32, stream: cuda.CUstream,
     ):
-        batch = mX.shape[0]
-        npos = batch
-        if const_expr(self.rows == 2):            # the split's persistent flush grid
-            npos = cutlass.min(batch, Int32(self.flush_positions))
+        npos = self._grid_positions(mX.shape[0])
         self.kernel(
             mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
             mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend, mArrive, mSeed, mOrder,
@@ -930,6 +933,13 @@ class Mamba2ReplayDecode:
             preferred_smem_carveout=(100 if self._smem_ctas() else
                                      (-1 if self.min_blocks_per_mp > 1 else None)),
         )
+
+    def _grid_positions(self, batch):
+        """The grid's y extent: ``batch`` (one position per row), or the decode split's
+        persistent flush launch's ``flush_positions`` (fewer for a smaller batch)."""
+        if self.persistent:
+            return cutlass.min(batch, Int32(self.flush_positions))
+        return batch
 
     # ---------------------------------------------------------------- device helpers
     def _union_buffer(self, smem):
@@ -1394,7 +1404,7 @@ class Mamba2ReplayDecode:
         common.pdl_prologue(self.pdl)
         tidx, _, _ = cute.arch.thread_idx()
         hc, gpos, _ = cute.arch.block_idx()
-        if const_expr(self.rows == 2):
+        if const_expr(self.persistent):
             # the split's flush launch: a persistent grid (CTAs per row, P) walks the order's
             # leading flush rows -- positions y, y + P, ... up to the first one that does not
             # flush (the flush-first order puts every flushing row first)
@@ -2803,9 +2813,10 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 
 def use_split(cache, batch: int) -> bool:
     """Whether a decode of ``batch`` rows runs as a split launch (:func:`_split_launch`):
-    ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); unset: fp8 / nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from
-    :data:`SPLIT_MIN_BATCH` rows. Not the fp32 pair: its non-flush rows are memory-bound at the
-    shared build's 7 CTAs/SM already (and its flush rows rewrite the read copy)."""
+    ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); else fp8 /
+    nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from :data:`SPLIT_MIN_BATCH` rows. Not the fp32
+    pair: its non-flush rows are memory-bound at the shared build's 7 CTAs/SM already (and its
+    flush rows rewrite the read copy)."""
     if not use_row_order(cache, batch):
         return False
     forced = _env_flag(SPLIT_ENV)

@@ -346,6 +346,16 @@ def test_split_variant(monkeypatch):
     assert op1.min_blocks_per_mp == min(M.SPLIT_NONFLUSH_MINB["nvfp4"], op1._smem_ctas() or 8)
     assert not (op2.snf or op2.mma or op2.prefetch or op2.early)
     assert op2.min_blocks_per_mp == op0.min_blocks_per_mp
+    assert op2.persistent and not (op0.persistent or op1.persistent)
+    fp8 = M.Mamba2ReplayDecode(**M._resolve("fp8/fp32", *SPLIT_ARGS[1:], row_order=True,
+                                            rows=1)[0])
+    assert not fp8.prefetch            # (spill-free at 7 CTAs/SM)
+    # the verify kernel (a subclass) keeps its own split halves: one CTA per row and head group
+    from cute_kernels import mamba2_verify as MV
+    vkw, _ = MV._resolve("nvfp4/fp16sr", *SPLIT_ARGS[1:8], 24, 8, *SPLIT_ARGS[9:15],
+                         rows=2, row_order=True, order_cursors=True)
+    v2 = MV.Mamba2VerifyKernel(**vkw)
+    assert v2.rows == 2 and not v2.persistent and v2._grid_positions(37) == 37
     with pytest.raises(ValueError, match="rows"):
         M.Mamba2ReplayDecode(**dict(kw1, rows=3))
     with pytest.raises(ValueError, match="order"):
