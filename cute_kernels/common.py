@@ -707,6 +707,17 @@ def _dep_arrive(mArr: cute.Tensor, slot: Int32, w: Int32, o: Int32, f: Int32) ->
                                 scope="gpu")
 
 
+def owns_row(rows: int, h, L: int):
+    """Whether a split launch's half (``rows`` 1: the non-flush rows, 2: the flush rows; 0: one
+    launch for every row -- the Python constant True, no branch) runs a row at write position
+    ``h`` (Int32) of a buffer of ``L`` entries (a decode row flushes when ``h >= L``)."""
+    if rows == 1:
+        return h < Int32(L)
+    if rows == 2:
+        return h >= Int32(L)
+    return True
+
+
 @cute.jit
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,

@@ -1622,13 +1622,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             raise ValueError("the split's flush launch needs flush_positions >= 1")
 
     def _owns_row(self, h):
-        """Whether this launch runs a row at write position ``h``: every row (``rows`` 0: the
-        Python constant, no branch), else the non-flush (1) or the flush (2) ones."""
-        if self.rows == 1:
-            return h < Int32(self.L)
-        if self.rows == 2:
-            return h >= Int32(self.L)
-        return True
+        """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""
+        return common.owns_row(self.rows, h, self.L)
 
     @property
     def _arrive_if(self):

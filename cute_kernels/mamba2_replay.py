@@ -1724,13 +1724,8 @@ class Mamba2ReplayDecode:
         return res
 
     def _owns_row(self, h):
-        """Whether this launch runs a row at write position ``h``: every row (``rows`` 0: the
-        Python constant, no branch), else the non-flush (1) or the flush (2) ones."""
-        if self.rows == 1:
-            return h < Int32(self.L)
-        if self.rows == 2:
-            return h >= Int32(self.L)
-        return True
+        """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""
+        return common.owns_row(self.rows, h, self.L)
 
     @cute.jit
     def _flush_rows(self, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,

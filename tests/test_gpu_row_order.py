@@ -111,12 +111,21 @@ def test_gdn_split_capture_matches_eager(seed, monkeypatch):
     sbi[7] = -1
     q, k, v = r(b, H, K).to(torch.bfloat16), r(b, H, K).to(torch.bfloat16), r(b, HV, Vd).to(torch.bfloat16)
     A_log, a, dt_bias, bb = r(HV) * 0.5, r(b, HV), r(HV) * 0.3, r(b, HV)
-    twin = copy.deepcopy(cache)
-    hi0, wp0 = cache.hi.data.clone(), cache.write_pos.clone()
     out = torch.full((b, HV, Vd), float("nan"), device=dev, dtype=torch.bfloat16)
-    ref = out.clone()
     step = lambda c, o: R.gdn_decode(c, q, k, v, A_log=A_log, a=a, dt_bias=dt_bias, b=bb,  # noqa: E731
                                      state_batch_indices=sbi, out=o, backend="cute")
+    _capture_matches_eager(cache, step, out, sbi, L, ("k_buf", "u_buf", "v_buf", "g_buf",
+                                                      "beta_buf"))
+
+
+def _capture_matches_eager(cache, step, out, sbi, L, buffers):
+    """``step(cache, out)`` (a decode step of the rows ``sbi``, pad rows -1) captured 2L times in
+    a CUDA graph and replayed 3 times against the same steps run eagerly on a copy of
+    ``cache``: outputs, ``buffers``, cursors and stored copies bit-identical; pad rows' outputs
+    (NaN-poisoned ``out``) and unowned slots untouched, arrive counters back at 0."""
+    twin = copy.deepcopy(cache)
+    hi0, wp0 = cache.hi.data.clone(), cache.write_pos.clone()
+    ref = out.clone()
     step(cache, out)                     # compile + warm up outside capture
     step(twin, ref)
     graph = torch.cuda.CUDAGraph()
@@ -131,13 +140,16 @@ def test_gdn_split_capture_matches_eager(seed, monkeypatch):
     assert int(twin.flush_count.max()) >= 3
     valid = sbi >= 0
     assert torch.equal(out[valid], ref[valid]) and out[~valid].isnan().all()
-    unowned = torch.ones(slots, dtype=torch.bool, device=dev)
+    unowned = torch.ones(cache.write_pos.shape[0], dtype=torch.bool, device=out.device)
     unowned[sbi[valid].long()] = False
     assert torch.equal(cache.hi.data[unowned], hi0[unowned])
     assert torch.equal(cache.write_pos[unowned], wp0[unowned])
-    for name in ("write_pos", "ring_origin", "flush_count", "pending", "k_buf", "u_buf", "v_buf",
-                 "g_buf", "beta_buf"):
+    assert int(cache.arrive.abs().max()) == 0
+    for name in ("write_pos", "ring_origin", "flush_count", "pending", *buffers):
         assert torch.equal(getattr(cache, name), getattr(twin, name)), name
+    assert torch.equal(cache.hi.data, twin.hi.data)
+    if cache.lo is not None:
+        assert torch.equal(cache.lo.data, twin.lo.data)
     assert torch.equal(cache.hi.data, twin.hi.data) and torch.equal(cache.lo.data, twin.lo.data)
     assert not cache.arrive.any() and not twin.arrive.any()
 
@@ -183,32 +195,7 @@ def test_mamba2_split_capture_matches_eager(seed, monkeypatch):
     x, z = r(b, H, P).to(bf), r(b, H, P).to(bf)
     dt, A, D, dt_bias = r(b, H), -torch.exp(r(H) * 0.5), r(H), r(H) * 0.3
     B, C = r(b, G, N).to(bf), r(b, G, N).to(bf)
-    twin = copy.deepcopy(cache)
-    hi0, wp0 = cache.hi.data.clone(), cache.write_pos.clone()
     out = torch.full((b, H, P), float("nan"), device=dev, dtype=bf)
-    ref = out.clone()
     step = lambda c, o: R.mamba2_decode(c, x, dt, A, B, C, D, z, dt_bias, True, sbi,  # noqa: E731
                                         out=o, backend="cute")
-    step(cache, out)                     # compile + warm up outside capture
-    step(twin, ref)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(2 * L):
-            step(cache, out)
-    for _ in range(3):
-        graph.replay()
-        for _ in range(2 * L):
-            step(twin, ref)
-    torch.cuda.synchronize()
-    assert int(twin.flush_count.max()) >= 3
-    valid = sbi >= 0
-    assert torch.equal(out[valid], ref[valid]) and out[~valid].isnan().all()
-    unowned = torch.ones(slots, dtype=torch.bool, device=dev)
-    unowned[sbi[valid].long()] = False
-    assert torch.equal(cache.hi.data[unowned], hi0[unowned])
-    assert torch.equal(cache.write_pos[unowned], wp0[unowned])
-    assert int(cache.arrive.abs().max()) == 0
-    for name in ("write_pos", "ring_origin", "flush_count", "pending", "x_buf", "B_buf", "dt_buf",
-                 "dA_buf"):
-        assert torch.equal(getattr(cache, name), getattr(twin, name)), name
-    assert torch.equal(cache.hi.data, twin.hi.data) and torch.equal(cache.lo.data, twin.lo.data)
+    _capture_matches_eager(cache, step, out, sbi, L, ("x_buf", "B_buf", "dt_buf", "dA_buf"))
