@@ -2,8 +2,8 @@
 torch reference, and Mamba-2 decode / verify steps launched through it (forced on with
 REPLAYSSM_M2_ORDER=1 at small batches) against the torch reference, pad rows and unowned slots
 untouched (CUDA-graph capture through it: test_gpu_ops.test_cuda_graph_capture_replay); the
-GDN decode's split launch on it (REPLAYSSM_GDN_SPLIT=1) against the torch reference and
-captured in a CUDA graph."""
+GDN and Mamba-2 decodes' split launches on it (REPLAYSSM_GDN_SPLIT=1 / REPLAYSSM_M2_SPLIT=1)
+against the torch reference and captured in a CUDA graph."""
 import copy
 
 import pytest
@@ -74,18 +74,27 @@ def test_mamba2_verify_in_flush_first_order_matches_twin(pair, seed, monkeypatch
     assert r.steps == 40 and r.flush_rows >= 3, r
 
 
-@pytest.mark.parametrize("fpos", ["1", "3"])
-@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr", "bf16/fp32"])
-def test_gdn_decode_split_matches_reference(pair, fpos, seed, monkeypatch):
-    """The split GDN decode forced at a small batch: the flush rows' persistent launch over
-    ``fpos`` grid positions (each CTA walks several flush rows; every row flushes at once
-    here) and the non-flush rows' launch without flush code, at once on two streams, against
-    the torch reference every step (stored copies, cursors, pad rows' outputs untouched)."""
-    monkeypatch.setenv("REPLAYSSM_GDN_ORDER", "1")
-    monkeypatch.setenv("REPLAYSSM_GDN_SPLIT", "1")
-    monkeypatch.setenv("REPLAYSSM_GDN_SPLIT_FPOS", fpos)
+SPLIT_CASES = (
+    [("gdn", p, f, "") for p in ("nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr", "bf16/fp32")
+     for f in ("1", "3")]
+    + [("mamba2", p, f, h) for p in ("nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr", "fp32")
+       for f, h in (("1", ""), ("3", "2"), ("2", "4"))])
+
+
+@pytest.mark.parametrize("kind,pair,fpos,hpc2", SPLIT_CASES)
+def test_decode_split_matches_reference(kind, pair, fpos, hpc2, seed, monkeypatch):
+    """The split decode forced at a small batch: the flush rows' persistent launch over
+    ``fpos`` grid positions (its CTAs walk several flush rows; with GDN every row flushes at
+    once here), Mamba-2's at ``hpc2`` heads per CTA (empty: the non-flush half's), and the
+    non-flush rows' launch without flush code, at once on two streams, against the torch
+    reference every step (stored copies, cursors, pad rows' outputs untouched)."""
+    env = "REPLAYSSM_GDN" if kind == "gdn" else "REPLAYSSM_M2"
+    monkeypatch.setenv(f"{env}_ORDER", "1")
+    monkeypatch.setenv(f"{env}_SPLIT", "1")
+    monkeypatch.setenv(f"{env}_SPLIT_FPOS", fpos)
+    monkeypatch.setenv("REPLAYSSM_M2_SPLIT_HPC2", hpc2)
     L = 4
-    ct, cc, outs, stats = _twin_steps("gdn", pair, L, 3 * L + 3)
+    ct, cc, outs, stats = _twin_steps(kind, pair, L, 3 * L + 3)
     worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
     assert worst < 1e-2, worst
     assert int(cc.flush_count.max()) >= 3
@@ -152,25 +161,6 @@ def _capture_matches_eager(cache, step, out, sbi, L, buffers):
         assert torch.equal(cache.lo.data, twin.lo.data)
     assert torch.equal(cache.hi.data, twin.hi.data) and torch.equal(cache.lo.data, twin.lo.data)
     assert not cache.arrive.any() and not twin.arrive.any()
-
-
-@pytest.mark.parametrize("fpos,hpc2", [("1", ""), ("3", "2"), ("2", "4")])
-@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr", "fp32"])
-def test_mamba2_decode_split_matches_reference(pair, fpos, hpc2, seed, monkeypatch):
-    """The split Mamba-2 decode forced at a small batch: the flush rows' persistent launch over
-    ``fpos`` grid positions (its CTAs walk several flush rows) at ``hpc2`` heads per CTA (empty:
-    the non-flush half's), and the non-flush rows' launch without flush code, at once on two
-    streams, against the torch reference every step (stored copies, cursors, pad rows' outputs
-    untouched)."""
-    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")
-    monkeypatch.setenv("REPLAYSSM_M2_SPLIT", "1")
-    monkeypatch.setenv("REPLAYSSM_M2_SPLIT_FPOS", fpos)
-    monkeypatch.setenv("REPLAYSSM_M2_SPLIT_HPC2", hpc2)
-    L = 4
-    ct, cc, outs, stats = _twin_steps("mamba2", pair, L, 3 * L + 3)
-    worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
-    assert worst < 1e-2, worst
-    assert int(cc.flush_count.max()) >= 3
 
 
 def test_mamba2_split_capture_matches_eager(seed, monkeypatch):

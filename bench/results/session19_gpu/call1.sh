@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 19, device call 1: the Mamba-2 decode's split launch (REPLAYSSM_M2_SPLIT).
-#  A. test_gpu_row_order -k "mamba2 or gdn" (the split forced at small batches, 1-3 flush
+#  A. test_gpu_row_order -k "mamba2 or gdn or split" (the split forced at small batches, 1-3 flush
 #     positions, 1 / 2 / 4 heads per flush CTA, capture), test_gpu_ops -k "mamba2 or cuda_graph
 #     or split" with the decode split forced (also the verify's split capture test: its host
 #     launch shares the decode class's __call__ and row_order.ConcurrentHalves); warm compiles;
@@ -17,7 +17,7 @@ GD="s0:REPLAYSSM_M2_SPLIT=0 d:- m7:REPLAYSSM_M2_SPLIT_MINB1=7 h2:REPLAYSSM_M2_SP
 FORCE="REPLAYSSM_M2_ORDER=1 REPLAYSSM_M2_SPLIT=1 REPLAYSSM_M2_SPLIT_FPOS=2"
 envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
 t0=$(date +%s)
-( timeout 300 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_row_order.py -k "mamba2 or gdn" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
+( timeout 300 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_row_order.py -k "mamba2 or gdn or split" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
 ( env $FORCE timeout 300 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_ops.py -k "mamba2 or cuda_graph or split" > "$OUT/t_ops_split.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops_split.log" ) &
 i=0
 for s in $GD; do
