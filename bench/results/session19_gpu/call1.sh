@@ -18,7 +18,7 @@ FORCE="REPLAYSSM_M2_ORDER=1 REPLAYSSM_M2_SPLIT=1 REPLAYSSM_M2_SPLIT_FPOS=2"
 envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
 t0=$(date +%s)
 ( timeout 300 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_row_order.py -k "mamba2 or gdn or split" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
-( env $FORCE timeout 300 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_ops.py -k "mamba2 or cuda_graph or split" > "$OUT/t_ops_split.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops_split.log" ) &
+( env $FORCE timeout 300 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_ops.py -k "mamba2 or cuda_graph or split or out_of_range" > "$OUT/t_ops_split.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops_split.log" ) &
 i=0
 for s in $GD; do
   ( env $(envs "$s") timeout 240 python -m bench $SD --warm-only --no-plots --out /tmp/wd_${s%%:*} > /tmp/wd_${s%%:*}.log 2>&1 ) &
