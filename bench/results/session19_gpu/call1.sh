@@ -6,14 +6,15 @@
 #     launch shares the decode class's __call__ and row_order.ConcurrentHalves); warm compiles;
 #  B. grid at Nemotron-3-Super b256 / b512 L16, nvfp4/fp16sr + fp8/fp32 + nvfp4/fp8sr: no split,
 #     the default split (non-flush 6 CTAs/SM nvfp4, 7 fp8 without prefetch; flush heads per CTA
-#     = 4), 7 CTAs/SM (nvfp4: 40 B spills), flush CTAs of 2 / 1 heads, fp8's prefetch on.
+#     = 4), 7 CTAs/SM (nvfp4: 40 B spills), flush CTAs of 2 / 1 heads, fp8's prefetch on,
+#     the flush fold unrolled by 2 (with and without the split: the flush is issue-bound).
 source .device/gpu_env.sh >/dev/null 2>&1
 export PYTHONPATH=$PWD:$PYTHONPATH
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
 OUT=/tmp/c1; mkdir -p "$OUT"
 export REPLAYSSM_KERNEL_CACHE_DIR=/tmp/replayssm_kernels
 SD="sweep --shapes nemotron3-super --batches 256,512 --L 16 --pairs nvfp4/fp16sr,fp8/fp32,nvfp4/fp8sr --no-peers --phases"
-GD="s0:REPLAYSSM_M2_SPLIT=0 d:- m7:REPLAYSSM_M2_SPLIT_MINB1=7 h2:REPLAYSSM_M2_SPLIT_HPC2=2 h1:REPLAYSSM_M2_SPLIT_HPC2=1 pf1:REPLAYSSM_M2_PREFETCH=1"
+GD="s0:REPLAYSSM_M2_SPLIT=0 d:- m7:REPLAYSSM_M2_SPLIT_MINB1=7 h2:REPLAYSSM_M2_SPLIT_HPC2=2 h1:REPLAYSSM_M2_SPLIT_HPC2=1 pf1:REPLAYSSM_M2_PREFETCH=1 u2:REPLAYSSM_M2_FOLD_UNROLL=2 s0u2:REPLAYSSM_M2_SPLIT=0,REPLAYSSM_M2_FOLD_UNROLL=2"
 FORCE="REPLAYSSM_M2_ORDER=1 REPLAYSSM_M2_SPLIT=1 REPLAYSSM_M2_SPLIT_FPOS=2"
 envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
 t0=$(date +%s)
