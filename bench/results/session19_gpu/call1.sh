@@ -11,10 +11,10 @@
 source .device/gpu_env.sh >/dev/null 2>&1
 export PYTHONPATH=$PWD:$PYTHONPATH
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
-OUT=/tmp/c1; mkdir -p "$OUT"
+OUT=$FINAL  # written in place: a timed-out call still returns what finished
 export REPLAYSSM_KERNEL_CACHE_DIR=/tmp/replayssm_kernels
 SD="sweep --shapes nemotron3-super --batches 256,512 --L 16 --pairs nvfp4/fp16sr,fp8/fp32,nvfp4/fp8sr --no-peers --phases"
-GD="s0:REPLAYSSM_M2_SPLIT=0 d:- m7:REPLAYSSM_M2_SPLIT_MINB1=7 h2:REPLAYSSM_M2_SPLIT_HPC2=2 h1:REPLAYSSM_M2_SPLIT_HPC2=1 pf1:REPLAYSSM_M2_PREFETCH=1 u2:REPLAYSSM_M2_FOLD_UNROLL=2 s0u2:REPLAYSSM_M2_SPLIT=0,REPLAYSSM_M2_FOLD_UNROLL=2"
+GD="s0:REPLAYSSM_M2_SPLIT=0 d:- u2:REPLAYSSM_M2_FOLD_UNROLL=2 s0u2:REPLAYSSM_M2_SPLIT=0,REPLAYSSM_M2_FOLD_UNROLL=2 h2:REPLAYSSM_M2_SPLIT_HPC2=2 pf1:REPLAYSSM_M2_PREFETCH=1 m7:REPLAYSSM_M2_SPLIT_MINB1=7 h1:REPLAYSSM_M2_SPLIT_HPC2=1"
 FORCE="REPLAYSSM_M2_ORDER=1 REPLAYSSM_M2_SPLIT=1 REPLAYSSM_M2_SPLIT_FPOS=2"
 envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
 t0=$(date +%s)
@@ -29,9 +29,8 @@ wait
 echo "phase A $(( $(date +%s) - t0 )) s"
 echo "== t_order"; grep -E "passed|failed|rc=|FAILED|Error" "$OUT/t_order.log" | tail -8
 echo "== t_ops_split"; grep -E "passed|failed|rc=|FAILED|Error" "$OUT/t_ops_split.log" | tail -8
-OUT=/tmp/gd SETTINGS="$GD" BENCH_ARGS="$SD" REPLAYS=7 RUN_S=70 WARM_S=30 bash tests/gpu_scripts/run_knob_grid.sh > /tmp/gd.log 2>&1
+OUT=$FINAL/gd SETTINGS="$GD" BENCH_ARGS="$SD" REPLAYS=7 RUN_S=70 WARM_S=30 bash tests/gpu_scripts/run_knob_grid.sh > $FINAL/gd.log 2>&1
 echo "grid $(( $(date +%s) - t0 )) s"
-cp -r /tmp/gd "$OUT/"; cp /tmp/wd_*.log "$OUT/" 2>/dev/null
-(cd "$OUT" && tar czf "$FINAL/call1.tgz" . 2>/dev/null)
+cp /tmp/wd_*.log "$OUT/" 2>/dev/null
 echo "total $(( $(date +%s) - t0 )) s"
-grep -v "standard" /tmp/gd/knobs.md | cut -c1-220
+grep -v "standard" $FINAL/gd/knobs.md | cut -c1-220
