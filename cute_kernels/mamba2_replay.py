@@ -242,12 +242,14 @@ def _mma_fold_default() -> Optional[bool]:
 FOLD_UNROLL_ENV = "REPLAYSSM_M2_FOLD_UNROLL"
 
 
-def _fold_unroll() -> int:
-    """``REPLAYSSM_M2_FOLD_UNROLL`` (1 / 2 / 4; default 1): unroll factor of the v2 flush's
-    CUDA-core fold loop over the buffered entries (each entry: one smem load of w_j x_j[r], one
-    16-value B_j row, 16 FMAs)."""
-    v = os.environ.get(FOLD_UNROLL_ENV, "1")
-    return int(v) if v in ("1", "2", "4") else 1
+def _fold_unroll(default: int = 1) -> int:
+    """``REPLAYSSM_M2_FOLD_UNROLL`` (1 / 2 / 4; unset: ``default``): unroll factor of the v2
+    flush's CUDA-core fold loop over the buffered entries (each entry: one smem load of
+    w_j x_j[r], one 16-value B_j row, 16 FMAs). The split launch's flush build and the verify
+    take 2 (the flush is issue-bound; session 20 call 1: the split flush 2.6-3.3 % faster with
+    nvfp4/fp16sr, no change elsewhere), the shared decode kernel 1 (2 gained nothing there)."""
+    v = os.environ.get(FOLD_UNROLL_ENV)
+    return int(v) if v in ("1", "2", "4") else default
 
 
 def _staged_default() -> bool:
@@ -779,7 +781,7 @@ class Mamba2ReplayDecode:
         # software-pipelined hi / x_buf loads, fast nvfp4 RN encoder); 1 = the original two-pass
         # version (kept as a fallback; also used when the fold needs several staging rounds)
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
-        self.fold_unroll = _fold_unroll()
+        self.fold_unroll = _fold_unroll(2 if self.rows == 2 else 1)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
             raise ValueError(f"flush_impl must be 1 or 2, got {fi}")
@@ -2585,7 +2587,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
-           _fold_unroll()) + tuple(kw.values())
+           _fold_unroll(2 if rows == 2 else 1)) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key

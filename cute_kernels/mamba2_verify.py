@@ -213,7 +213,7 @@ def _verify_fold_unroll() -> int:
     """The v2 flush's fold unroll in the verify kernel: ``REPLAYSSM_M2_FOLD_UNROLL`` when set,
     else 2. H200, T = 8 b256 (bench/results/session10_gpu/call4, same run, 1 / 2): fp32 789.2
     -> 775.9 µs (flush only 1668.4 -> 1619.1), nvfp4/fp16sr 868.0 -> 869.4; bit-identical."""
-    return _fold_unroll() if os.environ.get(FOLD_UNROLL_ENV) else 2
+    return _fold_unroll(2)
 
 
 FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
