@@ -9,7 +9,8 @@ ptxas' registers / spills (Nemotron-3-Super layer, bf16 acts, L = 16, ``REPLAYSS
 ``split1:PAIR[:hpc]`` / ``split2:PAIR[:hpc]`` the decode split launch's non-flush / flush half;
 ``verify:PAIR:T[:rows]`` the verify at 4 heads per CTA, ``rows`` 1 / 2 a split launch's half
 with the order's cursors.) Compare a default build with an env-forced one (same tree) to show a
-default is what was timed, or a refactor's builds with the GPU-tested ones.
+default is what was timed, or a refactor's builds with the GPU-tested ones. ``M2_MD5_L``: the
+decode builds' buffer length (default 16).
 """
 import hashlib
 import os
@@ -28,7 +29,7 @@ SHAPE = ("bfloat16", "float32", 128, 64, 128, 8)      # acts, dt, H, P, N, G
 
 
 def decode(pair, hpc, **kw):
-    L = 16
+    L = int(os.environ.get("M2_MD5_L", "16"))
     args = (pair, *SHAPE, L, L + 1, True, False, True, True, hpc)
     with common.dump_ptx() as d:
         k = MR.compile_mamba2_replay(*args, dump=d, **kw)
