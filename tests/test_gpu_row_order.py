@@ -78,7 +78,8 @@ SPLIT_CASES = (
     [("gdn", p, f, "") for p in ("nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr", "bf16/fp32")
      for f in ("1", "3")]
     + [("mamba2", p, f, h) for p in ("nvfp4/fp16sr", "fp8/fp32", "nvfp4/fp8sr", "fp32")
-       for f, h in (("1", ""), ("3", "2"), ("2", "4"))])
+       for f, h in (("1", ""), ("3", "2"), ("2", "4"))]
+    + [("mamba2", "bf16/fp32", "2", "4")])
 
 
 @pytest.mark.parametrize("kind,pair,fpos,hpc2", SPLIT_CASES)
