@@ -646,11 +646,11 @@ SPLIT_MINB2_ENV = "REPLAYSSM_M2_SPLIT_MINB2"
 SPLIT_HPC2_ENV = "REPLAYSSM_M2_SPLIT_HPC2"
 SPLIT_FPOS_ENV = "REPLAYSSM_M2_SPLIT_FPOS"
 #: the decode's split launch by default from this many rows (where the order runs), for these
-#: read copies (session 20, off / forced, Nemotron-3-Super: b32 L16 nvfp4/fp16sr 46.3 -> 44.8 µs,
-#: fp8/fp32 37.2 -> 35.6, bf16/fp32 40.8 -> 40.1; bf16/fp32 L32 b256 266.2 -> 252.8, L8 264.3 ->
-#: 261.2: bench/results/session20_gpu/call3/)
+#: read copies. Session 20 (Nemotron-3-Super L16, off / on, bench/results/session20_gpu/call4/):
+#: b32 nvfp4/fp16sr 46.6 -> 44.9 µs, fp8/fp32 37.5 -> 35.8, nvfp4/fp8sr 49.0 -> 48.5; 16-bit read
+#: copies not: bf16/fp32 gains <= 1.6 % (b32..b512), fp16/fp32 loses 2.2-2.4 % at b256 / b512
 SPLIT_MIN_BATCH = 32
-SPLIT_READ_FMTS = ("fp8", "nvfp4", "bf16", "fp16")
+SPLIT_READ_FMTS = ("fp8", "nvfp4")
 #: CTAs per SM of the split's non-flush launch (no flush code: registers and shared memory of
 #: the read path only), by read copy
 SPLIT_NONFLUSH_MINB = {"nvfp4": 6, "fp8": 7}     # (sm_90a: 77 / 70 registers, no spills;
@@ -2813,9 +2813,9 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 
 def use_split(cache, batch: int) -> bool:
     """Whether a decode of ``batch`` rows runs as a split launch (:func:`_split_launch`):
-    ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); else read
-    copies narrower than fp32 (:data:`SPLIT_READ_FMTS`) from :data:`SPLIT_MIN_BATCH` rows. Not
-    the fp32 pair: its non-flush rows are memory-bound at the shared build's 7 CTAs/SM already
+    ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); else fp8 /
+    nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from :data:`SPLIT_MIN_BATCH` rows. Not the
+    fp32 pair: its non-flush rows are memory-bound at the shared build's 7 CTAs/SM already
     (and its flush rows rewrite the read copy)."""
     if not use_row_order(cache, batch):
         return False

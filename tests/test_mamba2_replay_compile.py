@@ -379,7 +379,7 @@ def test_split_variant(monkeypatch):
 
 def test_make_launch_takes_the_split(monkeypatch):
     """make_launch's dispatch (no GPU: the split's launcher is replaced by a marker): the split
-    for read copies narrower than fp32 from SPLIT_MIN_BATCH rows, forced by REPLAYSSM_M2_SPLIT; never
+    for nvfp4 / fp8 read copies from SPLIT_MIN_BATCH rows, forced by REPLAYSSM_M2_SPLIT; never
     where the caller asks for an occupancy, below the order's batch or for the fp32 pair unless
     forced."""
     import torch
@@ -404,10 +404,10 @@ def test_make_launch_takes_the_split(monkeypatch):
         return M.make_launch(cache(pair), x, dt, B, None, None, None, True, None, **kw)
 
     assert launch("nvfp4/fp16sr", 256) == "split" and launch("fp8/fp32", M.SPLIT_MIN_BATCH)
-    assert launch("bf16/fp32", 512) == "split" and launch("fp16/fp32", M.SPLIT_MIN_BATCH)
     assert M.SPLIT_MIN_BATCH >= M.ROW_ORDER_MIN_BATCH
     for pair, batch, kw in (("nvfp4/fp16sr", 256, dict(min_blocks_per_mp=5)),
-                            ("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, {}), ("fp32", 256, {})):
+                            ("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, {}), ("fp32", 256, {}),
+                            ("bf16/fp32", 512, {}), ("fp16/fp32", 512, {})):
         with pytest.raises(RuntimeError, match="single launch"):
             launch(pair, batch, **kw)
     monkeypatch.setenv(M.SPLIT_ENV, "1")
