@@ -410,6 +410,10 @@ def test_make_launch_takes_the_split(monkeypatch):
                             ("bf16/fp32", 512, {}), ("fp16/fp32", 512, {})):
         with pytest.raises(RuntimeError, match="single launch"):
             launch(pair, batch, **kw)
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")      # the split's own threshold, order or not
+    with pytest.raises(RuntimeError, match="single launch"):
+        launch("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1)
+    monkeypatch.delenv("REPLAYSSM_M2_ORDER")
     monkeypatch.setenv(M.SPLIT_ENV, "1")
     assert launch("fp32", 256) == "split"
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0")       # no order, no split
