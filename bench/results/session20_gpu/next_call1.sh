@@ -26,5 +26,14 @@ GH="sweep --shapes nemotron3-super --batches 256,512 --L 16 --pairs nvfp4/fp16sr
 OUT=$OUT/gh SETTINGS="d:- h8:REPLAYSSM_M2_HEADS_PER_CTA=8,REPLAYSSM_M2_SPLIT_HPC2=4 h8s0:REPLAYSSM_M2_HEADS_PER_CTA=8,REPLAYSSM_M2_SPLIT_HPC2=4,REPLAYSSM_M2_STAGED=0 h16:REPLAYSSM_M2_HEADS_PER_CTA=16,REPLAYSSM_M2_SPLIT_HPC2=4 f32:REPLAYSSM_M2_SPLIT_FPOS=32" \
   BENCH_ARGS="$GH" REPLAYS=7 RUN_S=80 WARM_S=240 WARM_JOBS=5 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/gh.log" 2>&1
 tarball
+# C. the fp32 pair at L = 32: its shared build needs 38.7 KB of smem and 96 registers there (5
+#    CTAs/SM; L16: 24 KB, 72 registers, 7), and it reads at 68-70 % of copy bandwidth (session 20
+#    call 4: b256 417.5 µs vs 331.1 at L16). The split's non-flush build at L32: 72 registers,
+#    1.3 KB (7 CTAs/SM). Prediction: forced split b256 L32 fp32 ~350-370 µs.
+G32="sweep --shapes nemotron3-super --batches 256,512 --L 32 --pairs fp32,bf16/fp32 --no-peers --phases"
+OUT=$OUT/g32 SETTINGS="s0:REPLAYSSM_M2_SPLIT=0 s1:REPLAYSSM_M2_SPLIT=1" BENCH_ARGS="$G32" REPLAYS=7 \
+  RUN_S=80 WARM_S=200 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/g32.log" 2>&1
+tarball
 echo "total $(( $(date +%s) - t0 )) s"
 grep -v standard "$OUT/gh/knobs.md" | cut -c1-200
+grep -v standard "$OUT/g32/knobs.md" | cut -c1-200
