@@ -58,7 +58,16 @@ def output(name, t, shape, dtype, device):
     if t is None:
         return torch.zeros(shape, dtype=dtype, device=device)
     tensor(name, t, shape, (dtype,), device)
+    no_overlap(name, t)
     return t
+
+
+def no_overlap(name, t):
+    """A tensor an op writes must not have elements that share memory (an ``expand``-ed view, a
+    stride-0 dim): its rows would overwrite each other -- and, for a state pool, unowned slots."""
+    if torch._debug_has_internal_overlap(t) == 1:
+        raise ValueError(f"{name} is written by this op, so its elements must not share memory "
+                         f"(got strides {list(t.stride())} for shape {list(t.shape)})")
 
 
 def indices(name, t, batch, device, num_slots=None, pad_slot_id=-1):
@@ -94,6 +103,7 @@ def gdn_state(state, layout):
     """A standard GDN state ``[num_slots, HV, V, K]`` (``layout="vk"``) or ``[num_slots, HV, K, V]``
     (``"kv"``), fp32/fp16/bf16: (num_slots, HV, V, K)."""
     tensor("state", state, (None, None, None, None), (torch.float32, torch.float16, torch.bfloat16))
+    no_overlap("state", state)
     if layout not in ("vk", "kv"):
         raise ValueError(f"state_layout must be 'vk' or 'kv', got {layout!r}")
     slots_n, HV = state.shape[:2]
@@ -108,7 +118,7 @@ def gdn_gates(g, beta, A_log, a, dt_bias, b, lead, nv, device, dtypes, lead_name
     the raw ``b`` [*lead, HV]. ``lead_name`` names the leading dims in the messages;
     ``name_missing_b``: a missing ``b`` is reported as such (else as ``b is required``)."""
     if g is not None:
-        if A_log is not None or a is not None:
+        if A_log is not None or a is not None or dt_bias is not None:
             raise ValueError("give either g (log decay) or the raw gate inputs A_log, a, dt_bias, not both")
         tensor("g", g, lead + (nv,), dtypes, device)
     else:

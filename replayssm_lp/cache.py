@@ -40,6 +40,7 @@ from typing import Optional
 import torch
 
 from . import formats as F
+from . import _validate as V
 from .pairs import PrecisionPair, parse_pair
 
 __all__ = ["Mamba2ReplayCache", "GDNReplayCache", "ReplayCache"]
@@ -120,9 +121,16 @@ class ReplayCache:
         return self.hi if self.lo is None else self.lo
 
     def _slots(self, slots) -> torch.Tensor:
-        if isinstance(slots, int):
+        if isinstance(slots, int) and not isinstance(slots, bool):
             slots = [slots]
-        t = torch.as_tensor(slots, device=self.device).to(torch.int64).reshape(-1)
+        try:
+            t = torch.as_tensor(slots, device=self.device)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise TypeError(f"slots must be an int, a sequence of ints or an integer tensor, got "
+                            f"{type(slots).__name__}") from e
+        if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
+            raise TypeError(f"slots must be integers, got {t.dtype}")
+        t = t.to(torch.int64).reshape(-1)
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= self.num_slots):
             raise ValueError(f"slots must be in [0, {self.num_slots}), got {t.tolist()}")
         if t.unique().numel() != t.numel():
@@ -199,16 +207,23 @@ class ReplayCache:
         """Quantize a prefill state ``S [n, heads, R, C]`` (any float dtype) into both copies of
         ``slots`` and empty their buffers (generation 0 for SR)."""
         s = self._slots(slots)
+        if not isinstance(S, torch.Tensor):
+            raise TypeError(f"S must be a torch.Tensor, got {type(S).__name__}")
+        V.backend(backend)
         S = self._to_internal(S, layout)
         exp = (s.numel(), self.state_heads, self.rows, self.cols)
         if tuple(S.shape) != exp:
             raise ValueError(f"S must have shape {list(exp)}, got {list(S.shape)}")
         if not S.is_floating_point():
             raise TypeError(f"S must be a floating tensor, got {S.dtype}")
-        self.reset(s)
-        self.write_state(s, S.to(device=self.device, dtype=torch.float32), backend)
+        S = S.to(device=self.device, dtype=torch.float32)    # (before the slots are reset: a
+        self.reset(s)                                         # failed copy leaves them as they were)
+        self.write_state(s, S, backend)
 
     def _to_internal(self, S, layout):
+        if layout != "default":
+            raise ValueError(f"layout must be 'default' (Mamba-2 states are [.., headdim, dstate]), "
+                             f"got {layout!r}")
         return S
 
     def bytes_per_slot(self) -> int:

@@ -854,6 +854,13 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
         if bool(bad.any()):
             raise ValueError(f"num_accepted_tokens must be in [0, {max(cache.max_draft, 1)}], got "
                              f"{num_accepted_tokens[bad].tolist()[:8]}")
+        rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev, cache.num_slots)
+        pend = cache.pending[slots]
+        over = num_accepted_tokens[rows] > pend
+        if bool(over.any()):
+            raise ValueError(f"num_accepted_tokens of rows {rows[over].tolist()[:8]} "
+                             f"({num_accepted_tokens[rows][over].tolist()[:8]}) exceed the drafts "
+                             f"the last verify appended for their slots ({pend[over].tolist()[:8]})")
     impl = resolve(backend, "commit", cache)
     if impl is not None:
         return impl(cache, num_accepted_tokens, state_batch_indices, pad_slot_id)
@@ -884,6 +891,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     if done is not _MISS:
         return done
     V.tensor("state", state, (None, None, None, None), (torch.float32, torch.float16, torch.bfloat16))
+    V.no_overlap("state", state)
     dev = state.device
     slots_n, H, P, N = state.shape
     V.tensor("x", x, (None, H, P), _ACT, dev)

@@ -50,6 +50,17 @@ def snapshot_read_slots(state_indices: torch.Tensor, num_accepted_tokens: Option
     return torch.gather(state_indices, 1, col[:, None])[:, 0]
 
 
+def _check_read_column(state_indices, num_accepted_tokens, pad_slot_id):
+    """CPU tensors: a row with a slot in column 0 (a real request) must not read a pad entry
+    (``num_accepted_tokens`` past the drafts the row has): the row would be skipped, as a pad row."""
+    read = snapshot_read_slots(state_indices, num_accepted_tokens)
+    bad = (state_indices[:, 0] != pad_slot_id) & (read == pad_slot_id)
+    if bool(bad.any()):
+        rows = bad.nonzero().squeeze(1).tolist()[:8]
+        raise ValueError(f"num_accepted_tokens of rows {rows} ({num_accepted_tokens[bad].tolist()[:8]}) "
+                         f"point at pad entries of state_indices: more drafts accepted than the row has")
+
+
 def snapshot_accept(state_indices: torch.Tensor, num_accepted_tokens: torch.Tensor,
                     pad_slot_id: int = -1) -> torch.Tensor:
     """After a snapshot verify, the slot that holds each row's state past its ``n`` accepted drafts:
@@ -69,6 +80,7 @@ def snapshot_accept(state_indices: torch.Tensor, num_accepted_tokens: torch.Tens
         if bool(bad.any()):
             raise ValueError(f"num_accepted_tokens must be in [1, {T}] (the first draft is always "
                              f"accepted in snapshot verify), got {num_accepted_tokens[bad].tolist()[:8]}")
+        _check_read_column(state_indices, num_accepted_tokens, pad_slot_id)
     slots = snapshot_read_slots(state_indices, num_accepted_tokens)
     pad = state_indices[:, 0] == pad_slot_id
     return torch.where(pad, torch.full_like(slots, pad_slot_id), slots).to(torch.int32)
@@ -155,6 +167,7 @@ def _check_indices(state_indices, num_accepted_tokens, b, T, dev, num_slots, pad
             if bool(bad.any()):
                 raise ValueError(f"num_accepted_tokens must be in [0, {T}], got "
                                  f"{num_accepted_tokens[bad].tolist()[:8]}")
+            _check_read_column(state_indices, num_accepted_tokens, pad_slot_id)
 
 
 def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=True,
@@ -166,6 +179,7 @@ def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     ``spec_state_indices``); ``num_accepted_tokens`` int32 [batch] from the previous step selects the
     read column (None: column 0). Returns ``out``."""
     V.tensor("state", state, (None, None, None, None), _STATE)
+    V.no_overlap("state", state)
     dev = state.device
     slots_n, H, P, N = state.shape
     if not isinstance(x, torch.Tensor) or x.dim() != 4:

@@ -206,3 +206,68 @@ def test_duplicate_slots_rejected_everywhere(cache):
     with pytest.raises(ValueError, match="own slot"):
         R.gdn_decode(g, q, k, v, g=-torch.rand(2, 4), beta=torch.rand(2, 4),
                      state_batch_indices=torch.tensor([3, 3], dtype=torch.int32))
+
+
+def test_audit_gaps_refused_before_any_work(cache):
+    """Inputs that used to pass silently (an API audit): each is refused with an error naming the
+    argument, and nothing the call could write has changed."""
+    snap = lambda: [t.clone() for t in (cache.write_pos, cache.pending, cache.x_buf,  # noqa: E731
+                                        cache.hi.data, cache.flush_count)]
+    before = snap()
+    S = torch.randn(2, H, P, N)
+    # slots must be integers (floats / bools used to be truncated to other slots)
+    for slots in ([1.7, 3.2], torch.tensor([True, False]), torch.tensor([0.5])):
+        with pytest.raises(TypeError, match="slots must be"):
+            cache.init_from_state(slots, S)
+    with pytest.raises(TypeError, match="slots must be"):
+        cache.materialize([0.5])
+    # Mamba-2 states have one layout (a "kv" state used to be stored untransposed)
+    for layout in ("kv", "garbage"):
+        with pytest.raises(ValueError, match="layout must be 'default'"):
+            cache.init_from_state([0, 1], S, layout=layout)
+    with pytest.raises(TypeError, match="S must be a torch.Tensor"):
+        cache.init_from_state([0], [[1.0]])
+    with pytest.raises(ValueError, match="backend must be one of"):
+        cache.init_from_state([0, 1], S, backend="garbage")
+    # a failed copy of S leaves the slots as they were (they used to be reset first)
+    with pytest.raises((NotImplementedError, RuntimeError)):
+        cache.init_from_state([0, 1], torch.randn(2, H, P, N, device="meta"))
+    # an out that overlaps itself
+    with pytest.raises(ValueError, match="out is written by this op"):
+        R.mamba2_decode(cache, **_m2(), out=torch.zeros(1, 1, P).expand(3, H, P))
+    assert all(torch.equal(a, b) for a, b in zip(before, snap()))
+    # commit: n above what the last verify appended (used to be clamped silently on CPU)
+    R.mamba2_verify(cache, **_m2(T=1))
+    with pytest.raises(ValueError, match="exceed the drafts"):
+        R.commit(cache, torch.tensor([2, 1, 1], dtype=torch.int32))
+    assert cache.pending[:3].tolist() == [1, 1, 1]
+    R.commit(cache, torch.tensor([1, 0, 1], dtype=torch.int32))
+    with pytest.raises(ValueError, match="exceed the drafts"):
+        R.commit(cache, torch.tensor([1, 0, 0], dtype=torch.int32))    # no verify since
+    # a standard decode into a state pool whose slots share memory
+    state = torch.zeros(1, H, P, N).expand(6, H, P, N)
+    with pytest.raises(ValueError, match="state is written by this op"):
+        R.mamba2_standard_decode(state, **_m2(), state_batch_indices=torch.tensor(
+            [0, 1, 2], dtype=torch.int32))
+    # GDN: dt_bias belongs to the raw gates; with g it used to be ignored
+    g = R.GDNReplayCache(4, 2, 4, 16, 16, precision="fp8/fp32", buffer_len=4,
+                         act_dtype=torch.float32)
+    q, k, v = torch.randn(2, 2, 16), torch.randn(2, 2, 16), torch.randn(2, 4, 16)
+    with pytest.raises(ValueError, match="either g"):
+        R.gdn_decode(g, q, k, v, g=-torch.rand(2, 4), beta=torch.rand(2, 4),
+                     dt_bias=torch.randn(99))
+    with pytest.raises(ValueError, match="either g"):
+        R.gdn_standard_decode(torch.zeros(4, 4, 16, 16), q, k, v, g=-torch.rand(2, 4),
+                              beta=torch.rand(2, 4), dt_bias=torch.randn(4))
+    # snapshot verify: a real row reading a pad entry (more drafts accepted than it has) used
+    # to be skipped as a pad row
+    st = torch.zeros(6, H, P, N)
+    idx = torch.tensor([[0, 1, -1], [3, 4, 5]], dtype=torch.int32)
+    n = torch.tensor([3, 1], dtype=torch.int32)
+    with pytest.raises(ValueError, match="point at pad entries"):
+        R.mamba2_snapshot_verify(st, **_m2(b=2, T=3), state_indices=idx, num_accepted_tokens=n)
+    with pytest.raises(ValueError, match="point at pad entries"):
+        R.snapshot_accept(idx, n)
+    assert not st.any()
+    pad_row = torch.tensor([[-1, -1, -1], [3, 4, 5]], dtype=torch.int32)
+    assert R.snapshot_accept(pad_row, n).tolist() == [-1, 3]         # a pad row stays one
