@@ -2,6 +2,7 @@
 and what was expected. Nothing here synchronises with the device."""
 from __future__ import annotations
 
+import math as _math
 import os as _os
 import weakref as _weakref
 from typing import Optional, Sequence
@@ -136,6 +137,20 @@ def gdn_gates(g, beta, A_log, a, dt_bias, b, lead, nv, device, dtypes, lead_name
         if b is None and name_missing_b:
             raise ValueError(f"beta is None: the raw b [{lead_name}, HV] is required")
         tensor("b", b, lead + (nv,), dtypes, device)
+
+
+def scale_ok(scale) -> bool:
+    """``scale`` (GDN's query scale): None (K^-1/2) or a finite real number, not a bool."""
+    return scale is None or (isinstance(scale, (int, float)) and not isinstance(scale, bool)
+                             and _math.isfinite(scale))
+
+
+def scale(value):
+    if not scale_ok(value):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise ValueError(f"scale must be finite, got {value}")
+        raise TypeError(f"scale must be a float or None, got {type(value).__name__}")
+    return value
 
 
 def backend(name):

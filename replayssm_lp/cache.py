@@ -85,7 +85,8 @@ class ReplayCache:
         self.arrive = z()
         self.row_order_ext = torch.zeros(5, num_slots, dtype=torch.int32, device=dev)
         self.row_order = self.row_order_ext[:2]
-        self.seed = torch.tensor([int(seed)], dtype=torch.int64, device=dev)
+        _check_int("seed", seed, -(1 << 63), (1 << 63) - 1)     # (an int64 on the device)
+        self.seed = torch.tensor([seed], dtype=torch.int64, device=dev)
         from .library import register_cache
         self._handle = register_cache(self)
 

@@ -335,7 +335,7 @@ def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, 
     if (not isinstance(cache, GDNReplayCache)
             or pad_slot_id.__class__ is not int or pad_slot_id >= 0
             or not (backend == "cute" or backend == "auto")
-            or not (scale is None or isinstance(scale, (int, float)))):
+            or not V.scale_ok(scale)):
         return _MISS
     ent = plan_entry(cache, (op, backend), _gdn_entry)[1]
     if ent is None:
@@ -453,7 +453,7 @@ def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use
     """Fast accept for gdn_standard_decode (see :func:`_mamba2_fast`)."""
     if (not isinstance(state, _T)
             or not (state_layout == "vk" or state_layout == "kv")
-            or not (scale is None or isinstance(scale, (int, float)))
+            or not V.scale_ok(scale)
             or not _fast_call(pad_slot_id, backend)):
         return _MISS
     ent = _std_launch_entry("gdn_standard_decode", backend, state)
@@ -588,8 +588,7 @@ class PreparedGDNDecode:
         HV, dev = cache.HV, cache.device
         V.tensor("A_log", A_log, (HV,), _FLOAT, dev, optional=True)
         V.tensor("dt_bias", dt_bias, (HV,), _FLOAT, dev, optional=True)
-        if scale is not None and not isinstance(scale, (int, float)):
-            raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+        V.scale(scale)
         V.pad_slot(pad_slot_id)
         V.backend(backend)
         self.cache, self.A_log, self.dt_bias, self.scale = cache, A_log, dt_bias, scale
@@ -637,7 +636,7 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
     V.tensor("x", x, lead + (H, P), (act,), dev)
     b = x.shape[0]
     lead = (b,) if T is None else (b, T)
-    if dt is not None and dt.dim() == len(lead) + 2:   # vLLM's tied [.., H, P] view
+    if isinstance(dt, torch.Tensor) and dt.dim() == len(lead) + 2:   # vLLM's tied [.., H, P]
         if dt.stride(-1) != 0:
             raise ValueError("dt given as [..., nheads, headdim] must have stride 0 on headdim")
         dt = dt[..., 0]
@@ -653,8 +652,8 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
     out = V.output("out", out, lead + (H, P), act, dev)
     V.backend(backend)
     if T is not None and not (1 <= T <= max(cache.max_draft, 1)):
-        raise ValueError(f"x has T={T} draft tokens but the cache holds at most max_draft="
-                         f"{cache.max_draft}")
+        raise ValueError(f"x has T={T} draft tokens but the cache holds at most "
+                         f"{max(cache.max_draft, 1)} (max_draft={cache.max_draft})")
     return dt, A, D, dt_bias, out
 
 
@@ -764,15 +763,14 @@ def _gdn_step(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l
     dev, act = cache.device, cache.act_dtype
     bsz, lead = _gdn_inputs((cache.H, cache.HV, cache.K, cache.V), q, k, v, g, beta, A_log, a,
                             dt_bias, b, dev, act, T)
-    if scale is not None and not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+    V.scale(scale)
     V.pad_slot(pad_slot_id)
     V.indices("state_batch_indices", sbi, bsz, dev, cache.num_slots, pad_slot_id)
     out = V.output("out", out, lead + (cache.HV, cache.V), act, dev)
     V.backend(backend)
     if T is not None and not (1 <= T <= max(cache.max_draft, 1)):
-        raise ValueError(f"q has T={T} draft tokens but the cache holds at most max_draft="
-                         f"{cache.max_draft}")
+        raise ValueError(f"q has T={T} draft tokens but the cache holds at most "
+                         f"{max(cache.max_draft, 1)} (max_draft={cache.max_draft})")
     impl = resolve(backend, op, cache)
     if impl is not None:
         return impl(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,
@@ -896,7 +894,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     slots_n, H, P, N = state.shape
     V.tensor("x", x, (None, H, P), _ACT, dev)
     act, bsz = x.dtype, x.shape[0]
-    if dt is not None and dt.dim() == 3:
+    if isinstance(dt, torch.Tensor) and dt.dim() == 3:
         if dt.stride(-1) != 0:
             raise ValueError("dt given as [batch, nheads, headdim] must have stride 0 on headdim")
         dt = dt[..., 0]
@@ -953,6 +951,7 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     if act not in _ACT:
         raise TypeError(f"q must be float32/float16/bfloat16, got {act}")
     bsz, _ = _gdn_inputs((H, HV, K, Vd), q, k, v, g, beta, A_log, a, dt_bias, b, dev, act, None)
+    V.scale(scale)
     V.pad_slot(pad_slot_id)
     V.indices("state_batch_indices", state_batch_indices, bsz, dev, slots_n, pad_slot_id)
     out = V.output("out", out, (bsz, HV, Vd), act, dev)

@@ -271,3 +271,32 @@ def test_audit_gaps_refused_before_any_work(cache):
     assert not st.any()
     pad_row = torch.tensor([[-1, -1, -1], [3, 4, 5]], dtype=torch.int32)
     assert R.snapshot_accept(pad_row, n).tolist() == [-1, 3]         # a pad row stays one
+
+
+def test_audit_scalars_refused(cache):
+    """Scalar arguments from the same audit: GDN's scale (bools and non-finite values used to
+    pass, a NaN spread into the row's state), a non-tensor dt (a raw AttributeError), the cache
+    seed (floats truncated, strings accepted, overflow unnamed)."""
+    g = R.GDNReplayCache(4, 2, 4, 16, 16, precision="fp8/fp32", buffer_len=4,
+                         act_dtype=torch.float32)
+    q, k, v = torch.randn(2, 2, 16), torch.randn(2, 2, 16), torch.randn(2, 4, 16)
+    gates = dict(g=-torch.rand(2, 4), beta=torch.rand(2, 4))
+    wp = g.write_pos.clone()
+    for bad, err in ((True, TypeError), (float("nan"), ValueError), (float("inf"), ValueError),
+                     ("0.1", TypeError)):
+        with pytest.raises(err, match="scale must be"):
+            R.gdn_decode(g, q, k, v, **gates, scale=bad)
+        with pytest.raises(err, match="scale must be"):
+            R.gdn_standard_decode(torch.zeros(4, 4, 16, 16), q, k, v, **gates, scale=bad)
+    assert torch.equal(wp, g.write_pos)
+    R.gdn_decode(g, q, k, v, **gates, scale=0.25)
+    kw = _m2()
+    kw["dt"] = kw["dt"].tolist()
+    with pytest.raises(TypeError, match="dt must be a torch.Tensor"):
+        R.mamba2_decode(cache, **kw)
+    with pytest.raises(TypeError, match="dt must be a torch.Tensor"):
+        R.mamba2_standard_decode(torch.zeros(6, H, P, N), **kw)
+    for seed, err in ((1.7, TypeError), ("12", TypeError), (2 ** 64, ValueError)):
+        with pytest.raises(err, match="seed must be"):
+            R.Mamba2ReplayCache(2, H, P, N, G, precision="nvfp4/fp16sr", seed=seed)
+    assert int(R.Mamba2ReplayCache(2, H, P, N, G, seed=-(2 ** 63)).seed) == -(2 ** 63)
