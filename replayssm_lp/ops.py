@@ -852,19 +852,17 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
         if bool(bad.any()):
             raise ValueError(f"num_accepted_tokens must be in [0, {max(cache.max_draft, 1)}], got "
                              f"{num_accepted_tokens[bad].tolist()[:8]}")
-        rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev, cache.num_slots)
-        pend = cache.pending[slots]
-        over = num_accepted_tokens[rows] > pend
-        if bool(over.any()):
-            raise ValueError(f"num_accepted_tokens of rows {rows[over].tolist()[:8]} "
-                             f"({num_accepted_tokens[rows][over].tolist()[:8]}) exceed the drafts "
-                             f"the last verify appended for their slots ({pend[over].tolist()[:8]})")
     impl = resolve(backend, "commit", cache)
     if impl is not None:
         return impl(cache, num_accepted_tokens, state_batch_indices, pad_slot_id)
     rows, slots = _rows_and_slots(state_batch_indices, bsz, pad_slot_id, dev, cache.num_slots)
-    pend = cache.pending[slots]
-    n = torch.minimum(torch.clamp(num_accepted_tokens[rows], min=0), pend)
+    pend, acc = cache.pending[slots], num_accepted_tokens[rows]
+    if dev.type == "cpu" and bool((acc > pend).any()):     # (on the device: clamped, no sync)
+        over = acc > pend
+        raise ValueError(f"num_accepted_tokens of rows {rows[over].tolist()[:8]} "
+                         f"({acc[over].tolist()[:8]}) exceed the drafts the last verify appended "
+                         f"for their slots ({pend[over].tolist()[:8]})")
+    n = torch.minimum(torch.clamp(acc, min=0), pend)
     cache.write_pos[slots] += n
     cache.pending[slots] = 0
     return None
