@@ -651,11 +651,29 @@ SPLIT_FPOS_ENV = "REPLAYSSM_M2_SPLIT_FPOS"
 #: copies not: bf16/fp32 gains <= 1.6 % (b32..b512), fp16/fp32 loses 2.2-2.4 % at b256 / b512
 SPLIT_MIN_BATCH = 32
 SPLIT_READ_FMTS = ("fp8", "nvfp4")
+#: the other read copies (fp32 / bf16 / fp16) split from this buffer length and batch: there the
+#: shared build's ring needs more registers / shared memory (fp32 at L32: 96 registers, 38.7 KB,
+#: 5 CTAs/SM) while the non-flush build stays at 7. Session 21 (Nemotron-3-Super, single launch
+#: / split at 8 non-flush heads, bench/results/session21_gpu/call2/gB, gD): L32 b256 / b512
+#: bf16/fp32 266.3 -> 250.1 / 523.2 -> 483.8 µs, fp16/fp32 265.9 -> 249.4 / 522.9 -> 481.5, fp32
+#: 417.3 -> 410.3 / 816.1 -> 792.5; at L16 within +-2 % (fp16/fp32 slower), so not there
+SPLIT_WIDE_MIN_L = 32
+SPLIT_WIDE_MIN_BATCH = 128
+#: heads per CTA of the split's non-flush launch from these batches on (where H / G allows), by
+#: read copy: with no flush CTAs in that launch, more heads per CTA share its fixed work (cursors,
+#: C, the coefficient dots, the decay scan) without lengthening a flush tail; below, and for the
+#: flush launch, choose_heads_per_cta. Session 21 (Nemotron-3-Super L16, 4 -> 8 heads, call1/gh,
+#: call2/gC): fp8/fp32 b256 178.8 -> 175.9 µs, b512 343.6 -> 332.3, but b64 / b128 1-2 % slower;
+#: nvfp4/fp16sr b64 78.5 -> 76.5, b128 102.2 -> 99.6, b256 181.1 -> 179.7, b512 347.0 -> 343.3;
+#: 16 heads slower everywhere (fp32 b256 L16 331.7 -> 341.8)
+SPLIT_NONFLUSH_HEADS = 8
+SPLIT_NONFLUSH_HEADS_FROM = {"nvfp4": 64, "fp8": 256}
+SPLIT_NONFLUSH_HEADS_FROM_OTHER = 128
 #: CTAs per SM of the split's non-flush launch (no flush code: registers and shared memory of
 #: the read path only), by read copy
 SPLIT_NONFLUSH_MINB = {"nvfp4": 6, "fp8": 7}     # (sm_90a: 77 / 70 registers, no spills;
                                                  # nvfp4 at 7: 72 registers, 40 B of spills)
-SPLIT_NONFLUSH_MINB_OTHER = 7       # forced splits of other read copies (the shared build's 7)
+SPLIT_NONFLUSH_MINB_OTHER = 7       # the other read copies (the shared build's 7 at L16)
 
 
 def _env_int(name: str) -> Optional[int]:
@@ -2814,15 +2832,30 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
 def use_split(cache, batch: int) -> bool:
     """Whether a decode of ``batch`` rows runs as a split launch (:func:`_split_launch`):
     ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); else fp8 /
-    nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from :data:`SPLIT_MIN_BATCH` rows. Not the
-    fp32 pair: its non-flush rows are memory-bound at the shared build's 7 CTAs/SM already
-    (and its flush rows rewrite the read copy)."""
+    nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from :data:`SPLIT_MIN_BATCH` rows, the others
+    (fp32 / bf16 / fp16) from :data:`SPLIT_WIDE_MIN_L` entries and :data:`SPLIT_WIDE_MIN_BATCH`
+    rows (at L16 their shared build already runs 7 CTAs/SM)."""
     if not use_row_order(cache, batch):
         return False
     forced = _env_flag(SPLIT_ENV)
     if forced is not None:
         return forced
-    return cache.pair.read_fmt in SPLIT_READ_FMTS and batch >= SPLIT_MIN_BATCH
+    if cache.pair.read_fmt in SPLIT_READ_FMTS:
+        return batch >= SPLIT_MIN_BATCH
+    return cache.buffer_len >= SPLIT_WIDE_MIN_L and batch >= SPLIT_WIDE_MIN_BATCH
+
+
+def split_nonflush_heads(read_fmt: str, batch: int, H: int, G: int) -> int:
+    """Heads per CTA of the split's non-flush launch: :data:`SPLIT_NONFLUSH_HEADS` from
+    :data:`SPLIT_NONFLUSH_HEADS_FROM` rows (by read copy) where it divides ``H / G``, else
+    :func:`choose_heads_per_cta` (whose ``REPLAYSSM_M2_HEADS_PER_CTA`` override wins here too)."""
+    base = choose_heads_per_cta(batch, H, G)
+    if os.environ.get("REPLAYSSM_M2_HEADS_PER_CTA"):
+        return base
+    start = SPLIT_NONFLUSH_HEADS_FROM.get(read_fmt, SPLIT_NONFLUSH_HEADS_FROM_OTHER)
+    if batch >= start and (H // G) % SPLIT_NONFLUSH_HEADS == 0:
+        return SPLIT_NONFLUSH_HEADS
+    return base
 
 
 def _split_honours() -> bool:
@@ -2844,15 +2877,19 @@ def _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     cursors), then the flush rows' persistent launch (``rows`` = 2: no read set; its CTAs walk
     the order's leading flush rows) on a high-priority side stream and the non-flush rows'
     launch (``rows`` = 1: no flush code or buffers, :data:`SPLIT_NONFLUSH_MINB` CTAs/SM) on the
-    caller's stream at once, joined before return. The flush half's heads per CTA:
-    ``REPLAYSSM_M2_SPLIT_HPC2`` (default: the non-flush half's). Same arguments as
+    caller's stream at once, joined before return. Heads per CTA: ``heads_per_cta`` for both
+    halves if given; else the non-flush half's :func:`split_nonflush_heads`, the flush half's
+    ``REPLAYSSM_M2_SPLIT_HPC2`` or :func:`choose_heads_per_cta`. Same arguments as
     :func:`make_launch`'s result."""
     from .row_order import ConcurrentHalves
 
     batch, H, P = x.shape
     G, N = B.shape[1], B.shape[2]
-    hpc1 = choose_heads_per_cta(batch, H, G) if heads_per_cta is None else heads_per_cta
-    hpc2 = _env_int(SPLIT_HPC2_ENV) or hpc1
+    if heads_per_cta is None:
+        hpc1 = split_nonflush_heads(cache.pair.read_fmt, batch, H, G)
+        hpc2 = _env_int(SPLIT_HPC2_ENV) or choose_heads_per_cta(batch, H, G)
+    else:
+        hpc1, hpc2 = heads_per_cta, _env_int(SPLIT_HPC2_ENV) or heads_per_cta
     has_idx = state_batch_indices is not None
     base = (cache.pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
             D is not None, z is not None, dt_bias is not None, dt_softplus)

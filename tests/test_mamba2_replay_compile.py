@@ -390,21 +390,29 @@ def test_make_launch_takes_the_split(monkeypatch):
     monkeypatch.setattr(M, "compile_mamba2_replay", lambda *a, **k: (_ for _ in ()).throw(
         RuntimeError("single launch")))
 
-    def cache(pair):
+    def cache(pair, L=16):
         class _C:
-            buffer_len, ring = 16, 17
+            buffer_len, ring = L, L + 1
             row_order = torch.zeros(2, 1024, dtype=torch.int32)
         _C.pair = parse_pair(pair)
         return _C
 
-    def launch(pair, batch, **kw):
+    def launch(pair, batch, L=16, **kw):
         x = torch.empty(batch, 128, 64, device="meta")
         dt = torch.empty(batch, 128, device="meta")
         B = torch.empty(batch, 8, 128, device="meta")
-        return M.make_launch(cache(pair), x, dt, B, None, None, None, True, None, **kw)
+        return M.make_launch(cache(pair, L), x, dt, B, None, None, None, True, None, **kw)
 
     assert launch("nvfp4/fp16sr", 256) == "split" and launch("fp8/fp32", M.SPLIT_MIN_BATCH)
     assert M.SPLIT_MIN_BATCH >= M.ROW_ORDER_MIN_BATCH
+    # the fp32 / 16-bit read copies from SPLIT_WIDE_MIN_L entries and SPLIT_WIDE_MIN_BATCH rows
+    for pair in ("fp32", "bf16/fp32", "fp16/fp32"):
+        assert launch(pair, M.SPLIT_WIDE_MIN_BATCH, L=M.SPLIT_WIDE_MIN_L) == "split"
+        for batch, L in ((M.SPLIT_WIDE_MIN_BATCH - 1, M.SPLIT_WIDE_MIN_L),
+                         (512, M.SPLIT_WIDE_MIN_L - 1)):
+            with pytest.raises(RuntimeError, match="single launch"):
+                launch(pair, batch, L=L)
+    assert M.SPLIT_WIDE_MIN_BATCH >= M.ROW_ORDER_MIN_BATCH
     for pair, batch, kw in (("nvfp4/fp16sr", 256, dict(min_blocks_per_mp=5)),
                             ("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, {}), ("fp32", 256, {}),
                             ("bf16/fp32", 512, {}), ("fp16/fp32", 512, {})):
@@ -423,3 +431,58 @@ def test_make_launch_takes_the_split(monkeypatch):
     monkeypatch.delenv("REPLAYSSM_M2_ORDER")
     with pytest.raises(RuntimeError, match="single launch"):
         launch("nvfp4/fp16sr", 256)
+
+
+def test_split_heads_per_cta(monkeypatch):
+    """The split's heads per CTA: the non-flush half at SPLIT_NONFLUSH_HEADS from its read copy's
+    batch where H / G allows (else choose_heads_per_cta), the flush half at choose_heads_per_cta
+    or REPLAYSSM_M2_SPLIT_HPC2; an explicit heads_per_cta sets both (no GPU: the launcher stops
+    at the first compile / the flush half's width)."""
+    import torch
+
+    from replayssm_lp.pairs import parse_pair
+    _clear_split_env(monkeypatch)
+    monkeypatch.delenv("REPLAYSSM_M2_HEADS_PER_CTA", raising=False)
+    n8 = M.SPLIT_NONFLUSH_HEADS
+    assert n8 == 8 and M.choose_heads_per_cta(512, 128, 8) == 4
+    for fmt, start in (("nvfp4", 64), ("fp8", 256), ("fp32", 128), ("bf16", 128)):
+        assert M.SPLIT_NONFLUSH_HEADS_FROM.get(fmt, M.SPLIT_NONFLUSH_HEADS_FROM_OTHER) == start
+        assert M.split_nonflush_heads(fmt, start, 128, 8) == n8            # 16 heads per group
+        assert M.split_nonflush_heads(fmt, start - 1, 128, 8) == M.choose_heads_per_cta(
+            start - 1, 128, 8)
+        assert M.split_nonflush_heads(fmt, 512, 96, 8) == 4                 # Nano-4B: 12 per group
+    monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "2")                  # the override wins
+    assert M.split_nonflush_heads("nvfp4", 512, 128, 8) == 2
+    monkeypatch.delenv("REPLAYSSM_M2_HEADS_PER_CTA")
+
+    class _Stop(Exception):
+        pass
+
+    def first_compile(*a, **k):
+        raise _Stop("nonflush", a[13], k["rows"])
+
+    def flush_width(base, hpc2, *a, **k):
+        raise _Stop("flush", hpc2)
+
+    class _C:
+        buffer_len, ring = 16, 17
+        pair = parse_pair("fp8/fp32")
+
+    def halves(batch, heads_per_cta=None):
+        x = torch.empty(batch, 128, 64, device="meta")
+        B = torch.empty(batch, 8, 128, device="meta")
+        got = []
+        for stub in ("nonflush", "flush"):
+            monkeypatch.setattr(M, "compile_mamba2_replay", first_compile if stub == "nonflush"
+                                else (lambda *a, **k: None))
+            monkeypatch.setattr(M, "split_flush_positions", flush_width)
+            with pytest.raises(_Stop) as e:
+                M._split_launch(_C, x, x[:, :, 0], B, None, None, None, True, None,
+                                heads_per_cta, None, None, None, None)
+            got.append(e.value.args[1])
+        return tuple(got)
+
+    assert halves(512) == (n8, 4) and halves(128) == (4, 4) and halves(32) == (2, 2)
+    assert halves(512, heads_per_cta=2) == (2, 2)
+    monkeypatch.setenv(M.SPLIT_HPC2_ENV, "1")
+    assert halves(512) == (n8, 1) and halves(512, heads_per_cta=2) == (2, 1)
