@@ -656,9 +656,11 @@ SPLIT_READ_FMTS = ("fp8", "nvfp4")
 #: 5 CTAs/SM) while the non-flush build stays at 7. Session 21 (Nemotron-3-Super, single launch
 #: / split at 8 non-flush heads, bench/results/session21_gpu/call2/gB, gD): L32 b256 / b512
 #: bf16/fp32 266.3 -> 250.1 / 523.2 -> 483.8 µs, fp16/fp32 265.9 -> 249.4 / 522.9 -> 481.5, fp32
-#: 417.3 -> 410.3 / 816.1 -> 792.5; at L16 within +-2 % (fp16/fp32 slower), so not there
+#: 417.3 -> 410.3 / 816.1 -> 792.5; at L16 within +-2 % (fp16/fp32 slower), so not there. By
+#: batch (call3/gw, L32 single / split): fp32 b64 126.9 / 125.9, b128 216.5 / 225.9 (slower),
+#: bf16/fp32 b64 82.4 / 84.1, b128 138.9 / 136.5; hence fp32 from 256 rows, 16-bit from 128
 SPLIT_WIDE_MIN_L = 32
-SPLIT_WIDE_MIN_BATCH = 128
+SPLIT_WIDE_MIN_BATCH = {"fp32": 256, "bf16": 128, "fp16": 128}
 #: heads per CTA of the split's non-flush launch from these batches on (where H / G allows), by
 #: read copy: with no flush CTAs in that launch, more heads per CTA share its fixed work (cursors,
 #: C, the coefficient dots, the decay scan) without lengthening a flush tail; below, and for the
@@ -2833,8 +2835,8 @@ def use_split(cache, batch: int) -> bool:
     """Whether a decode of ``batch`` rows runs as a split launch (:func:`_split_launch`):
     ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); else fp8 /
     nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from :data:`SPLIT_MIN_BATCH` rows, the others
-    (fp32 / bf16 / fp16) from :data:`SPLIT_WIDE_MIN_L` entries and :data:`SPLIT_WIDE_MIN_BATCH`
-    rows (at L16 their shared build already runs 7 CTAs/SM)."""
+    (fp32 / bf16 / fp16) from :data:`SPLIT_WIDE_MIN_L` entries and their
+    :data:`SPLIT_WIDE_MIN_BATCH` rows (at L16 their shared build already runs 7 CTAs/SM)."""
     if not use_row_order(cache, batch):
         return False
     forced = _env_flag(SPLIT_ENV)
@@ -2842,7 +2844,8 @@ def use_split(cache, batch: int) -> bool:
         return forced
     if cache.pair.read_fmt in SPLIT_READ_FMTS:
         return batch >= SPLIT_MIN_BATCH
-    return cache.buffer_len >= SPLIT_WIDE_MIN_L and batch >= SPLIT_WIDE_MIN_BATCH
+    return (cache.buffer_len >= SPLIT_WIDE_MIN_L
+            and batch >= SPLIT_WIDE_MIN_BATCH.get(cache.pair.read_fmt, batch + 1))
 
 
 def split_nonflush_heads(read_fmt: str, batch: int, H: int, G: int) -> int:

@@ -76,8 +76,10 @@ def test_gdn_replay_fp32_pair_equals_exact_recurrence(L, seed):
 def _compare_stored(ct, cc, stats):
     """Stored copies of the kernel cache vs the reference cache after one step from identical bytes:
     low-precision formats within one unit; fp32 within fp32 rounding of the fold (relative to the
-    matrix's magnitude, since the fold's summation order differs)."""
+    matrix's magnitude, since the fold's summation order differs: its L + 1 terms each round,
+    so the bound grows with L -- at L = 32 / batch 256, 3.9e-6 was seen)."""
     p = cc.pair
+    fold_tol = 2e-6 * max(1.0, (cc.buffer_len + 1) / 5)
     for enc_t, enc_c, fmt in ((ct.hi, cc.hi, p.rec_fmt), (ct.lo, cc.lo, p.read_fmt)):
         if enc_t is None:
             continue
@@ -85,12 +87,12 @@ def _compare_stored(ct, cc, stats):
         if fmt == "fp32":
             amax = b.abs().amax(dim=(-1, -2), keepdim=True).clamp(min=1e-30)
             err = ((a - b).abs() / amax).max().item()
-            assert err <= 2e-6, (fmt, err)
+            assert err <= fold_tol, (fmt, err)
         else:
             # one unit of the target format, beyond what the fp32 fold's summation order can move
-            # an element that results from cancellation (2e-6 of the matrix's magnitude)
+            # an element that results from cancellation (fold_tol of the matrix's magnitude)
             amax = b.abs().amax(dim=(-1, -2), keepdim=True)
-            excess = ((a - b).abs() - 2e-6 * amax).clamp(min=0)
+            excess = ((a - b).abs() - fold_tol * amax).clamp(min=0)
             u = _units(b + excess * torch.sign(a - b), b, fmt)
             assert u.max().item() <= 1.0 + 1e-6, (fmt, u.max().item())
         key = f"{'hi' if enc_t is ct.hi else 'lo'}:{fmt}"

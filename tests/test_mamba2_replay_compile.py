@@ -406,13 +406,14 @@ def test_make_launch_takes_the_split(monkeypatch):
     assert launch("nvfp4/fp16sr", 256) == "split" and launch("fp8/fp32", M.SPLIT_MIN_BATCH)
     assert M.SPLIT_MIN_BATCH >= M.ROW_ORDER_MIN_BATCH
     # the fp32 / 16-bit read copies from SPLIT_WIDE_MIN_L entries and SPLIT_WIDE_MIN_BATCH rows
+    assert M.SPLIT_WIDE_MIN_BATCH == {"fp32": 256, "bf16": 128, "fp16": 128}
     for pair in ("fp32", "bf16/fp32", "fp16/fp32"):
-        assert launch(pair, M.SPLIT_WIDE_MIN_BATCH, L=M.SPLIT_WIDE_MIN_L) == "split"
-        for batch, L in ((M.SPLIT_WIDE_MIN_BATCH - 1, M.SPLIT_WIDE_MIN_L),
-                         (512, M.SPLIT_WIDE_MIN_L - 1)):
+        start = M.SPLIT_WIDE_MIN_BATCH[parse_pair(pair).read_fmt]
+        assert launch(pair, start, L=M.SPLIT_WIDE_MIN_L) == "split"
+        for batch, L in ((start - 1, M.SPLIT_WIDE_MIN_L), (512, M.SPLIT_WIDE_MIN_L - 1)):
             with pytest.raises(RuntimeError, match="single launch"):
                 launch(pair, batch, L=L)
-    assert M.SPLIT_WIDE_MIN_BATCH >= M.ROW_ORDER_MIN_BATCH
+        assert start >= M.ROW_ORDER_MIN_BATCH
     for pair, batch, kw in (("nvfp4/fp16sr", 256, dict(min_blocks_per_mp=5)),
                             ("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, {}), ("fp32", 256, {}),
                             ("bf16/fp32", 512, {}), ("fp16/fp32", 512, {})):
