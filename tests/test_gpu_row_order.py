@@ -115,15 +115,16 @@ def test_decode_split_matches_reference(kind, pair, fpos, hpc2, seed, monkeypatc
 
 
 @pytest.mark.parametrize("pair", ["fp8/fp32", "fp32", "nvfp4/fp16sr", "bf16/fp32"])
-@pytest.mark.parametrize("hpc", ["8", "16"])
-def test_mamba2_split_wide_nonflush_ctas_match_reference(pair, hpc, seed, monkeypatch):
-    """The Mamba-2 split with ``hpc`` heads per non-flush CTA (a whole group at 16: H / G = 16
-    here) and 4 per flush CTA: a CTA's heads share its cursors, C and the coefficient dots."""
+@pytest.mark.parametrize("hpc,H,P", [("8", 32, 64), ("16", 32, 64), ("6", 24, 80), ("12", 24, 80)])
+def test_mamba2_split_wide_nonflush_ctas_match_reference(pair, hpc, H, P, seed, monkeypatch):
+    """The Mamba-2 split with ``hpc`` heads per non-flush CTA (a whole group at H / G, as
+    Nemotron-3-Super's 16 and Nano-4B's 12 heads per group with its P = 80) and 4 per flush
+    CTA: a CTA's heads share its cursors, C and the coefficient dots."""
     _force_split(monkeypatch, "mamba2", "2", "4")
     monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", hpc)
     L = 4
     ct, cc, outs, stats = _twin_steps("mamba2", pair, L, 3 * L + 3,
-                                      dims=dict(H=32, P=64, N=128, G=2))
+                                      dims=dict(H=H, P=P, N=128, G=2))
     worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
     assert worst < 1e-2, worst
     assert int(cc.flush_count.max()) >= 3
