@@ -354,7 +354,9 @@ def run(args) -> int:
     except DeadlineReached:
         print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the rest skipped")
     prog.close()
-    overhead = launch_overhead("nemotron3-super")
+    # on the swept layer shape (an env-forced heads per CTA must divide its heads per group)
+    m2_shapes = [s for s in shapes if traffic.SHAPES[s]["kind"] == "mamba2"]
+    overhead = launch_overhead(m2_shapes[0] if m2_shapes else "nemotron3-super")
     if args.warm_only:
         return 0
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
