@@ -667,8 +667,11 @@ SPLIT_WIDE_MIN_BATCH = {"fp32": 256, "bf16": 128, "fp16": 128}
 #: flush launch, choose_heads_per_cta. Session 21 (Nemotron-3-Super L16, 4 -> 8 heads, call1/gh,
 #: call2/gC): fp8/fp32 b256 178.8 -> 175.9 µs, b512 343.6 -> 332.3, but b64 / b128 1-2 % slower;
 #: nvfp4/fp16sr b64 78.5 -> 76.5, b128 102.2 -> 99.6, b256 181.1 -> 179.7, b512 347.0 -> 343.3;
-#: 16 heads slower everywhere (fp32 b256 L16 331.7 -> 341.8)
-SPLIT_NONFLUSH_HEADS = 8
+#: 16 heads slower everywhere (fp32 b256 L16 331.7 -> 341.8). The first of these that divides
+#: H / G: Nano-4B (12 heads per group) at 6 (call5, 4 -> 6 heads, b256 / b512): nvfp4/fp16sr
+#: 181.1 -> 174.5 / 339.1 -> 326.1, fp8/fp32 163.9 -> 162.3 / 311.3 -> 306.6, L32 fp32
+#: 386.2 -> 385.4 / 740.1 -> 733.3, bf16/fp32 319.3 -> 315.1 / 522.3 -> 512.2 (12: slower)
+SPLIT_NONFLUSH_HEADS = (8, 6)
 SPLIT_NONFLUSH_HEADS_FROM = {"nvfp4": 64, "fp8": 256}
 SPLIT_NONFLUSH_HEADS_FROM_OTHER = 128
 #: CTAs per SM of the split's non-flush launch (no flush code: registers and shared memory of
@@ -2849,16 +2852,15 @@ def use_split(cache, batch: int) -> bool:
 
 
 def split_nonflush_heads(read_fmt: str, batch: int, H: int, G: int) -> int:
-    """Heads per CTA of the split's non-flush launch: :data:`SPLIT_NONFLUSH_HEADS` from
-    :data:`SPLIT_NONFLUSH_HEADS_FROM` rows (by read copy) where it divides ``H / G``, else
+    """Heads per CTA of the split's non-flush launch: the first of :data:`SPLIT_NONFLUSH_HEADS`
+    that divides ``H / G``, from :data:`SPLIT_NONFLUSH_HEADS_FROM` rows (by read copy); else
     :func:`choose_heads_per_cta` (whose ``REPLAYSSM_M2_HEADS_PER_CTA`` override wins here too)."""
     base = choose_heads_per_cta(batch, H, G)
     if os.environ.get("REPLAYSSM_M2_HEADS_PER_CTA"):
         return base
     start = SPLIT_NONFLUSH_HEADS_FROM.get(read_fmt, SPLIT_NONFLUSH_HEADS_FROM_OTHER)
-    if batch >= start and (H // G) % SPLIT_NONFLUSH_HEADS == 0:
-        return SPLIT_NONFLUSH_HEADS
-    return base
+    fits = [h for h in SPLIT_NONFLUSH_HEADS if (H // G) % h == 0]
+    return fits[0] if batch >= start and fits else base
 
 
 def _split_honours() -> bool:

@@ -130,22 +130,24 @@ def test_mamba2_split_wide_nonflush_ctas_match_reference(pair, hpc, H, P, seed, 
     assert int(cc.flush_count.max()) >= 3
 
 
-@pytest.mark.parametrize("pair,L,batch", [("fp32", 32, 256), ("bf16/fp32", 32, 160),
-                                          ("fp8/fp32", 16, 256), ("nvfp4/fp16sr", 16, 64)])
-def test_mamba2_split_defaults_match_reference(pair, L, batch, seed, monkeypatch):
-    """The decode's default dispatch where it takes the split with 8 heads per non-flush CTA
-    (fp32 / 16-bit read copies from L = 32, fp8 / nvfp4 from their batches; H / G = 16 here)
-    against the torch reference over 3L + 3 staggered steps."""
+@pytest.mark.parametrize("pair,L,batch,H,P,heads", [
+    ("fp32", 32, 256, 32, 64, 8), ("bf16/fp32", 32, 160, 32, 64, 8),
+    ("fp8/fp32", 16, 256, 32, 64, 8), ("nvfp4/fp16sr", 16, 64, 32, 64, 8),
+    ("nvfp4/fp16sr", 16, 64, 24, 80, 6)])
+def test_mamba2_split_defaults_match_reference(pair, L, batch, H, P, heads, seed, monkeypatch):
+    """The decode's default dispatch where it takes the split with ``heads`` per non-flush CTA
+    (fp32 / 16-bit read copies from L = 32, fp8 / nvfp4 from their batches; H / G = 16, or 12
+    as Nano-4B's) against the torch reference over 3L + 3 staggered steps."""
     from cute_kernels import mamba2_replay as MR
     _force_split(monkeypatch, "mamba2", "", "")
     for var in (MR.SPLIT_ENV, MR.SPLIT_FPOS_ENV, MR.SPLIT_HPC2_ENV, "REPLAYSSM_M2_ORDER",
                 "REPLAYSSM_M2_HEADS_PER_CTA"):
         monkeypatch.delenv(var, raising=False)
-    dims = dict(H=32, P=64, N=128, G=2)
+    dims = dict(H=H, P=P, N=128, G=2)
     ct, cc, outs, stats = _twin_steps("mamba2", pair, L, 3 * L + 3, dims=dims,
                                       pool=batch + 16, batch=batch)
     assert MR.use_split(cc, batch), "the default must take the split here"
-    assert MR.split_nonflush_heads(cc.pair.read_fmt, batch, 32, 2) == MR.SPLIT_NONFLUSH_HEADS
+    assert MR.split_nonflush_heads(cc.pair.read_fmt, batch, H, 2) == heads
     worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
     assert worst < 1e-2, worst
     assert int(cc.flush_count.max()) >= 3

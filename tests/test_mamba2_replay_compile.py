@@ -444,14 +444,16 @@ def test_split_heads_per_cta(monkeypatch):
     from replayssm_lp.pairs import parse_pair
     _clear_split_env(monkeypatch)
     monkeypatch.delenv("REPLAYSSM_M2_HEADS_PER_CTA", raising=False)
-    n8 = M.SPLIT_NONFLUSH_HEADS
-    assert n8 == 8 and M.choose_heads_per_cta(512, 128, 8) == 4
+    assert M.SPLIT_NONFLUSH_HEADS == (8, 6) and M.choose_heads_per_cta(512, 128, 8) == 4
+    n8 = 8
     for fmt, start in (("nvfp4", 64), ("fp8", 256), ("fp32", 128), ("bf16", 128)):
         assert M.SPLIT_NONFLUSH_HEADS_FROM.get(fmt, M.SPLIT_NONFLUSH_HEADS_FROM_OTHER) == start
         assert M.split_nonflush_heads(fmt, start, 128, 8) == n8            # 16 heads per group
         assert M.split_nonflush_heads(fmt, start - 1, 128, 8) == M.choose_heads_per_cta(
             start - 1, 128, 8)
-        assert M.split_nonflush_heads(fmt, 512, 96, 8) == 4                 # Nano-4B: 12 per group
+        assert M.split_nonflush_heads(fmt, start, 96, 8) == 6               # Nano-4B: 12 per group
+        assert M.split_nonflush_heads(fmt, 512, 32, 8) == 4                 # 4 per group: neither
+        assert M.split_nonflush_heads(fmt, 512, 64, 8) == 8
     monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "2")                  # the override wins
     assert M.split_nonflush_heads("nvfp4", 512, 128, 8) == 2
     monkeypatch.delenv("REPLAYSSM_M2_HEADS_PER_CTA")
