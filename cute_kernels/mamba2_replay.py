@@ -122,8 +122,12 @@ NUM_THREADS = 128
 CHUNK = 16                        # flush mapping: elements per chunk (one nvfp4 block, 4 Philox quads)
 _BITS = common.FMT_BITS
 _ACT_DTYPES = ("float32", "float16", "bfloat16")
-# fold staging (flush rows): sB [JB, N] + sWX [JB, P] fp32; JB entries per stage
+# fold staging (flush rows): sB [JB, N] + sWX [JB, P] fp32; JB entries per stage. More than one
+# stage means the slow two-pass flush (flush_impl 1): the decode allows one stage up to 32 KiB
+# (Nano-4B at L = 32: 32 x (128 + 80) x 4 = 26 KiB; session 21 call 6 timed its two-pass flush:
+# nvfp4/fp16sr b512 622.2 µs vs 329.6 at L16); the verify keeps 24 KiB
 _FOLD_SMEM_BYTES = 24 * 1024
+_DECODE_FOLD_SMEM_BYTES = 32 * 1024
 
 
 # --------------------------------------------------------------------------------------
@@ -150,11 +154,12 @@ class ReplayTile:
     Flush (hi and lo): ``CB = N/16`` chunks per row (must divide 32: the lanes of a row are in one
     warp, ``RW = 32/CB`` apart), ``RPF = 128/CB`` rows per pass, ``NIT = ceil(P/RPF)`` chunks per
     thread; ``HM = R - 1`` the most entries a flush folds, ``JB`` of them staged in smem at once
-    (``NJB = ceil(HM/JB)`` stages, sB + sWX <= 24 KiB).
+    (``NJB = ceil(HM/JB)`` stages, sB + sWX <= ``fold_smem`` bytes).
     """
 
     def __init__(self, read_fmt: str, H: int, P: int, N: int, G: int, L: int, R: int,
-                 heads_per_cta: int, num_threads: int = NUM_THREADS, tn: Optional[int] = None):
+                 heads_per_cta: int, num_threads: int = NUM_THREADS, tn: Optional[int] = None,
+                 fold_smem: int = _FOLD_SMEM_BYTES):
         if H % G:
             raise ValueError(f"nheads={H} must be a multiple of ngroups={G}")
         hpg = H // G
@@ -204,7 +209,7 @@ class ReplayTile:
         # drafts may leave up to T committed entries); the kernel clamps h to it (memory safety)
         self.hm = R - 1
         jb = self.hm
-        while jb > 1 and jb * (N + P) * 4 > _FOLD_SMEM_BYTES:
+        while jb > 1 and jb * (N + P) * 4 > fold_smem:
             jb = (jb + 1) // 2
         self.jb = jb
         self.njb = -(-self.hm // jb)
@@ -742,6 +747,9 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
 class Mamba2ReplayDecode:
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``)."""
 
+    #: bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``)
+    FOLD_SMEM = _DECODE_FOLD_SMEM_BYTES
+
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, has_D: bool, has_z: bool,
                  has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
@@ -796,7 +804,7 @@ class Mamba2ReplayDecode:
         self.dt_softplus = bool(dt_softplus)
         self.has_idx = bool(has_state_batch_indices)
         self.cfg = ReplayTile(self.read_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
-                              int(heads_per_cta))
+                              int(heads_per_cta), fold_smem=self.FOLD_SMEM)
         self.hpc = self.cfg.hpc
         # does the flush need a matrix amax (nvfp4 global scale) before encoding?
         self.flush_targets = [(self.rec_fmt, self.rec_sr, 0)]

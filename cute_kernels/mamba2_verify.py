@@ -105,6 +105,7 @@ from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name
 from .mamba2_replay import (
+    _FOLD_SMEM_BYTES,
     CHUNK,
     FOLD_UNROLL_ENV,
     Mamba2ReplayDecode,
@@ -429,6 +430,8 @@ def _bcast_seg(lam, nseg: int, q):
 class Mamba2VerifyKernel(Mamba2ReplayDecode):
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``) of the
     verify step. Inherits the decode kernel's flush (fold + encoders) and tiling helpers."""
+
+    FOLD_SMEM = _FOLD_SMEM_BYTES         # (the decode's larger round: not GPU-tested here)
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,

@@ -153,6 +153,21 @@ def test_mamba2_split_defaults_match_reference(pair, L, batch, H, P, heads, seed
     assert int(cc.flush_count.max()) >= 3
 
 
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "fp32", "nvfp4/fp8sr"])
+def test_mamba2_single_round_fold_at_p80_l32(pair, seed, monkeypatch):
+    """P = 80 at L = 32 (Nano-4B's head size): the fold's 32 entries staged in one round of
+    26 KiB (the decode's 32 KiB budget; at 24 it took two rounds and the two-pass flush)."""
+    from cute_kernels import mamba2_replay as MR
+    assert MR.ReplayTile("fp32", 24, 80, 128, 2, 32, 33, 4,
+                         fold_smem=MR.Mamba2ReplayDecode.FOLD_SMEM).njb == 1
+    L = 32
+    ct, cc, outs, stats = _twin_steps("mamba2", pair, L, 3 * L + 3,
+                                      dims=dict(H=24, P=80, N=128, G=2))
+    worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
+    assert worst < 1e-2, worst
+    assert int(cc.flush_count.max()) >= 3
+
+
 def test_gdn_split_capture_matches_eager(seed, monkeypatch):
     """The split decode (order, flush launch on a side stream, non-flush launch) captured in a
     CUDA graph over staggered rows with pad rows: outputs, stored copies, ring and cursors
