@@ -489,3 +489,23 @@ def test_split_heads_per_cta(monkeypatch):
     assert halves(512, heads_per_cta=2) == (2, 2)
     monkeypatch.setenv(M.SPLIT_HPC2_ENV, "1")
     assert halves(512) == (n8, 1) and halves(512, heads_per_cta=2) == (2, 1)
+
+
+def test_decode_folds_p80_l32_in_one_round():
+    """The decode's fold stages up to 32 KiB at once (Mamba2ReplayDecode.FOLD_SMEM): Nano-4B's
+    P = 80 at L = 32 needs 26 KiB and so keeps the single-pass flush (flush_impl 2; at two rounds
+    it fell back to the two-pass one, 1.6x slower at b512 nvfp4/fp16sr, session 21 call 7). The
+    verify keeps 24 KiB (two rounds there), and shapes within 24 KiB are unchanged."""
+    import torch
+
+    from cute_kernels import mamba2_verify as MV
+    assert M.Mamba2ReplayDecode.FOLD_SMEM == 32 * 1024
+    assert MV.Mamba2VerifyKernel.FOLD_SMEM == 24 * 1024
+    for P, L, njb in ((80, 32, 1), (64, 32, 1), (80, 16, 1), (80, 48, 2)):
+        kw, _ = M._resolve("nvfp4/fp16sr", torch.bfloat16, torch.float32, 96, P, 128, 8, L, L + 1,
+                           True, False, True, True, 4, True, row_order=True)
+        op = M.Mamba2ReplayDecode(**kw)
+        assert op.cfg.njb == njb, (P, L)
+        assert op.flush_impl == (2 if njb == 1 else 1), (P, L)
+    assert M.ReplayTile("fp32", 96, 80, 128, 8, 32, 33, 4).njb == 2      # the verify's budget
+    assert M.ReplayTile("fp32", 96, 64, 128, 8, 32, 33, 4).njb == 1
