@@ -509,3 +509,15 @@ def test_decode_folds_p80_l32_in_one_round():
         assert op.flush_impl == (2 if njb == 1 else 1), (P, L)
     assert M.ReplayTile("fp32", 96, 80, 128, 8, 32, 33, 4).njb == 2      # the verify's budget
     assert M.ReplayTile("fp32", 96, 64, 128, 8, 32, 33, 4).njb == 1
+    # every swept layer and buffer length takes the single-pass flush (shared / split builds)
+    from bench import traffic
+    for shape, d in traffic.SHAPES.items():
+        if d["kind"] != "mamba2":
+            continue
+        for L in (8, 16, 32):
+            for pair in ("fp32", "nvfp4/fp16sr", "fp8/fp32", "bf16/fp32", "nvfp4/fp8sr"):
+                for rows in (0, 2):
+                    kw, _ = M._resolve(pair, torch.bfloat16, torch.float32, d["H"], d["P"],
+                                       d["N"], d["G"], L, L + 1, True, False, True, True, 4,
+                                       True, row_order=True, rows=rows, flush_positions=20)
+                    assert M.Mamba2ReplayDecode(**kw).flush_impl == 2, (shape, L, pair, rows)
