@@ -217,6 +217,18 @@ def _verify_fold_unroll() -> int:
     return _fold_unroll(2)
 
 
+#: the verify's fold staging round in KiB (tuning; default 24, the decode's is 32): with more
+#: entries than one round holds the flush takes the two-pass version (e.g. L32 T8: the ring's 39
+#: entries at N128 P64 need 30 KiB) -- untimed at 32 as of session 21
+FOLD_SMEM_ENV = "REPLAYSSM_M2V_FOLD_SMEM"
+
+
+def _verify_fold_smem() -> int:
+    """Bytes of the verify's fold staging round (``REPLAYSSM_M2V_FOLD_SMEM`` KiB, default 24)."""
+    v = os.environ.get(FOLD_SMEM_ENV)
+    return int(v) * 1024 if v else _FOLD_SMEM_BYTES
+
+
 FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
 
 
@@ -431,7 +443,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``) of the
     verify step. Inherits the decode kernel's flush (fold + encoders) and tiling helpers."""
 
-    FOLD_SMEM = _FOLD_SMEM_BYTES         # (the decode's larger round: not GPU-tested here)
+    @property
+    def FOLD_SMEM(self) -> int:      # (the decode's larger round: untimed / untested here)
+        return _verify_fold_smem()
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,
@@ -1773,7 +1787,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _verify_fold_unroll(), _frag_flush_default(), os.environ.get(FRAG_PD_ENV),
            os.environ.get(FRAG_L2PF_ENV, "1"), os.environ.get(READ_L2PF_ENV),
            os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV),
-           _dot_pieces()) + tuple(
+           _dot_pieces(), os.environ.get(FOLD_SMEM_ENV)) + tuple(
         kw.values())
     return kw, key
 
@@ -1975,7 +1989,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
-              DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV)
+              DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

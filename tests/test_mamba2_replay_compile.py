@@ -500,7 +500,7 @@ def test_decode_folds_p80_l32_in_one_round():
 
     from cute_kernels import mamba2_verify as MV
     assert M.Mamba2ReplayDecode.FOLD_SMEM == 32 * 1024
-    assert MV.Mamba2VerifyKernel.FOLD_SMEM == 24 * 1024
+    assert MV._verify_fold_smem() == 24 * 1024 and MV.FOLD_SMEM_ENV in MV._ENV_NAMES
     for P, L, njb in ((80, 32, 1), (64, 32, 1), (80, 16, 1), (80, 48, 2)):
         kw, _ = M._resolve("nvfp4/fp16sr", torch.bfloat16, torch.float32, 96, P, 128, 8, L, L + 1,
                            True, False, True, True, 4, True, row_order=True)
@@ -521,3 +521,24 @@ def test_decode_folds_p80_l32_in_one_round():
                                        d["N"], d["G"], L, L + 1, True, False, True, True, 4,
                                        True, row_order=True, rows=rows, flush_positions=20)
                     assert M.Mamba2ReplayDecode(**kw).flush_impl == 2, (shape, L, pair, rows)
+
+
+def test_verify_fold_round_switch(monkeypatch):
+    """REPLAYSSM_M2V_FOLD_SMEM (KiB) sets the verify's fold staging round (default 24: at L32 T8
+    the ring's 39 entries take two rounds, the two-pass flush) and is part of its compile key."""
+    import torch
+
+    from cute_kernels import mamba2_verify as MV
+    args = ("fp32", torch.bfloat16, torch.float32, 128, 64, 128, 8, 32, 40, 8, True, False,
+            True, True, 4, True)
+    got = {}
+    for v in (None, "32"):
+        if v is None:
+            monkeypatch.delenv(MV.FOLD_SMEM_ENV, raising=False)
+        else:
+            monkeypatch.setenv(MV.FOLD_SMEM_ENV, v)
+        kw, key = MV._resolve(*args)
+        op = MV.Mamba2VerifyKernel(**kw)
+        got[v] = (op.cfg.njb, op.flush_impl, key)
+    assert got[None][:2] == (2, 1) and got["32"][:2] == (1, 2)
+    assert got[None][2] != got["32"][2]
