@@ -128,6 +128,7 @@ _ACT_DTYPES = ("float32", "float16", "bfloat16")
 # nvfp4/fp16sr b512 622.2 µs vs 329.6 at L16); the verify keeps 24 KiB
 _FOLD_SMEM_BYTES = 24 * 1024
 _DECODE_FOLD_SMEM_BYTES = 32 * 1024
+SMEM_PER_SM = 228 * 1024          # H100 / H200 with the max carveout (1 KiB of it per CTA reserved)
 
 
 # --------------------------------------------------------------------------------------
@@ -747,8 +748,11 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
 class Mamba2ReplayDecode:
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``)."""
 
-    #: bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``)
-    FOLD_SMEM = _DECODE_FOLD_SMEM_BYTES
+    def fold_smem(self, R: int, L: int) -> int:
+        """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``): 32 KiB for
+        rings of ``L + 1`` entries (GPU-tested and timed at Nano-4B's P = 80, L = 32 in session
+        21), 24 KiB for draft-capable rings (``max(L, T) + T`` entries: untested there)."""
+        return _DECODE_FOLD_SMEM_BYTES if R == L + 1 else _FOLD_SMEM_BYTES
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, has_D: bool, has_z: bool,
@@ -804,7 +808,7 @@ class Mamba2ReplayDecode:
         self.dt_softplus = bool(dt_softplus)
         self.has_idx = bool(has_state_batch_indices)
         self.cfg = ReplayTile(self.read_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
-                              int(heads_per_cta), fold_smem=self.FOLD_SMEM)
+                              int(heads_per_cta), fold_smem=self.fold_smem(self.R, self.L))
         self.hpc = self.cfg.hpc
         # does the flush need a matrix amax (nvfp4 global scale) before encoding?
         self.flush_targets = [(self.rec_fmt, self.rec_sr, 0)]
@@ -935,7 +939,7 @@ class Mamba2ReplayDecode:
     def _smem_ctas(self) -> int:
         """CTAs per SM allowed by shared memory when it binds below 8 (else 0); 228 KiB per SM
         (H100 / H200, with the max carveout), 1 KiB reserved per CTA."""
-        k = (228 * 1024) // (self.smem_bytes() + 1024)
+        k = SMEM_PER_SM // (self.smem_bytes() + 1024)
         return k if k < 8 else 0
 
     # ---------------------------------------------------------------- host side
@@ -2890,23 +2894,27 @@ def _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     cursors), then the flush rows' persistent launch (``rows`` = 2: no read set; its CTAs walk
     the order's leading flush rows) on a high-priority side stream and the non-flush rows'
     launch (``rows`` = 1: no flush code or buffers, :data:`SPLIT_NONFLUSH_MINB` CTAs/SM) on the
-    caller's stream at once, joined before return. Heads per CTA: ``heads_per_cta`` for both
-    halves if given; else the non-flush half's :func:`split_nonflush_heads`, the flush half's
-    ``REPLAYSSM_M2_SPLIT_HPC2`` or :func:`choose_heads_per_cta`. Same arguments as
-    :func:`make_launch`'s result."""
+    caller's stream at once, joined before return. Heads per CTA: the non-flush half's
+    ``heads_per_cta`` if given, else :func:`split_nonflush_heads` (:func:`choose_heads_per_cta`
+    where that build would not fit an SM's shared memory); the flush half's
+    ``REPLAYSSM_M2_SPLIT_HPC2``, else ``heads_per_cta`` if given, else
+    :func:`choose_heads_per_cta`. Same arguments as :func:`make_launch`'s result."""
     from .row_order import ConcurrentHalves
 
     batch, H, P = x.shape
     G, N = B.shape[1], B.shape[2]
-    if heads_per_cta is None:
-        hpc1 = split_nonflush_heads(cache.pair.read_fmt, batch, H, G)
-        hpc2 = _env_int(SPLIT_HPC2_ENV) or choose_heads_per_cta(batch, H, G)
-    else:
-        hpc1, hpc2 = heads_per_cta, _env_int(SPLIT_HPC2_ENV) or heads_per_cta
     has_idx = state_batch_indices is not None
     base = (cache.pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
             D is not None, z is not None, dt_bias is not None, dt_softplus)
     impl = dict(flush_impl=flush_impl, nonflush_mma=nonflush_mma, staged=staged, row_order=True)
+    if heads_per_cta is None:
+        narrow = choose_heads_per_cta(batch, H, G)
+        hpc1 = split_nonflush_heads(cache.pair.read_fmt, batch, H, G)
+        if hpc1 != narrow and not _nonflush_fits(base, hpc1, has_idx, prefetch, impl):
+            hpc1 = narrow
+        hpc2 = _env_int(SPLIT_HPC2_ENV) or narrow
+    else:
+        hpc1, hpc2 = heads_per_cta, _env_int(SPLIT_HPC2_ENV) or heads_per_cta
     k1 = compile_mamba2_replay(*base, hpc1, has_idx, prefetch, None, rows=1, **impl)
     fpos = split_flush_positions(base, hpc2, has_idx, prefetch, impl, x.device.index)
     k2 = compile_mamba2_replay(*base, hpc2, has_idx, prefetch, None, rows=2, flush_positions=fpos,
@@ -2923,6 +2931,15 @@ def _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
         halves(flush, nonflush, cache, x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out,
                pad_slot_id)
     return launch
+
+
+def _nonflush_fits(base, hpc: int, has_idx: bool, prefetch, impl: dict) -> bool:
+    """Whether the split's non-flush build at ``hpc`` heads per CTA fits an SM's shared memory
+    (the staged nvfp4 read set grows with heads x L x P: Nemotron-3-Super at 8 heads and L16
+    57.7 KB, L64 108.6 KB; P128 N256 L64 would need 288 KB)."""
+    kw, _ = _resolve(*base, hpc, has_idx, prefetch, None, impl["flush_impl"],
+                     impl["nonflush_mma"], impl["staged"], None, True, 1)
+    return Mamba2ReplayDecode(**kw).smem_bytes() + 1024 <= SMEM_PER_SM
 
 
 def split_flush_positions(base, hpc2: int, has_idx: bool, prefetch, impl: dict,

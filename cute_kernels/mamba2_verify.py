@@ -443,8 +443,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``) of the
     verify step. Inherits the decode kernel's flush (fold + encoders) and tiling helpers."""
 
-    @property
-    def FOLD_SMEM(self) -> int:      # (the decode's larger round: untimed / untested here)
+    def fold_smem(self, R: int, L: int) -> int:
+        """The verify's fold staging round (:func:`_verify_fold_smem`; the decode's larger round
+        is untimed / untested here)."""
         return _verify_fold_smem()
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,

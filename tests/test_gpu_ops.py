@@ -77,9 +77,10 @@ def _compare_stored(ct, cc, stats):
     """Stored copies of the kernel cache vs the reference cache after one step from identical bytes:
     low-precision formats within one unit; fp32 within fp32 rounding of the fold (relative to the
     matrix's magnitude, since the fold's summation order differs: its L + 1 terms each round,
-    so the bound grows with L -- at L = 32 / batch 256, 3.9e-6 was seen)."""
+    so the bound grows with L: ~2x the largest seen, 3.9e-6 at L = 32 / batch 256, 2.1e-6 at
+    L = 16 / batch 256)."""
     p = cc.pair
-    fold_tol = 2e-6 * max(1.0, (cc.buffer_len + 1) / 5)
+    fold_tol = 2e-6 * max(1.0, (cc.buffer_len + 1) / 8)
     for enc_t, enc_c, fmt in ((ct.hi, cc.hi, p.rec_fmt), (ct.lo, cc.lo, p.read_fmt)):
         if enc_t is None:
             continue

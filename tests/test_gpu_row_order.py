@@ -103,7 +103,7 @@ def _force_split(monkeypatch, kind, fpos, hpc2=""):
 def test_decode_split_matches_reference(kind, pair, fpos, hpc2, seed, monkeypatch):
     """The split decode forced at a small batch: the flush rows' persistent launch over
     ``fpos`` grid positions (its CTAs walk several flush rows; with GDN every row flushes at
-    once here), Mamba-2's at ``hpc2`` heads per CTA (empty: the non-flush half's), and the
+    once here), Mamba-2's at ``hpc2`` heads per CTA (empty: choose_heads_per_cta's), and the
     non-flush rows' launch without flush code, at once on two streams, against the torch
     reference every step (stored copies, cursors, pad rows' outputs untouched)."""
     _force_split(monkeypatch, kind, fpos, hpc2)
@@ -153,13 +153,17 @@ def test_mamba2_split_defaults_match_reference(pair, L, batch, H, P, heads, seed
     assert int(cc.flush_count.max()) >= 3
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "fp32", "nvfp4/fp8sr"])
-def test_mamba2_single_round_fold_at_p80_l32(pair, seed, monkeypatch):
+def test_mamba2_single_round_fold_at_p80_l32(pair, split, seed, monkeypatch):
     """P = 80 at L = 32 (Nano-4B's head size): the fold's 32 entries staged in one round of
-    26 KiB (the decode's 32 KiB budget; at 24 it took two rounds and the two-pass flush)."""
+    26 KiB (the decode's 32 KiB budget; at 24 it took two rounds and the two-pass flush), in the
+    single launch and (``split``, forced) in the split's persistent flush launch."""
     from cute_kernels import mamba2_replay as MR
+    if split:
+        _force_split(monkeypatch, "mamba2", "2", "4")
     assert MR.ReplayTile("fp32", 24, 80, 128, 2, 32, 33, 4,
-                         fold_smem=MR.Mamba2ReplayDecode.FOLD_SMEM).njb == 1
+                         fold_smem=MR._DECODE_FOLD_SMEM_BYTES).njb == 1
     L = 32
     ct, cc, outs, stats = _twin_steps("mamba2", pair, L, 3 * L + 3,
                                       dims=dict(H=24, P=80, N=128, G=2))

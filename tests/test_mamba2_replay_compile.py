@@ -471,9 +471,9 @@ def test_split_heads_per_cta(monkeypatch):
         buffer_len, ring = 16, 17
         pair = parse_pair("fp8/fp32")
 
-    def halves(batch, heads_per_cta=None):
-        x = torch.empty(batch, 128, 64, device="meta")
-        B = torch.empty(batch, 8, 128, device="meta")
+    def halves(batch, heads_per_cta=None, P=64, N=128):
+        x = torch.empty(batch, 128, P, device="meta")
+        B = torch.empty(batch, 8, N, device="meta")
         got = []
         for stub in ("nonflush", "flush"):
             monkeypatch.setattr(M, "compile_mamba2_replay", first_compile if stub == "nonflush"
@@ -489,24 +489,32 @@ def test_split_heads_per_cta(monkeypatch):
     assert halves(512, heads_per_cta=2) == (2, 2)
     monkeypatch.setenv(M.SPLIT_HPC2_ENV, "1")
     assert halves(512) == (n8, 1) and halves(512, heads_per_cta=2) == (2, 1)
+    monkeypatch.delenv(M.SPLIT_HPC2_ENV)
+    # a staged nvfp4 read set of 8 heads that would not fit an SM's shared memory: 4 heads
+    _C.pair, _C.buffer_len, _C.ring = parse_pair("nvfp4/fp16sr"), 64, 65
+    assert halves(512, P=128, N=256) == (4, 4)
+    _C.buffer_len, _C.ring = 16, 17
+    assert halves(512, P=128, N=256) == (n8, 4)
 
 
 def test_decode_folds_p80_l32_in_one_round():
-    """The decode's fold stages up to 32 KiB at once (Mamba2ReplayDecode.FOLD_SMEM): Nano-4B's
+    """The decode's fold stages up to 32 KiB at once for rings of L + 1 entries: Nano-4B's
     P = 80 at L = 32 needs 26 KiB and so keeps the single-pass flush (flush_impl 2; at two rounds
-    it fell back to the two-pass one, 1.6x slower at b512 nvfp4/fp16sr, session 21 call 7). The
-    verify keeps 24 KiB (two rounds there), and shapes within 24 KiB are unchanged."""
+    it fell back to the two-pass one, 1.6x slower at b512 nvfp4/fp16sr, session 21 call 7).
+    Draft-capable rings (max(L, T) + T entries) and the verify keep 24 KiB (untested beyond), and
+    shapes within 24 KiB are unchanged."""
     import torch
 
     from cute_kernels import mamba2_verify as MV
-    assert M.Mamba2ReplayDecode.FOLD_SMEM == 32 * 1024
+    assert M._DECODE_FOLD_SMEM_BYTES == 32 * 1024
     assert MV._verify_fold_smem() == 24 * 1024 and MV.FOLD_SMEM_ENV in MV._ENV_NAMES
-    for P, L, njb in ((80, 32, 1), (64, 32, 1), (80, 16, 1), (80, 48, 2)):
-        kw, _ = M._resolve("nvfp4/fp16sr", torch.bfloat16, torch.float32, 96, P, 128, 8, L, L + 1,
+    for P, L, R, njb in ((80, 32, 33, 1), (64, 32, 33, 1), (80, 16, 17, 1), (80, 48, 49, 2),
+                         (64, 32, 40, 2), (80, 16, 24, 1)):     # R = 40 / 24: T = 8 drafts
+        kw, _ = M._resolve("nvfp4/fp16sr", torch.bfloat16, torch.float32, 96, P, 128, 8, L, R,
                            True, False, True, True, 4, True, row_order=True)
         op = M.Mamba2ReplayDecode(**kw)
-        assert op.cfg.njb == njb, (P, L)
-        assert op.flush_impl == (2 if njb == 1 else 1), (P, L)
+        assert op.cfg.njb == njb, (P, L, R)
+        assert op.flush_impl == (2 if njb == 1 else 1), (P, L, R)
     assert M.ReplayTile("fp32", 96, 80, 128, 8, 32, 33, 4).njb == 2      # the verify's budget
     assert M.ReplayTile("fp32", 96, 64, 128, 8, 32, 33, 4).njb == 1
     # every swept layer and buffer length takes the single-pass flush (shared / split builds)
