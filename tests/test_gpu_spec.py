@@ -241,3 +241,20 @@ def test_fuzz_gdn_verify_tail_variant(pair, mma, seed, monkeypatch):
                   exact_oracle=(pair == "fp32"), exact_rel=2e-2)
     print(f"gdn tail {pair} mma={mma}: {r}")
     assert r.steps == 40 and r.flush_rows >= 3, r
+
+
+@pytest.mark.parametrize("fold_kib", ["24", "32"])
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32"])
+def test_fuzz_mamba2_verify_fold_round_l32(pair, fold_kib, seed, monkeypatch):
+    """The Mamba-2 verify at L = 32 with T <= 8 drafts (ring of 40 entries: 39 fold entries, 30
+    KiB at P64 N128) folding in two staging rounds (24 KiB, the default: the two-pass flush) or
+    one (REPLAYSSM_M2V_FOLD_SMEM=32: the single-pass flush)."""
+    from cute_kernels import mamba2_verify as MV
+    monkeypatch.setenv(MV.FOLD_SMEM_ENV, fold_kib)
+    cfg = dict(L=32, max_draft=8)
+    _cute_verify_or_skip("mamba2", pair, torch.bfloat16, M2, **cfg)
+    r = spec_fuzz("mamba2", pair, 80, backend="cute", device="cuda", dims=M2, **cfg,
+                  batch=6, pool=17, act=torch.bfloat16, seed=seed, drafts=(3, 8),
+                  exact_oracle=(pair == "fp32"), exact_rel=2e-2)
+    print(f"mamba2 verify L32 {pair} fold {fold_kib} KiB: {r}")
+    assert r.steps == 80 and r.flush_rows >= 3, r

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Written in session 21 for the next session's first device call (not yet run).
+#  A. GPU tests never run on the landing code: the P80 L32 single fold round in the split's flush
+#     launch (test_gpu_row_order -k single_round: 8 cases, 4 passed in call 7 for the single
+#     launch), test_gpu_ops (the fp32 bound tightened to (L + 1) / 8), and the verify at L32 with
+#     REPLAYSSM_M2V_FOLD_SMEM 24 / 32 (test_gpu_spec -k fold_round: 6 cases);
+#  B. the verify at L32 (Nemotron-3-Super, T 4 / 8, b256 / b512), fold round 24 (default, the
+#     two-pass flush) vs 32 KiB (one round, single-pass flush; CPU builds at T8: fp32 168
+#     registers, 88 B of spills, 64 KB smem; nvfp4/fp16sr 206 registers, 88 KB -- 2 CTAs/SM).
+#     Prediction: one round faster for nvfp4 (the decode's Nano L32: 1.24-1.63x), fp32 unclear.
+source .device/gpu_env.sh >/dev/null 2>&1
+export PYTHONPATH=$PWD:$PYTHONPATH
+FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
+OUT=/tmp/n1; mkdir -p "$OUT"
+export REPLAYSSM_KERNEL_CACHE_DIR=/tmp/replayssm_kernels
+tarball() { (cd "$OUT" && tar czf "$FINAL/next_call1.tgz" --exclude='warm_*' . 2>/dev/null); }
+t0=$(date +%s)
+( timeout 250 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_row_order.py -k single_round > "$OUT/t_round.log" 2>&1; echo "rc=$?" >> "$OUT/t_round.log" ) &
+( timeout 250 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_ops.py > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
+( timeout 250 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_spec.py -k fold_round > "$OUT/t_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_spec.log" ) &
+wait
+echo "phase A $(( $(date +%s) - t0 )) s"; tarball
+for t in t_round t_ops t_spec; do echo "== $t"; grep -E "passed|failed|rc=|FAILED" "$OUT/$t.log" | tail -4; done
+OUT=$OUT/gv SETTINGS="f24:- f32:REPLAYSSM_M2V_FOLD_SMEM=32" \
+  BENCH_ARGS="spec --layer mamba2 --L 32 --batches 256,512 --T 4,8 --pairs fp32,nvfp4/fp16sr,fp8/fp32 --no-plots" \
+  REPLAYS=7 RUN_S=120 WARM_S=200 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/gv.log" 2>&1
+tarball
+echo "total $(( $(date +%s) - t0 )) s"
+grep -v "snapshot\|standard" "$OUT/gv/knobs.md" | cut -c1-160
