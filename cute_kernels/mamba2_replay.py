@@ -124,8 +124,9 @@ _BITS = common.FMT_BITS
 _ACT_DTYPES = ("float32", "float16", "bfloat16")
 # fold staging (flush rows): sB [JB, N] + sWX [JB, P] fp32; JB entries per stage. More than one
 # stage means the slow two-pass flush (flush_impl 1): the decode allows one stage up to 32 KiB
-# (Nano-4B at L = 32: 32 x (128 + 80) x 4 = 26 KiB; session 21 call 6 timed its two-pass flush:
-# nvfp4/fp16sr b512 622.2 µs vs 329.6 at L16); the verify keeps 24 KiB
+# for rings of L + 1 entries (Nano-4B at L = 32: 32 x (128 + 80) x 4 = 26 KiB; session 21 call 6
+# timed its two-pass flush: nvfp4/fp16sr b512 622.2 µs vs 329.6 at L16); draft-capable rings and
+# the verify keep 24 KiB (Mamba2ReplayDecode.fold_smem)
 _FOLD_SMEM_BYTES = 24 * 1024
 _DECODE_FOLD_SMEM_BYTES = 32 * 1024
 SMEM_PER_SM = 228 * 1024          # H100 / H200 with the max carveout (1 KiB of it per CTA reserved)
