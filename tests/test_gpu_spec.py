@@ -234,13 +234,18 @@ def test_fuzz_gdn_verify_tail_variant(pair, mma, seed, monkeypatch):
     every-pair fuzz with T in {3, 8}, L = 16 (non-flush rows with committed entries)."""
     monkeypatch.setenv("REPLAYSSM_GDN_VERIFY_TAIL", "1")
     monkeypatch.setenv("REPLAYSSM_GDN_VERIFY_MMA", mma)
-    cfg = dict(L=16, max_draft=8)
-    _cute_verify_or_skip("gdn", pair, torch.bfloat16, GDN, **cfg)
-    r = spec_fuzz("gdn", pair, 40, backend="cute", device="cuda", dims=GDN, **cfg,
+    _variant_fuzz("gdn", pair, GDN, dict(L=16, max_draft=8), 40, seed, f"tail mma={mma}")
+
+
+def _variant_fuzz(kind, pair, dims, cfg, steps, seed, label):
+    """The every-pair fuzz of one kernel variant (set by the caller's environment) with T in
+    {3, 8}: ``steps`` verify / commit calls against the twin, at least 3 flush rows."""
+    _cute_verify_or_skip(kind, pair, torch.bfloat16, dims, **cfg)
+    r = spec_fuzz(kind, pair, steps, backend="cute", device="cuda", dims=dims, **cfg,
                   batch=6, pool=17, act=torch.bfloat16, seed=seed, drafts=(3, 8),
                   exact_oracle=(pair == "fp32"), exact_rel=2e-2)
-    print(f"gdn tail {pair} mma={mma}: {r}")
-    assert r.steps == 40 and r.flush_rows >= 3, r
+    print(f"{kind} {label} {pair}: {r}")
+    assert r.steps == steps and r.flush_rows >= 3, r
 
 
 @pytest.mark.parametrize("fold_kib", ["24", "32"])
@@ -251,10 +256,4 @@ def test_fuzz_mamba2_verify_fold_round_l32(pair, fold_kib, seed, monkeypatch):
     one (REPLAYSSM_M2V_FOLD_SMEM=32: the single-pass flush)."""
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv(MV.FOLD_SMEM_ENV, fold_kib)
-    cfg = dict(L=32, max_draft=8)
-    _cute_verify_or_skip("mamba2", pair, torch.bfloat16, M2, **cfg)
-    r = spec_fuzz("mamba2", pair, 80, backend="cute", device="cuda", dims=M2, **cfg,
-                  batch=6, pool=17, act=torch.bfloat16, seed=seed, drafts=(3, 8),
-                  exact_oracle=(pair == "fp32"), exact_rel=2e-2)
-    print(f"mamba2 verify L32 {pair} fold {fold_kib} KiB: {r}")
-    assert r.steps == 80 and r.flush_rows >= 3, r
+    _variant_fuzz("mamba2", pair, M2, dict(L=32, max_draft=8), 80, seed, f"L32 fold {fold_kib} KiB")
