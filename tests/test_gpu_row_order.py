@@ -172,6 +172,19 @@ def test_mamba2_single_round_fold_at_p80_l32(pair, split, seed, monkeypatch):
     assert int(cc.flush_count.max()) >= 3
 
 
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "bf16/fp32"])
+def test_gdn_split_at_l32_matches_reference(pair, seed, monkeypatch):
+    """The GDN decode's split forced at L = 32 (its default stops at SPLIT_MAX_L = 16; the
+    non-flush half spills 116-200 B there, the shared ordered build 1.5-2.2 KB on CPU builds)
+    against the torch reference over 3L + 3 staggered steps (next_call1.sh times it)."""
+    _force_split(monkeypatch, "gdn", "2")
+    L = 32
+    ct, cc, outs, stats = _twin_steps("gdn", pair, L, 3 * L + 3)
+    worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
+    assert worst < 1e-2, worst
+    assert int(cc.flush_count.max()) >= 3
+
+
 def test_gdn_split_capture_matches_eager(seed, monkeypatch):
     """The split decode (order, flush launch on a side stream, non-flush launch) captured in a
     CUDA graph over staggered rows with pad rows: outputs, stored copies, ring and cursors
