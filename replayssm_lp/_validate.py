@@ -153,6 +153,14 @@ def scale(value):
     return value
 
 
+def draft_count(name, T, max_draft):
+    """A verify's ``T`` draft tokens (``name``: the input that carries them; None: a decode):
+    1 .. max(max_draft, 1), what the cache's ring holds."""
+    if T is not None and not (1 <= T <= max(max_draft, 1)):
+        raise ValueError(f"{name} has T={T} draft tokens but the cache holds at most "
+                         f"{max(max_draft, 1)} (max_draft={max_draft})")
+
+
 def backend(name):
     if name not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")

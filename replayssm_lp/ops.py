@@ -651,9 +651,7 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
     V.indices("state_batch_indices", sbi, b, dev, cache.num_slots, pad_slot_id)
     out = V.output("out", out, lead + (H, P), act, dev)
     V.backend(backend)
-    if T is not None and not (1 <= T <= max(cache.max_draft, 1)):
-        raise ValueError(f"x has T={T} draft tokens but the cache holds at most "
-                         f"{max(cache.max_draft, 1)} (max_draft={cache.max_draft})")
+    V.draft_count("x", T, cache.max_draft)
     return dt, A, D, dt_bias, out
 
 
@@ -768,9 +766,7 @@ def _gdn_step(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l
     V.indices("state_batch_indices", sbi, bsz, dev, cache.num_slots, pad_slot_id)
     out = V.output("out", out, lead + (cache.HV, cache.V), act, dev)
     V.backend(backend)
-    if T is not None and not (1 <= T <= max(cache.max_draft, 1)):
-        raise ValueError(f"q has T={T} draft tokens but the cache holds at most "
-                         f"{max(cache.max_draft, 1)} (max_draft={cache.max_draft})")
+    V.draft_count("q", T, cache.max_draft)
     impl = resolve(backend, op, cache)
     if impl is not None:
         return impl(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,
