@@ -123,12 +123,11 @@ CHUNK = 16                        # flush mapping: elements per chunk (one nvfp4
 _BITS = common.FMT_BITS
 _ACT_DTYPES = ("float32", "float16", "bfloat16")
 # fold staging (flush rows): sB [JB, N] + sWX [JB, P] fp32; JB entries per stage. More than one
-# stage means the slow two-pass flush (flush_impl 1): the decode allows one stage up to 32 KiB
-# for rings of L + 1 entries (Nano-4B at L = 32: 32 x (128 + 80) x 4 = 26 KiB; session 21 call 6
-# timed its two-pass flush: nvfp4/fp16sr b512 622.2 µs vs 329.6 at L16); draft-capable rings and
-# the verify keep 24 KiB (Mamba2ReplayDecode.fold_smem)
-_FOLD_SMEM_BYTES = 24 * 1024
-_DECODE_FOLD_SMEM_BYTES = 32 * 1024
+# stage means the slow two-pass flush (flush_impl 1), so one stage may take up to 32 KiB: Nano-4B
+# at L = 32 needs 32 x (128 + 80) x 4 = 26 KiB (session 21 call 6, its two-pass flush: nvfp4/fp16sr
+# b512 622.2 µs vs 329.6 at L16), a T = 8 draft ring at L = 32 39 x (128 + 64) x 4 = 30 KiB
+# (session 22 call 1, the verify at 24 -> 32 KiB: 1.9-2.7x faster at b256 / b512)
+_FOLD_SMEM_BYTES = 32 * 1024
 SMEM_PER_SM = 228 * 1024          # H100 / H200 with the max carveout (1 KiB of it per CTA reserved)
 
 
@@ -750,10 +749,9 @@ class Mamba2ReplayDecode:
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``)."""
 
     def fold_smem(self, R: int, L: int) -> int:
-        """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``): 32 KiB for
-        rings of ``L + 1`` entries (GPU-tested and timed at Nano-4B's P = 80, L = 32 in session
-        21), 24 KiB for draft-capable rings (``max(L, T) + T`` entries: untested there)."""
-        return _DECODE_FOLD_SMEM_BYTES if R == L + 1 else _FOLD_SMEM_BYTES
+        """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``; the verify
+        overrides it with a tuning switch)."""
+        return _FOLD_SMEM_BYTES
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, has_D: bool, has_z: bool,

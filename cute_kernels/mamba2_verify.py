@@ -217,14 +217,14 @@ def _verify_fold_unroll() -> int:
     return _fold_unroll(2)
 
 
-#: the verify's fold staging round in KiB (tuning; default 24, the decode's is 32): with more
-#: entries than one round holds the flush takes the two-pass version (e.g. L32 T8: the ring's 39
-#: entries at N128 P64 need 30 KiB) -- untimed at 32 as of session 21
+#: the verify's fold staging round in KiB (tuning; default the decode's 32): with more entries
+#: than one round holds the flush takes the two-pass version (L32 T8: the ring's 39 entries at
+#: N128 P64 need 30 KiB; at 24 KiB the verify was 1.9-2.7x slower, session 22 call 1)
 FOLD_SMEM_ENV = "REPLAYSSM_M2V_FOLD_SMEM"
 
 
 def _verify_fold_smem() -> int:
-    """Bytes of the verify's fold staging round (``REPLAYSSM_M2V_FOLD_SMEM`` KiB, default 24)."""
+    """Bytes of the verify's fold staging round (``REPLAYSSM_M2V_FOLD_SMEM`` KiB, default 32)."""
     v = os.environ.get(FOLD_SMEM_ENV)
     return int(v) * 1024 if v else _FOLD_SMEM_BYTES
 
@@ -444,8 +444,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     verify step. Inherits the decode kernel's flush (fold + encoders) and tiling helpers."""
 
     def fold_smem(self, R: int, L: int) -> int:
-        """The verify's fold staging round (:func:`_verify_fold_smem`; the decode's larger round
-        is untimed / untested here)."""
+        """The verify's fold staging round (:func:`_verify_fold_smem`)."""
         return _verify_fold_smem()
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,

@@ -100,9 +100,11 @@ def _compare_stored(ct, cc, stats):
         stats[key] = max(stats.get(key, 0.0), (a != b).float().mean().item())
 
 
-def _twin_steps(kind, pair, L, steps, act=torch.bfloat16, dims=None, pool=24, batch=9):
+def _twin_steps(kind, pair, L, steps, act=torch.bfloat16, dims=None, pool=24, batch=9,
+                max_draft=0):
     """Run identical steps on a torch-backend cache and a cute-backend cache (same GPU, same seed;
-    ``dims``: the layer's shape, default :data:`M2` / :data:`GDN`).
+    ``dims``: the layer's shape, default :data:`M2` / :data:`GDN`; ``max_draft``: the caches'
+    draft capacity, which sizes their rings).
     After every step the stored copies are compared and the reference is re-synced to the kernel's
     bytes, so each step is checked from identical state (an SR decision flipped by a last-bit fp32
     difference would otherwise make the two trajectories drift apart)."""
@@ -111,13 +113,13 @@ def _twin_steps(kind, pair, L, steps, act=torch.bfloat16, dims=None, pool=24, ba
         d = dims or M2
         H, P, N, G = d["H"], d["P"], d["N"], d["G"]
         mk = lambda: R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L,  # noqa: E731
-                                         act_dtype=act, device=dev, seed=777)
+                                         max_draft=max_draft, act_dtype=act, device=dev, seed=777)
         S0 = torch.randn(pool, H, P, N, device=dev) * 0.5
     else:
         d = dims or GDN
         H, HV, K, Vd = d["H"], d["HV"], d["K"], d["V"]
         mk = lambda: R.GDNReplayCache(pool, H, HV, K, Vd, precision=pair, buffer_len=L,  # noqa: E731
-                                      act_dtype=act, device=dev, seed=777)
+                                      max_draft=max_draft, act_dtype=act, device=dev, seed=777)
         S0 = torch.randn(pool, HV, Vd, K, device=dev) * 0.3
     ct, cc = mk(), mk()
     slots = torch.randperm(pool, device=dev)[:batch]

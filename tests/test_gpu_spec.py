@@ -252,8 +252,8 @@ def _variant_fuzz(kind, pair, dims, cfg, steps, seed, label):
 @pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32"])
 def test_fuzz_mamba2_verify_fold_round_l32(pair, fold_kib, seed, monkeypatch):
     """The Mamba-2 verify at L = 32 with T <= 8 drafts (ring of 40 entries: 39 fold entries, 30
-    KiB at P64 N128) folding in two staging rounds (24 KiB, the default: the two-pass flush) or
-    one (REPLAYSSM_M2V_FOLD_SMEM=32: the single-pass flush)."""
+    KiB at P64 N128) folding in two staging rounds (REPLAYSSM_M2V_FOLD_SMEM=24: the two-pass
+    flush) or one (32, the default: the single-pass flush)."""
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv(MV.FOLD_SMEM_ENV, fold_kib)
     _variant_fuzz("mamba2", pair, M2, dict(L=32, max_draft=8), 80, seed, f"L32 fold {fold_kib} KiB")

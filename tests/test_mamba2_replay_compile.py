@@ -498,25 +498,24 @@ def test_split_heads_per_cta(monkeypatch):
 
 
 def test_decode_folds_p80_l32_in_one_round():
-    """The decode's fold stages up to 32 KiB at once for rings of L + 1 entries: Nano-4B's
-    P = 80 at L = 32 needs 26 KiB and so keeps the single-pass flush (flush_impl 2; at two rounds
-    it fell back to the two-pass one, 1.6x slower at b512 nvfp4/fp16sr, session 21 call 7).
-    Draft-capable rings (max(L, T) + T entries) and the verify keep 24 KiB (untested beyond), and
-    shapes within 24 KiB are unchanged."""
+    """The fold stages up to 32 KiB at once (decode and verify): Nano-4B's P = 80 at L = 32 needs
+    26 KiB and a T = 8 draft ring at L = 32 (39 entries, P64) 30 KiB, so both keep the
+    single-pass flush (flush_impl 2; at two rounds they fell back to the two-pass one: 1.6x slower
+    at b512 nvfp4/fp16sr, session 21 call 7; the verify 1.9-2.7x, session 22 call 1). Shapes
+    within 24 KiB are unchanged; past 32 KiB (L = 48 at P80) the fold still takes two rounds."""
     import torch
 
     from cute_kernels import mamba2_verify as MV
-    assert M._DECODE_FOLD_SMEM_BYTES == 32 * 1024
-    assert MV._verify_fold_smem() == 24 * 1024 and MV.FOLD_SMEM_ENV in MV._ENV_NAMES
+    assert M._FOLD_SMEM_BYTES == 32 * 1024
+    assert MV._verify_fold_smem() == 32 * 1024 and MV.FOLD_SMEM_ENV in MV._ENV_NAMES
     for P, L, R, njb in ((80, 32, 33, 1), (64, 32, 33, 1), (80, 16, 17, 1), (80, 48, 49, 2),
-                         (64, 32, 40, 2), (80, 16, 24, 1)):     # R = 40 / 24: T = 8 drafts
+                         (64, 32, 40, 1), (80, 32, 40, 1), (80, 16, 24, 1)):  # R 40 / 24: T = 8
         kw, _ = M._resolve("nvfp4/fp16sr", torch.bfloat16, torch.float32, 96, P, 128, 8, L, R,
                            True, False, True, True, 4, True, row_order=True)
         op = M.Mamba2ReplayDecode(**kw)
         assert op.cfg.njb == njb, (P, L, R)
         assert op.flush_impl == (2 if njb == 1 else 1), (P, L, R)
-    assert M.ReplayTile("fp32", 96, 80, 128, 8, 32, 33, 4).njb == 2      # the verify's budget
-    assert M.ReplayTile("fp32", 96, 64, 128, 8, 32, 33, 4).njb == 1
+    assert M.ReplayTile("fp32", 96, 80, 128, 8, 32, 33, 4, fold_smem=24 * 1024).njb == 2
     # every swept layer and buffer length takes the single-pass flush (shared / split builds)
     from bench import traffic
     for shape, d in traffic.SHAPES.items():
@@ -532,15 +531,15 @@ def test_decode_folds_p80_l32_in_one_round():
 
 
 def test_verify_fold_round_switch(monkeypatch):
-    """REPLAYSSM_M2V_FOLD_SMEM (KiB) sets the verify's fold staging round (default 24: at L32 T8
-    the ring's 39 entries take two rounds, the two-pass flush) and is part of its compile key."""
+    """REPLAYSSM_M2V_FOLD_SMEM (KiB) sets the verify's fold staging round (default 32; at 24 the
+    L32 T8 ring's 39 entries take two rounds, the two-pass flush) and is part of its compile key."""
     import torch
 
     from cute_kernels import mamba2_verify as MV
     args = ("fp32", torch.bfloat16, torch.float32, 128, 64, 128, 8, 32, 40, 8, True, False,
             True, True, 4, True)
     got = {}
-    for v in (None, "32"):
+    for v in (None, "24"):
         if v is None:
             monkeypatch.delenv(MV.FOLD_SMEM_ENV, raising=False)
         else:
@@ -548,5 +547,5 @@ def test_verify_fold_round_switch(monkeypatch):
         kw, key = MV._resolve(*args)
         op = MV.Mamba2VerifyKernel(**kw)
         got[v] = (op.cfg.njb, op.flush_impl, key)
-    assert got[None][:2] == (2, 1) and got["32"][:2] == (1, 2)
-    assert got[None][2] != got["32"][2]
+    assert got[None][:2] == (1, 2) and got["24"][:2] == (2, 1)
+    assert got[None][2] != got["24"][2]
