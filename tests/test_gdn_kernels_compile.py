@@ -474,3 +474,20 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
         GR.make_launch(_C, q, v, gd, True, None, min_blocks_per_mp=2)
     with pytest.raises(RuntimeError, match="single launch"):
         GR.make_launch(_C, q[:32], v[:32], gd, True, None)     # below SPLIT_MIN_BATCH
+
+
+def test_launch_block_v_switch(monkeypatch):
+    """REPLAYSSM_GDN_BLOCK_V (tuning) sets a v2 launch's value rows per CTA for pairs without
+    nvfp4 (nvfp4 keeps the whole head: its global scale), is validated, and is part of the
+    launch key; unset, the heuristics choose."""
+    monkeypatch.delenv(GR.BLOCK_V_ENV, raising=False)
+    monkeypatch.delenv(GR.PROF_ENV, raising=False)
+    assert GR.BLOCK_V_ENV in GR._ENV_NAMES
+    default = GR.choose_block_v_v2(32, 32, 128, "fp8", "fp32")
+    assert GR.launch_block_v(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == default
+    monkeypatch.setenv(GR.BLOCK_V_ENV, "64")
+    assert GR.launch_block_v(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == 64
+    assert GR.launch_block_v(32, 32, 128, 128, "nvfp4", "fp16", 32, "v2") == 128
+    monkeypatch.setenv(GR.BLOCK_V_ENV, "48")
+    with pytest.raises(ValueError, match="REPLAYSSM_GDN_BLOCK_V=48"):
+        GR.launch_block_v(32, 32, 128, 128, "fp32", "fp32", 16, "v2")

@@ -257,3 +257,11 @@ def test_fuzz_mamba2_verify_fold_round_l32(pair, fold_kib, seed, monkeypatch):
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv(MV.FOLD_SMEM_ENV, fold_kib)
     _variant_fuzz("mamba2", pair, M2, dict(L=32, max_draft=8), 80, seed, f"L32 fold {fold_kib} KiB")
+
+
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32", "bf16/fp32"])
+def test_fuzz_gdn_verify_l32(pair, seed):
+    """The GDN verify at its largest buffer, L = 32, with T in {3, 8} (ring of 40 entries; the
+    flush's L x L solve over up to 39 entries; CPU builds at T8: nvfp4/fp16sr 80 registers and
+    1.4 KB of spills, fp32 128 and 80 B)."""
+    _variant_fuzz("gdn", pair, GDN, dict(L=32, max_draft=8), 80, seed, "L32")
