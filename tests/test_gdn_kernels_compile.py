@@ -485,6 +485,12 @@ def test_launch_block_v_switch(monkeypatch):
     assert GR.BLOCK_V_ENV in GR._ENV_NAMES
     default = GR.choose_block_v_v2(32, 32, 128, "fp8", "fp32")
     assert GR.launch_block_v(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == default
+    # fp32 read copies: 64 rows up to 2048 (row, value head) pairs, then the heuristics' 128
+    assert GR.launch_block_v(32, 32, 128, 128, "fp32", "fp32", 16, "v2") == 64
+    assert GR.launch_block_v(64, 32, 128, 128, "fp32", "fp32", 32, "v2") == 64
+    assert GR.launch_block_v(128, 32, 128, 128, "fp32", "fp32", 16, "v2") == 128
+    assert GR.launch_block_v(1, 32, 128, 128, "fp32", "fp32", 16, "v2") == \
+        GR.choose_block_v_v2(1, 32, 128, "fp32", "fp32") < 64
     monkeypatch.setenv(GR.BLOCK_V_ENV, "64")
     assert GR.launch_block_v(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == 64
     assert GR.launch_block_v(32, 32, 128, 128, "nvfp4", "fp16", 32, "v2") == 128

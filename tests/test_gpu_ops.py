@@ -73,6 +73,16 @@ def test_gdn_replay_fp32_pair_equals_exact_recurrence(L, seed):
     assert out_err < 1e-5 and state_err < 1e-5, (out_err, state_err)
 
 
+@pytest.mark.parametrize("L", [16, 32])
+def test_gdn_fp32_small_batch_half_block(L, seed):
+    """The GDN decode's fp32 read copy at 64 value rows per CTA (the default up to 2048 (row,
+    value head) pairs where the heuristics would take 128: b30 here) against the torch
+    reference over 3L + 3 staggered steps."""
+    from cute_kernels import gdn_replay as GR
+    assert GR.launch_block_v(30, GDN["HV"], GDN["K"], GDN["V"], "fp32", "fp32", L, "v2") == 64
+    _twin_check("gdn", "fp32", L, pool=40, batch=30)
+
+
 def _compare_stored(ct, cc, stats):
     """Stored copies of the kernel cache vs the reference cache after one step from identical bytes:
     low-precision formats within one unit; fp32 within fp32 rounding of the fold (relative to the
