@@ -109,7 +109,7 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
 
 Public entry points: :func:`compile_gdn_replay`, :func:`gdn_replay_decode_cute`,
 :func:`compile_only`, :func:`replay_tile`, :func:`choose_block_v`, :func:`choose_block_v_v2`,
-:func:`resolve_impl`.
+:func:`launch_block_v`, :func:`resolve_impl`.
 """
 
 from __future__ import annotations
@@ -3452,8 +3452,8 @@ def launch_block_v(batch: int, HV: int, K: int, V: int, read_fmt: str, rec_fmt: 
     """Value rows per CTA of a decode launch the caller left to the heuristics: the v2 profiling
     build's whole head, else :data:`BLOCK_V_ENV` (tuning; not for nvfp4 pairs, whose global
     scale needs the whole head), else :func:`choose_block_v_v2` / :func:`choose_block_v`, then
-    for fp32 read copies at most ``FP32_SMALL_BLOCK_V`` rows up to ``FP32_SMALL_MAX_HEADS``
-    (row, value head) pairs. H200, Qwen3.5-4B, b8 / 32 / 64 (session22_gpu/call3), 64 rows vs
+    for fp32 read copies of 128-row heads at most ``FP32_SMALL_BLOCK_V`` rows up to
+    ``FP32_SMALL_MAX_HEADS`` (row, value head) pairs. H200, Qwen3.5-4B, b8 / 32 / 64 (session22_gpu/call3), 64 rows vs
     128: fp32 1-7 % faster (b32 L16 28.5 -> 26.9 µs, L32 38.9 -> 36.0, b64 L32 61.8 -> 59.4),
     fp8 / bf16 read copies +-10 % either way (b32 L32 fp8/fp32 58.9 -> 60.3); 32 rows slower
     everywhere."""
@@ -3469,8 +3469,8 @@ def launch_block_v(batch: int, HV: int, K: int, V: int, read_fmt: str, rec_fmt: 
     if impl != "v2":
         return choose_block_v(batch, HV, K, V, read_fmt, rec_fmt, L)
     bv = choose_block_v_v2(batch, HV, V, read_fmt, rec_fmt)
-    if (read_fmt == "fp32" and bv > FP32_SMALL_BLOCK_V and V % FP32_SMALL_BLOCK_V == 0
-            and batch * HV <= FP32_SMALL_MAX_HEADS):
+    if (read_fmt == "fp32" and V == 128 and bv > FP32_SMALL_BLOCK_V
+            and batch * HV <= FP32_SMALL_MAX_HEADS):      # (timed at V = 128 only)
         bv = FP32_SMALL_BLOCK_V
     return bv
 

@@ -749,7 +749,8 @@ class Mamba2ReplayDecode:
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``)."""
 
     def fold_smem(self, R: int, L: int) -> int:
-        """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``; the verify
+        """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``): the same for
+        every ring and buffer length here (``R`` / ``L`` are for subclasses; the verify
         overrides it with a tuning switch)."""
         return _FOLD_SMEM_BYTES
 

@@ -479,21 +479,32 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
 def test_launch_block_v_switch(monkeypatch):
     """REPLAYSSM_GDN_BLOCK_V (tuning) sets a v2 launch's value rows per CTA for pairs without
     nvfp4 (nvfp4 keeps the whole head: its global scale), is validated, and is part of the
-    launch key; unset, the heuristics choose."""
+    launch key; unset, the heuristics choose, fp32 read copies at most 64 rows up to 2048
+    (row, value head) pairs; the v1 kernel and the profiling build keep their own choice."""
+    from cute_kernels import common
+    monkeypatch.setattr(common, "num_sms", lambda *a, **k: 132)      # the H200's
     monkeypatch.delenv(GR.BLOCK_V_ENV, raising=False)
     monkeypatch.delenv(GR.PROF_ENV, raising=False)
     assert GR.BLOCK_V_ENV in GR._ENV_NAMES
-    default = GR.choose_block_v_v2(32, 32, 128, "fp8", "fp32")
-    assert GR.launch_block_v(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == default
+    lbv = GR.launch_block_v
+    assert lbv(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == 128
     # fp32 read copies: 64 rows up to 2048 (row, value head) pairs, then the heuristics' 128
-    assert GR.launch_block_v(32, 32, 128, 128, "fp32", "fp32", 16, "v2") == 64
-    assert GR.launch_block_v(64, 32, 128, 128, "fp32", "fp32", 32, "v2") == 64
-    assert GR.launch_block_v(128, 32, 128, 128, "fp32", "fp32", 16, "v2") == 128
-    assert GR.launch_block_v(1, 32, 128, 128, "fp32", "fp32", 16, "v2") == \
-        GR.choose_block_v_v2(1, 32, 128, "fp32", "fp32") < 64
+    assert lbv(32, 32, 128, 128, "fp32", "fp32", 16, "v2") == 64
+    assert lbv(64, 32, 128, 128, "fp32", "fp32", 32, "v2") == 64
+    assert lbv(32, 64, 128, 128, "fp32", "fp32", 16, "v2") == 64
+    assert lbv(64, 64, 128, 128, "fp32", "fp32", 16, "v2") == 128
+    assert lbv(128, 32, 128, 128, "fp32", "fp32", 16, "v2") == 128
+    assert lbv(1, 32, 128, 128, "fp32", "fp32", 16, "v2") == 32        # heuristics: < 64
+    assert lbv(32, 32, 128, 256, "fp32", "fp32", 16, "v2") == 128      # untimed head size
+    assert lbv(32, 32, 128, 128, "fp32", "fp32", 16, "v1") == \
+        GR.choose_block_v(32, 32, 128, 128, "fp32", "fp32", 16)
     monkeypatch.setenv(GR.BLOCK_V_ENV, "64")
-    assert GR.launch_block_v(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == 64
-    assert GR.launch_block_v(32, 32, 128, 128, "nvfp4", "fp16", 32, "v2") == 128
-    monkeypatch.setenv(GR.BLOCK_V_ENV, "48")
-    with pytest.raises(ValueError, match="REPLAYSSM_GDN_BLOCK_V=48"):
-        GR.launch_block_v(32, 32, 128, 128, "fp32", "fp32", 16, "v2")
+    assert lbv(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == 64
+    assert lbv(32, 32, 128, 128, "nvfp4", "fp16", 32, "v2") == 128
+    monkeypatch.setenv(GR.PROF_ENV, "1")
+    assert lbv(32, 32, 128, 128, "fp8", "fp32", 32, "v2") == 128       # profiling: whole head
+    monkeypatch.delenv(GR.PROF_ENV)
+    for bad in ("48", "256"):
+        monkeypatch.setenv(GR.BLOCK_V_ENV, bad)
+        with pytest.raises(ValueError, match=f"REPLAYSSM_GDN_BLOCK_V={bad}"):
+            lbv(32, 32, 128, 128, "fp32", "fp32", 16, "v2")

@@ -136,16 +136,25 @@ def test_mamba2_split_defaults_match_reference(pair, L, batch, H, P, heads, seed
     assert MR.split_nonflush_heads(cc.pair.read_fmt, batch, H, 2) == heads
 
 
+def _assert_single_round(pair, H, P, L, R):
+    """The decode build of this shape (H heads, G = 2, 4 heads per CTA) folds in one staging
+    round, i.e. takes the single-pass flush."""
+    from cute_kernels import mamba2_replay as MR
+    kw, _ = MR._resolve(pair, torch.bfloat16, torch.float32, H, P, 128, 2, L, R, True, False,
+                        True, True, 4, True, row_order=True)
+    op = MR.Mamba2ReplayDecode(**kw)
+    assert op.cfg.njb == 1 and op.flush_impl == 2, (op.cfg, op.flush_impl)
+
+
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "fp32", "nvfp4/fp8sr"])
 def test_mamba2_single_round_fold_at_p80_l32(pair, split, seed, monkeypatch):
     """P = 80 at L = 32 (Nano-4B's head size): the fold's 32 entries staged in one round of
     26 KiB (the 32 KiB budget; at 24 it took two rounds and the two-pass flush), in the
     single launch and (``split``, forced) in the split's persistent flush launch."""
-    from cute_kernels import mamba2_replay as MR
     if split:
         _force_split(monkeypatch, "mamba2", "2", "4")
-    assert MR.ReplayTile("fp32", 24, 80, 128, 2, 32, 33, 4).njb == 1
+    _assert_single_round(pair, 24, 80, 32, 33)
     _twin_check("mamba2", pair, 32, dims=dict(H=24, P=80, N=128, G=2))
 
 
@@ -155,8 +164,7 @@ def test_mamba2_draft_ring_single_round_fold_at_l32(pair, P, seed):
     """The decode on a draft-capable ring at L = 32 (max_draft 8: 40 entries, the fold's 39
     staged in one round of 30 / 31.7 KiB at P 64 / 80; at 24 KiB two rounds, the two-pass flush)
     against the torch reference over 3L + 3 staggered steps."""
-    from cute_kernels import mamba2_replay as MR
-    assert MR.ReplayTile("fp32", 8, P, 128, 2, 32, 40, 4).njb == 1
+    _assert_single_round(pair, 8, P, 32, 40)
     cc, _, _ = _twin_check("mamba2", pair, 32, dims=dict(H=8, P=P, N=128, G=2), max_draft=8)
     assert cc.ring == 40
 
