@@ -44,7 +44,7 @@ def _stagger(cache, L):
 
 def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
                  peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None,
-                 order: bool = False) -> List[Dict]:
+                 order: bool = False, max_draft: int = 0) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, P, N, G = dims["H"], dims["P"], dims["N"], dims["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -87,7 +87,7 @@ def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int]
         # --- ReplaySSM, every pair and L
         def make(pair, L, slots):
             return Mamba2ReplayCache(slots, H, P, N, G, precision=pair, buffer_len=L, act_dtype=act,
-                                     device=dev, seed=1234)
+                                     max_draft=max_draft, device=dev, seed=1234)
 
         def decode(cache, sbi):
             ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None,
@@ -136,7 +136,7 @@ def _gdn_inputs(batch, H, HV, K, V, act, dev):
 
 def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
               peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None,
-              order: bool = False) -> List[Dict]:
+              order: bool = False, max_draft: int = 0) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, HV, K, V = dims["H"], dims["HV"], dims["K"], dims["V"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -181,7 +181,7 @@ def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], r
             progress.update(1)
         def make(pair, L, slots):
             return GDNReplayCache(slots, H, HV, K, V, precision=pair, buffer_len=L, act_dtype=act,
-                                  device=dev, seed=1234)
+                                  max_draft=max_draft, device=dev, seed=1234)
 
         def decode(cache, sbi):
             ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates, state_batch_indices=sbi,
@@ -350,7 +350,7 @@ def run(args) -> int:
         for shape in shapes:
             fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
             fn(shape, pairs, batches, Ls, args.replays, not args.no_peers, deadline, args.phases,
-               cells=cells, order=args.flush_first)
+               cells=cells, order=args.flush_first, max_draft=args.max_draft)
     except DeadlineReached:
         print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the rest skipped")
     prog.close()
@@ -361,6 +361,7 @@ def run(args) -> int:
         return 0
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
                 seconds=time.time() - t0, replays=args.replays, host_overhead_us=overhead,
+                max_draft=args.max_draft,
                 complete=not deadline.reached)
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
         json.dump(dict(meta=meta, cells=cells), f, indent=1)
@@ -390,6 +391,9 @@ def register(sub):
     p.add_argument("--flush-first", action="store_true",
                    help="also time the staggered cycle with the batch rows in grid order and with "
                         "the rows that flush first (a scheduling experiment: same work)")
+    p.add_argument("--max-draft", type=int, default=0,
+                   help="the ReplaySSM caches' draft capacity (0: rings of L + 1 entries); the "
+                        "decode step on caches that also serve speculative verify calls")
     p.add_argument("--out", default="bench/results/sweep")
     p.add_argument("--deadline", type=float, default=0.0,
                    help="stop starting new cells after this many seconds and write what was "

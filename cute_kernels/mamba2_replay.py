@@ -128,6 +128,8 @@ _ACT_DTYPES = ("float32", "float16", "bfloat16")
 # b512 622.2 µs vs 329.6 at L16), a T = 8 draft ring at L = 32 39 x (128 + 64) x 4 = 30 KiB
 # (session 22 call 1, the verify at 24 -> 32 KiB: 1.9-2.7x faster at b256 / b512)
 _FOLD_SMEM_BYTES = 32 * 1024
+#: the decode's fold staging round in KiB (tuning / A-B runs; default 32): in the compile key
+FOLD_SMEM_ENV = "REPLAYSSM_M2_FOLD_SMEM"
 SMEM_PER_SM = 228 * 1024          # H100 / H200 with the max carveout (1 KiB of it per CTA reserved)
 
 
@@ -751,8 +753,9 @@ class Mamba2ReplayDecode:
     def fold_smem(self, R: int, L: int) -> int:
         """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``): the same for
         every ring and buffer length here (``R`` / ``L`` are for subclasses; the verify
-        overrides it with a tuning switch)."""
-        return _FOLD_SMEM_BYTES
+        overrides it with its own switch); :data:`FOLD_SMEM_ENV` overrides."""
+        v = os.environ.get(FOLD_SMEM_ENV)
+        return int(v) * 1024 if v else _FOLD_SMEM_BYTES
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, has_D: bool, has_z: bool,
@@ -2625,7 +2628,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
-           _fold_unroll(2 if rows == 2 else 1)) + tuple(kw.values())
+           _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV)) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3059,7 +3062,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
-              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV)
+              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -549,3 +549,23 @@ def test_verify_fold_round_switch(monkeypatch):
         got[v] = (op.cfg.njb, op.flush_impl, key)
     assert got[None][:2] == (1, 2) and got["24"][:2] == (2, 1)
     assert got[None][2] != got["24"][2]
+
+
+def test_decode_fold_round_switch(monkeypatch):
+    """REPLAYSSM_M2_FOLD_SMEM (KiB; A-B runs) sets the decode's fold staging round (default 32:
+    a T = 8 draft ring at L = 32 folds in one round) and is part of its compile key."""
+    import torch
+
+    args = ("nvfp4/fp16sr", torch.bfloat16, torch.float32, 128, 64, 128, 8, 32, 40, True, False,
+            True, True, 4, True)
+    got = {}
+    for v in (None, "24"):
+        if v is None:
+            monkeypatch.delenv(M.FOLD_SMEM_ENV, raising=False)
+        else:
+            monkeypatch.setenv(M.FOLD_SMEM_ENV, v)
+        kw, key = M._resolve(*args, row_order=True)
+        op = M.Mamba2ReplayDecode(**kw)
+        got[v] = (op.cfg.njb, op.flush_impl, key)
+    assert got[None][:2] == (1, 2) and got["24"][:2] == (2, 1)
+    assert got[None][2] != got["24"][2] and M.FOLD_SMEM_ENV in M._ENV_NAMES
