@@ -2359,7 +2359,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             mKinvb[slot, hk, phys_new] = kinv
                     self._append_gate_entry(mGb, mBb, slot, hv, phys_new, g, beta, tidx)
                 if const_expr(self.prof):
-                    pcs.append(common.sreg64("clock64"))    # 5: outputs, appends issued
+                    pc5 = common.sreg64("clock64")          # 5: outputs, appends issued
                 # ================= the last-arriving CTA of the row moves the cursors ==========
                 if tidx == 0:
                     if old == Int32(self.HV * self.nsplit - 1):
@@ -2371,11 +2371,14 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         mPend[slot] = Int32(0)
                         mArr[slot] = Int32(0)
                 if const_expr(self.prof):
-                    pcs.append(common.sreg64("clock64"))    # 6: cursors published (end)
+                    pc6 = common.sreg64("clock64")          # 6: cursors published (end)
                     pg1 = common.sreg64("globaltimer")
                     cute.arch.barrier()                     # every output store of the CTA is out
                     if tidx == 0:
-                        _prof_record(mOut[row_b, hv, None], v0, flush, [pg0, pg1] + pcs)
+                        # (5 and 6 as scalars: a list grown inside this dynamic branch would
+                        # change its type at the join)
+                        _prof_record(mOut[row_b, hv, None], v0, flush,
+                                     [pg0, pg1] + pcs + [pc5, pc6])
                         _prof_record(mOut[row_b, hv, None], v0 + Int32(64), flush,
                                      [rFs[i] for i in range(12)])
         return res

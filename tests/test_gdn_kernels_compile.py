@@ -508,3 +508,17 @@ def test_launch_block_v_switch(monkeypatch):
         monkeypatch.setenv(GR.BLOCK_V_ENV, bad)
         with pytest.raises(ValueError, match=f"REPLAYSSM_GDN_BLOCK_V={bad}"):
             lbv(32, 32, 128, 128, "fp32", "fp32", 16, "v2")
+
+
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr"])
+def test_profiling_build_compiles(pair, monkeypatch):
+    """``REPLAYSSM_GDN_PROF=1`` (tests/gpu_scripts/sass_phases.py, the phase profile) builds:
+    %clock64 stamps at the phase boundaries of the flush and non-flush paths and %globaltimer at
+    start and end (it had stopped compiling: the end stamps grew a list inside a dynamic
+    branch); the default build has no timer at all."""
+    monkeypatch.delenv(GR.PROF_ENV, raising=False)
+    _, ptx = GR.compile_only(pair, H=2, HV=4, keep_ptx=True)
+    assert "%clock64" not in ptx and "%globaltimer" not in ptx
+    monkeypatch.setenv(GR.PROF_ENV, "1")
+    _, ptx = GR.compile_only(pair, H=2, HV=4, keep_ptx=True)
+    assert ptx.count("%clock64") >= 12 and ptx.count("%globaltimer") == 2 and "%smid" in ptx
