@@ -41,7 +41,33 @@ from . import timing, traffic, warmup
 from .timing import DeadlineProgress, DeadlineReached, L2_BYTES, pool_rotation, progress
 
 DEFAULT_PAIRS = "fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32"
-SHAPES = {"mamba2": "nemotron3-super", "gdn": "qwen3.5-4b"}
+SHAPES = {"mamba2": "nemotron3-super", "gdn": "qwen3.5-4b"}   # the default shape per layer kind
+
+
+def spec_shapes(arg: str, layers: List[str], tiny: bool) -> Dict[str, str]:
+    """``--shapes`` (comma list of `replayssm-bench traffic` shape names, at most one per layer
+    kind) -> the shape timed for each of ``layers`` (default :data:`SHAPES`); ``--tiny``: the
+    tiny shapes. Bad values exit with a message naming the shape."""
+    names = [s for s in arg.split(",") if s]
+    if tiny:
+        if names:
+            raise SystemExit("--shapes and --tiny exclude each other")
+        return {layer: "tiny" for layer in layers}
+    out: Dict[str, str] = {}
+    for name in names:
+        d = traffic.SHAPES.get(name)
+        if d is None:
+            raise SystemExit(f"--shapes: unknown layer shape {name!r} (known: "
+                             f"{', '.join(traffic.SHAPES)})")
+        kind = d["kind"]
+        if kind not in layers:
+            raise SystemExit(f"--shapes: {name} is a {kind} layer, which --layer "
+                             f"{'/'.join(layers)} does not time")
+        if kind in out:
+            raise SystemExit(f"--shapes: one shape per layer kind ({out[kind]} and {name} are "
+                             f"both {kind} layers)")
+        out[kind] = name
+    return {layer: out.get(layer, SHAPES[layer]) for layer in layers}
 TINY = {"mamba2": dict(kind="mamba2", H=4, P=8, N=32, G=2),
         "gdn": dict(kind="gdn", H=2, HV=4, K=32, V=16)}
 
@@ -308,6 +334,8 @@ def _fmt(c):
 
 def render(cells: List[Dict], mem: List[Dict], meta: Dict) -> str:
     lines = [f"# replayssm-bench spec ({meta['device']}, backend {meta['backend']}, L={meta['L']})", "",
+             "Layer shapes: " + ", ".join(f"{k} {v}" for k, v in meta.get("shapes", {}).items()),
+             "",
              "Verify of T drafts + commit with random acceptance (0..T) inside the graph; range: "
              "natural flush mix [non-flush only – flush only]. Ratios: to one standard fp32 decode "
              "step of the same batch, and the fp32 snapshot baseline's time over this one.", "",
@@ -427,6 +455,7 @@ def run(args) -> int:
     for p in pairs:
         parse_pair(p)
     layers = ["mamba2", "gdn"] if args.layer == "both" else [args.layer]
+    shapes = spec_shapes(args.shapes, layers, args.tiny)
     batches = [int(b) for b in args.batches.split(",")]
     Ts = [int(t) for t in args.T.split(",")]
     if any(not 1 <= t <= 16 for t in Ts):
@@ -452,7 +481,7 @@ def run(args) -> int:
     t0 = time.time()
     cells, mem = [], []
     for layer in layers:
-        shape = "tiny" if args.tiny else SHAPES[layer]
+        shape = shapes[layer]
         dims = TINY[layer] if args.tiny else traffic.SHAPES[shape]
         mem += memory_rows(layer, dims, shape, pairs, sorted(set(Ts)), args.L, args.budget_gib,
                            args.num_layers)
@@ -469,6 +498,7 @@ def run(args) -> int:
         return 0
     meta = dict(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
                 torch=torch.__version__, backend=backend, L=args.L, replays=args.replays,
+                shapes=shapes,
                 budget_gib=args.budget_gib, num_layers=args.num_layers, seconds=time.time() - t0,
                 complete=not deadline.reached)
     if dev.type == "cuda":
@@ -493,6 +523,9 @@ def register(sub):
     p = sub.add_parser("spec", help="speculative verify latency vs standard decode and the snapshot "
                                     "baseline, memory per request (GPU; --device cpu for a smoke run)")
     p.add_argument("--layer", default="both", choices=["mamba2", "gdn", "both"])
+    p.add_argument("--shapes", default="",
+                   help="comma list of layer shapes, at most one per layer kind (default: "
+                        "nemotron3-super, qwen3.5-4b; `replayssm-bench traffic --help` lists them)")
     p.add_argument("--pairs", default=DEFAULT_PAIRS, help="comma list of precision pairs")
     p.add_argument("--batches", default="1,8,32,128,256,512")
     p.add_argument("--T", default="1,2,4,8", help="comma list of draft counts")

@@ -141,3 +141,22 @@ def test_sweep_warm_up_shares_the_deadline(monkeypatch):
     with pytest.raises(Started):
         main(argv)
     assert calls == [(argv, ["fp32", "nvfp4/fp16sr"], 4, ["--deadline", "300"])]
+
+
+def test_spec_shapes_option():
+    """``spec --shapes``: at most one shape per layer kind, of a timed kind; the default shapes
+    otherwise; bad values exit naming the shape (before any work)."""
+    from bench.spec import SHAPES, spec_shapes
+    both = ["mamba2", "gdn"]
+    assert spec_shapes("", both, False) == SHAPES
+    assert spec_shapes("nemotron3-nano-4b", both, False) == {"mamba2": "nemotron3-nano-4b",
+                                                             "gdn": "qwen3.5-4b"}
+    assert spec_shapes("qwen3.5-122b", ["gdn"], False) == {"gdn": "qwen3.5-122b"}
+    assert spec_shapes("", both, True) == {"mamba2": "tiny", "gdn": "tiny"}
+    for arg, layers, tiny, msg in (("nano", both, False, "unknown layer shape 'nano'"),
+                                   ("qwen3.5-4b", ["mamba2"], False, "qwen3.5-4b is a gdn layer"),
+                                   ("nemotron3-super,nemotron3-nano-4b", both, False,
+                                    "one shape per layer kind"),
+                                   ("qwen3.5-4b", both, True, "exclude each other")):
+        with pytest.raises(SystemExit, match=msg):
+            spec_shapes(arg, layers, tiny)
