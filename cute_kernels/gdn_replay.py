@@ -994,8 +994,8 @@ TPW_ENV = "REPLAYSSM_GDN_REPLAY_TPW"     # v2 row tiles per warp (1 / 2) for tun
 MINB_ENV = "REPLAYSSM_GDN_REPLAY_MINB"   # v2 CTAs per SM hint (register cap) for tuning runs
 BLOCK_V_ENV = "REPLAYSSM_GDN_BLOCK_V"    # v2 value rows per CTA for tuning runs (not nvfp4 pairs)
 #: the decode's fp32 read copies take 64 value rows per CTA (not 128) up to this many
-#: (row, value head) pairs: b64 at Qwen3.5-4B's 32 value heads, the largest batch timed
-#: (launch_block_v; from b128 untimed, so 128 as before)
+#: (row, value head) pairs: b64 at Qwen3.5-4B's 32 value heads (launch_block_v; b128 and up
+#: keep 128, the same build there, session22_gpu/call4)
 FP32_SMALL_BLOCK_V = 64
 FP32_SMALL_MAX_HEADS = 2048
 # v2 profiling build (1; off): thread 0 of each CTA stamps %clock64 at the phase boundaries and
@@ -3456,21 +3456,20 @@ def launch_block_v(batch: int, HV: int, K: int, V: int, read_fmt: str, rec_fmt: 
     build's whole head, else :data:`BLOCK_V_ENV` (tuning; not for nvfp4 pairs, whose global
     scale needs the whole head), else :func:`choose_block_v_v2` / :func:`choose_block_v`, then
     for fp32 read copies of 128-row heads at most ``FP32_SMALL_BLOCK_V`` rows up to
-    ``FP32_SMALL_MAX_HEADS`` (row, value head) pairs. H200, Qwen3.5-4B, b8 / 32 / 64 (session22_gpu/call3), 64 rows vs
-    128: fp32 1-7 % faster (b32 L16 28.5 -> 26.9 µs, L32 38.9 -> 36.0, b64 L32 61.8 -> 59.4),
-    fp8 / bf16 read copies +-10 % either way (b32 L32 fp8/fp32 58.9 -> 60.3); 32 rows slower
-    everywhere."""
-    if impl == "v2" and _env_int(PROF_ENV) == 1:
-        return V                   # profiling build: one CTA (and one 20-word record) per head
-    if impl == "v2" and "nvfp4" not in (read_fmt, rec_fmt):
-        bv = _env_int(BLOCK_V_ENV)
-        if bv is not None:
-            if bv not in V2_BLOCK_VS or V % bv:
-                raise ValueError(f"{BLOCK_V_ENV}={bv} must be one of {V2_BLOCK_VS} dividing "
-                                 f"the value head dim {V}")
-            return bv
+    ``FP32_SMALL_MAX_HEADS`` (row, value head) pairs. H200, Qwen3.5-4B, b8 / 32 / 64
+    (session22_gpu/call3), 64 rows vs 128: fp32 1-7 % faster (b32 L16 28.5 -> 26.9 µs, L32
+    38.9 -> 36.0, b64 L32 61.8 -> 59.4), fp8 / bf16 read copies +-10 % either way (b32 L32
+    fp8/fp32 58.9 -> 60.3); 32 rows slower everywhere."""
     if impl != "v2":
         return choose_block_v(batch, HV, K, V, read_fmt, rec_fmt, L)
+    if _env_int(PROF_ENV) == 1:
+        return V                   # profiling build: one CTA (and one 20-word record) per head
+    bv = None if "nvfp4" in (read_fmt, rec_fmt) else _env_int(BLOCK_V_ENV)
+    if bv is not None:
+        if bv not in V2_BLOCK_VS or V % bv:
+            raise ValueError(f"{BLOCK_V_ENV}={bv} must be one of {V2_BLOCK_VS} dividing the "
+                             f"value head dim {V}")
+        return bv
     bv = choose_block_v_v2(batch, HV, V, read_fmt, rec_fmt)
     if (read_fmt == "fp32" and V == 128 and bv > FP32_SMALL_BLOCK_V
             and batch * HV <= FP32_SMALL_MAX_HEADS):      # (timed at V = 128 only)

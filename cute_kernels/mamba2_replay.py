@@ -224,6 +224,13 @@ class ReplayTile:
                 f"JB={self.jb} NJB={self.njb})")
 
 
+def fold_smem_bytes(env: str) -> int:
+    """Bytes of one fold staging round: the tuning switch ``env`` (KiB; the decode's
+    :data:`FOLD_SMEM_ENV`, the verify's own), else :data:`_FOLD_SMEM_BYTES`."""
+    v = os.environ.get(env)
+    return int(v) * 1024 if v else _FOLD_SMEM_BYTES
+
+
 def _flush_impl_default() -> int:
     """``REPLAYSSM_M2_FLUSH`` (1 or 2; default 2): the flush implementation (tuning / fallback)."""
     return int(os.environ.get("REPLAYSSM_M2_FLUSH", "2"))
@@ -754,8 +761,7 @@ class Mamba2ReplayDecode:
         """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``): the same for
         every ring and buffer length here (``R`` / ``L`` are for subclasses; the verify
         overrides it with its own switch); :data:`FOLD_SMEM_ENV` overrides."""
-        v = os.environ.get(FOLD_SMEM_ENV)
-        return int(v) * 1024 if v else _FOLD_SMEM_BYTES
+        return fold_smem_bytes(FOLD_SMEM_ENV)
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, has_D: bool, has_z: bool,

@@ -105,7 +105,6 @@ from . import common
 from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name
 from .mamba2_replay import (
-    _FOLD_SMEM_BYTES,
     CHUNK,
     FOLD_UNROLL_ENV,
     Mamba2ReplayDecode,
@@ -113,6 +112,7 @@ from .mamba2_replay import (
     _compile_keep_ptx,
     _compile_op,
     _e2m1x8_to_f16x2,
+    fold_smem_bytes,
     _fp16_range_exponent,
     _launch_args,
     _launcher,
@@ -225,8 +225,7 @@ FOLD_SMEM_ENV = "REPLAYSSM_M2V_FOLD_SMEM"
 
 def _verify_fold_smem() -> int:
     """Bytes of the verify's fold staging round (``REPLAYSSM_M2V_FOLD_SMEM`` KiB, default 32)."""
-    v = os.environ.get(FOLD_SMEM_ENV)
-    return int(v) * 1024 if v else _FOLD_SMEM_BYTES
+    return fold_smem_bytes(FOLD_SMEM_ENV)
 
 
 FRAG_FLUSH_ENV = "REPLAYSSM_M2V_FRAG_FLUSH"
