@@ -125,11 +125,15 @@ _ACT_DTYPES = ("float32", "float16", "bfloat16")
 # fold staging (flush rows): sB [JB, N] + sWX [JB, P] fp32; JB entries per stage. More than one
 # stage means the slow two-pass flush (flush_impl 1), so one stage may take up to 32 KiB: Nano-4B
 # at L = 32 needs 32 x (128 + 80) x 4 = 26 KiB (session 21 call 6, its two-pass flush: nvfp4/fp16sr
-# b512 622.2 µs vs 329.6 at L16), a T = 8 draft ring at L = 32 39 x (128 + 64) x 4 = 30 KiB
-# (session 22 call 1, the verify at 24 -> 32 KiB: 1.9-2.7x faster at b256 / b512)
+# b512 622.2 µs vs 329.6 at L16); a T = 8 draft ring at L = 32 folds max(L, T) = 32 entries
+# (fold_entries_max; sized R - 1 = 39, 30 KiB, it took two rounds at 24 KiB: the verify 1.9-2.7x
+# slower at b256 / b512, session 22 call 1)
 _FOLD_SMEM_BYTES = 32 * 1024
 #: the decode's fold staging round in KiB (tuning / A-B runs; default 32): in the compile key
 FOLD_SMEM_ENV = "REPLAYSSM_M2_FOLD_SMEM"
+#: ``ring``: size the fold for R - 1 entries as before session 23 (A-B runs; default ``max``,
+#: :func:`fold_entries_max`); in both compile keys
+FOLD_ENTRIES_ENV = "REPLAYSSM_M2_FOLD_ENTRIES"
 SMEM_PER_SM = 228 * 1024          # H100 / H200 with the max carveout (1 KiB of it per CTA reserved)
 
 
@@ -156,7 +160,8 @@ class ReplayTile:
 
     Flush (hi and lo): ``CB = N/16`` chunks per row (must divide 32: the lanes of a row are in one
     warp, ``RW = 32/CB`` apart), ``RPF = 128/CB`` rows per pass, ``NIT = ceil(P/RPF)`` chunks per
-    thread; ``HM = R - 1`` the most entries a flush folds, ``JB`` of them staged in smem at once
+    thread; ``HM`` (:func:`fold_entries_max`) the most entries a flush folds, ``JB`` of them
+    staged in smem at once
     (``NJB = ceil(HM/JB)`` stages, sB + sWX <= ``fold_smem`` bytes).
     """
 
@@ -208,9 +213,8 @@ class ReplayTile:
         self.rpf = num_threads // self.cb        # rows per pass
         self.nit = -(-P // self.rpf)
         self.full = P % self.rpf == 0
-        # most entries a flush can fold: write_pos <= max(L, T) <= R - 1 (a verify with T > L
-        # drafts may leave up to T committed entries); the kernel clamps h to it (memory safety)
-        self.hm = R - 1
+        # most entries a flush can fold (the kernel clamps h to it: memory safety)
+        self.hm = fold_entries_max(L, R)
         jb = self.hm
         while jb > 1 and jb * (N + P) * 4 > fold_smem:
             jb = (jb + 1) // 2
@@ -222,6 +226,17 @@ class ReplayTile:
         return (f"ReplayTile(hpc={self.hpc}, read: vec={self.vec} TN={self.tn} CN={self.cn} "
                 f"RPP={self.rpp} RPT={self.rpt} MJ={self.mj}; flush: CB={self.cb} NIT={self.nit} "
                 f"JB={self.jb} NJB={self.njb})")
+
+
+def fold_entries_max(L: int, R: int) -> int:
+    """The most committed entries a row of a ring of ``R`` entries can hold, hence fold:
+    write_pos <= max(L, T) (a verify with T > L drafts flushes first and may then commit all T),
+    T <= D, and the cache's ring is ``R = max(L, D) + max(D, 1)``, so max(L, D) = max(L, R // 2)
+    (= R - 1 for rings of L + 1). :data:`FOLD_ENTRIES_ENV` = ``ring`` gives R - 1 (A-B runs)."""
+    mode = os.environ.get(FOLD_ENTRIES_ENV, "max")
+    if mode not in ("max", "ring"):
+        raise ValueError(f"{FOLD_ENTRIES_ENV} must be 'max' or 'ring', got {mode!r}")
+    return R - 1 if mode == "ring" else max(L, R // 2)
 
 
 def fold_smem_bytes(env: str) -> int:
@@ -1567,7 +1582,7 @@ class Mamba2ReplayDecode:
             # ------------------------------------------------------------ preamble
             h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
                                                      slot, tidx, ocur)
-            h = cutlass.min(h, Int32(cfg.hm))   # <= R-1 for any valid cache state
+            h = cutlass.min(h, Int32(cfg.hm))   # any valid cache state is inside
             pcs = [pc0]
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))   # 1: cursors known (after a barrier)
@@ -2634,7 +2649,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
-           _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV)) + tuple(kw.values())
+           _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
+           os.environ.get(FOLD_ENTRIES_ENV)) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3068,7 +3084,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
-              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV)
+              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

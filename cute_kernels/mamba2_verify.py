@@ -106,12 +106,14 @@ from . import lowprec as lp
 from .common import CompiledKernel, KernelCache, dtype_name
 from .mamba2_replay import (
     CHUNK,
+    FOLD_ENTRIES_ENV,
     FOLD_UNROLL_ENV,
     Mamba2ReplayDecode,
     ReplayTile,
     _compile_keep_ptx,
     _compile_op,
     _e2m1x8_to_f16x2,
+    fold_entries_max,
     fold_smem_bytes,
     _fp16_range_exponent,
     _launch_args,
@@ -465,7 +467,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             raise ValueError(f"the verify kernel needs dstate % 32 == 0, got {dstate}")
         self.T = T
         self.TP = _pow2_ge(T)                # padded query count (vector loads of C)
-        self.EM = int(ring)                  # most entries a call sees: h + T <= R
+        # most entries a call sees: h + T, h <= the most committed entries (fold_entries_max)
+        self.EM = min(int(ring), fold_entries_max(int(buffer_len), int(ring)) + T)
         self.NSEGV = -(-self.EM // 32)       # scan segments
         super().__init__(pair, act_dtype, dt_dtype, nheads, headdim, dstate, ngroups, buffer_len,
                          ring, has_D, has_z, has_dt_bias, dt_softplus, heads_per_cta,
@@ -521,13 +524,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                        and ((self.read_fmt in XDRAFT_FMTS
                              or (self.split and self.read_fmt in XDRAFT_SPLIT_FMTS))
                             if xd is None else xd))
-        if self.xd and xd is None:       # by default only where its 4 KB cost no CTA per SM
-            with_xd = self._smem_ctas() or 8
-            self.xd = False
-            self.xd = with_xd >= (self._smem_ctas() or 8)
-        self.fold_unroll = _verify_fold_unroll()
-        # outputs: a thread's outputs share one p when 128 % P == 0 (see _head_out)
-        self.out_ilp = bool(_out_ilp_default() and self.cfg.nt % self.P == 0)
         # occupancy hint: 4 CTAs/SM (128 registers) -- the T accumulators of the state dot and
         # the flush path together; fewer when shared memory binds; the split's fragment-flush
         # launch SPLIT_FLUSH_MINB (its hi loads SPLIT_FLUSH_PD n-tiles deep)
@@ -536,6 +532,16 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         forced = os.environ.get("REPLAYSSM_M2V_MINBLOCKS")    # tuning runs
         if forced and min_blocks_per_mp is None:
             k = int(forced)
+        if self.xd and xd is None:
+            # by default only where its buffer costs no CTA per SM: shared memory's CTAs, capped
+            # by the register hint's (at 128 registers 4 bind first, whatever smem would allow)
+            cap = k or 8
+            with_xd = min(self._smem_ctas() or 8, cap)
+            self.xd = False
+            self.xd = with_xd >= min(self._smem_ctas() or 8, cap)
+        self.fold_unroll = _verify_fold_unroll()
+        # outputs: a thread's outputs share one p (see _head_out; P > 128: one loop per output)
+        self.out_ilp = bool(_out_ilp_default() and self.P <= self.cfg.nt)
         sc = self._smem_ctas()
         self.min_blocks_per_mp = min(k, sc) if (sc and k) else k
 
@@ -688,7 +694,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
 
         if valid:
             # ------------------------------------------------------------ cursors
-            # h <= R - T for any valid cache state (clamped: memory safety on corrupt cursors)
+            # h <= EM - T for any valid cache state (clamped: memory safety on corrupt cursors)
             if const_expr(self.rows == 0):
                 h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
                                                          slot, tidx, pre=ocur)
@@ -899,9 +905,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         return sCur[0], sCur[1], sCur[2], old
 
     def _clamp_h(self, w):
-        """A row's committed entries h from its write_pos, clamped to [0, R − T] (any valid cache
+        """A row's committed entries h from its write_pos, clamped to [0, EM − T] (any valid cache
         state is inside; memory safety on corrupt cursors)."""
-        return cutlass.max(cutlass.min(w, Int32(self.R - self.T)), Int32(0))
+        return cutlass.max(cutlass.min(w, Int32(self.EM - self.T)), Int32(0))
 
     def _flushes(self, h):
         """Whether a row with h committed entries flushes in this call: h + T > L (the order
@@ -1035,7 +1041,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sums each element's terms in a fixed fp32 order instead)."""
         P, N, T, TP, NT, HPC = self.P, self.N, self.T, self.TP, self.cfg.nt, self.hpc
         JB = self.cfg.jb
-        KS = -(-min(JB, self.R - T) // 8)    # h <= R - T (clamped): k-steps past it are zero
+        KS = -(-min(JB, self.EM - T) // 8)   # h <= EM - T (clamped): k-steps past it are zero
         NTL = N // 8
         warp = tidx // 32
         lane = tidx % 32
@@ -1161,10 +1167,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         of every head into ``sXA[k, j, :]`` (16-byte chunks; the ring is the cache's, aligned),
         and plain loads of the drafts' x into ``xdr`` (the caller's tensors may be unaligned
         views; :meth:`_xs_drafts` stores them). Nothing waits here."""
-        HPC, P, T, NT, R = self.hpc, self.P, self.T, self.cfg.nt, self.R
+        HPC, P, T, NT = self.hpc, self.P, self.T, self.cfg.nt
         EPC = 16 * 8 // self.act_dtype.width      # act elements per 16-byte chunk
         CX = P // EPC
-        JM = R - T                                # most committed entries a row can hold
+        JM = self.EM - T                          # most committed entries a row can hold
         if const_expr(sXA is not None):
             ax = cute.make_copy_atom(
                 cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.act_dtype,
@@ -1716,8 +1722,26 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         """``y[t, p] = Σ_{e0<=e<=h+t} coef[t, e]·x_e[p] + sG[t]·sDot[t, p] + D·x_t[p]``
         (the reference's order; e0 = h when sDot holds S_new's dots, whose fold took the entries
         before h), ``*= silu(z)``, stored to ``out[row, t, head, p]``."""
-        T, P, NT = self.T, self.P, self.cfg.nt
-        NO = -(-(T * P) // NT)           # outputs per thread
+        # out_ilp: the first GP = P·floor(128 / P) threads take the outputs, output i of a thread
+        # at (t, p) = divmod(tidx + i·GP, P), so all of a thread's outputs share p (P = 80: 80
+        # threads x T outputs); the others have none
+        GP = (self.cfg.nt // self.P) * self.P if self.out_ilp else self.cfg.nt
+        if const_expr(GP < self.cfg.nt):
+            if tidx < GP:
+                self._head_out_rows(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h,
+                                    e0, tidx, GP)
+        else:
+            self._head_out_rows(mX, mZ, mD, mOut, sCoefT, sG, sDot, sXE, row, head, k, h, e0,
+                                tidx, GP)
+
+    @cute.jit
+    def _head_out_rows(self, mX: cute.Tensor, mZ: Optional[cute.Tensor],
+                       mD: Optional[cute.Tensor], mOut: cute.Tensor, sCoefT: cute.Tensor,
+                       sG: cute.Tensor, sDot: cute.Tensor, sXE: cute.Tensor, row: Int32,
+                       head: Int32, k: Int32, h: Int32, e0: Int32, tidx: Int32, GP):
+        """:meth:`_head_out` of one thread: outputs ``tidx + i·GP`` (flattened [T, P])."""
+        T, P = self.T, self.P
+        NO = -(-(T * P) // GP)           # outputs per thread
         dsk = Float32(0.0)
         if const_expr(self.has_D):
             dsk = mD[head].to(Float32)
@@ -1729,15 +1753,15 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             accs = cute.make_rmem_tensor((NO,), Float32)
             for i in cutlass.range_constexpr(NO):
                 accs[i] = Float32(0.0)
-            t_last = cutlass.min((tidx + (NO - 1) * NT) // P, Int32(T - 1))
+            t_last = cutlass.min((tidx + (NO - 1) * GP) // P, Int32(T - 1))
             for e in cutlass.range(e0, h + t_last + 1, unroll=2):
                 xe = sXE[e, p].to(Float32)
                 for i in cutlass.range_constexpr(NO):
-                    ti = cutlass.min((tidx + i * NT) // P, Int32(T - 1))
+                    ti = cutlass.min((tidx + i * GP) // P, Int32(T - 1))
                     accs[i] = accs[i] + lp.sel_f32(e <= h + ti, sCoefT[k, ti, e] * xe,
                                                    Float32(0.0))
         for i in cutlass.range_constexpr(NO):
-            idx = tidx + i * NT
+            idx = tidx + i * GP
             t = idx // P
             p = idx % P
             if idx < T * P:
@@ -1786,7 +1810,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _verify_fold_unroll(), _frag_flush_default(), os.environ.get(FRAG_PD_ENV),
            os.environ.get(FRAG_L2PF_ENV, "1"), os.environ.get(READ_L2PF_ENV),
            os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV),
-           _dot_pieces(), os.environ.get(FOLD_SMEM_ENV)) + tuple(
+           _dot_pieces(), os.environ.get(FOLD_SMEM_ENV), os.environ.get(FOLD_ENTRIES_ENV)) + tuple(
         kw.values())
     return kw, key
 
@@ -1988,7 +2012,8 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               "REPLAYSSM_M2V_OUT_ILP", XSTAGE_ENV, SPLIT_ENV, SPLIT_MINB_ENV,
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
-              DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV)
+              DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV,
+              FOLD_ENTRIES_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -161,9 +161,9 @@ def test_mamba2_single_round_fold_at_p80_l32(pair, split, seed, monkeypatch):
 @pytest.mark.parametrize("P", [64, 80])
 @pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "fp32"])
 def test_mamba2_draft_ring_single_round_fold_at_l32(pair, P, seed):
-    """The decode on a draft-capable ring at L = 32 (max_draft 8: 40 entries, the fold's 39
-    staged in one round of 30 / 31.7 KiB at P 64 / 80; at 24 KiB two rounds, the two-pass flush)
-    against the torch reference over 3L + 3 staggered steps."""
+    """The decode on a draft-capable ring at L = 32 (max_draft 8: 40 entries, at most max(L, T)
+    = 32 to fold, staged in one round of 24 / 26 KiB at P 64 / 80) against the torch reference
+    over 3L + 3 staggered steps."""
     _assert_single_round(pair, 8, P, 32, 40)
     cc, _, _ = _twin_check("mamba2", pair, 32, dims=dict(H=8, P=P, N=128, G=2), max_draft=8)
     assert cc.ring == 40

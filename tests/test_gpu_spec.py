@@ -248,15 +248,47 @@ def _variant_fuzz(kind, pair, dims, cfg, steps, seed, label):
     assert r.steps == steps and r.flush_rows >= 3, r
 
 
-@pytest.mark.parametrize("fold_kib", ["24", "32"])
+@pytest.mark.parametrize("fold_kib", ["16", "32"])
 @pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32"])
 def test_fuzz_mamba2_verify_fold_round_l32(pair, fold_kib, seed, monkeypatch):
-    """The Mamba-2 verify at L = 32 with T <= 8 drafts (ring of 40 entries: 39 fold entries, 30
-    KiB at P64 N128) folding in two staging rounds (REPLAYSSM_M2V_FOLD_SMEM=24: the two-pass
-    flush) or one (32, the default: the single-pass flush)."""
+    """The Mamba-2 verify at L = 32 with T <= 8 drafts (ring of 40 entries, at most max(L, T) =
+    32 to fold: 24 KiB at P64 N128) folding in two staging rounds (REPLAYSSM_M2V_FOLD_SMEM=16:
+    the two-pass flush) or one (32, the default: the single-pass flush)."""
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv(MV.FOLD_SMEM_ENV, fold_kib)
     _variant_fuzz("mamba2", pair, M2, dict(L=32, max_draft=8), 80, seed, f"L32 fold {fold_kib} KiB")
+
+
+@pytest.mark.parametrize("pair", ["fp8/fp32", "bf16/fp32"])
+def test_fuzz_mamba2_verify_drafts_buffer_at_4_heads(pair, seed, monkeypatch):
+    """The flush rows' drafts buffer in the 4-heads-per-CTA build at T <= 4 (the b256 build: its
+    smem takes 7 -> 6 CTAs/SM, the register hint 4, so it is on since session 23) against the
+    twin, L16 with an 8-draft ring (Nemotron-3-Super's per-head shape)."""
+    from cute_kernels import mamba2_verify as MV
+    monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "4")
+    for T in (2, 4):
+        op = MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", M2["H"], M2["P"], M2["N"],
+                                   M2["G"], 16, 24, T, True, False, True, True, 4)
+        assert op.xd and op.min_blocks_per_mp == 4 and op._smem_ctas() < 8, (pair, T)
+    cfg = dict(L=16, max_draft=8)
+    _cute_verify_or_skip("mamba2", pair, torch.bfloat16, M2, **cfg)
+    r = spec_fuzz("mamba2", pair, 80, backend="cute", device="cuda", dims=M2, **cfg, batch=6,
+                  pool=17, act=torch.bfloat16, seed=seed, drafts=(2, 4), exact_rel=2e-2,
+                  exact_oracle=False)
+    print(f"mamba2 4 heads/CTA {pair}: {r}")
+    assert r.steps == 80 and r.flush_rows >= 3, r
+
+
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32"])
+def test_fuzz_mamba2_verify_p80(pair, seed):
+    """Nano-4B's head size P = 80 (128 % P != 0): the outputs by the first 80 threads, each all
+    T of its p (out_ilp, since session 23; before, one dependent entry loop per output), in the
+    non-flush and the flush rows' outputs; L16 with an 8-draft ring, T in {3, 8}."""
+    from cute_kernels import mamba2_verify as MV
+    dims = dict(H=8, P=80, N=128, G=2)
+    assert MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", 8, 80, 128, 2, 16, 24, 8, True,
+                                 False, True, True, 4).out_ilp
+    _variant_fuzz("mamba2", pair, dims, dict(L=16, max_draft=8), 60, seed, "P80")
 
 
 @pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32", "bf16/fp32"])

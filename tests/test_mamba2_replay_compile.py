@@ -499,7 +499,7 @@ def test_split_heads_per_cta(monkeypatch):
 
 def test_decode_folds_p80_l32_in_one_round():
     """The fold stages up to 32 KiB at once (decode and verify): Nano-4B's P = 80 at L = 32 needs
-    26 KiB and a T = 8 draft ring at L = 32 (39 entries, P64) 30 KiB, so both keep the
+    26 KiB and a T = 8 draft ring at L = 32 (32 entries, P80) 26 KiB, so both keep the
     single-pass flush (flush_impl 2; at two rounds they fell back to the two-pass one: 1.6x slower
     at b512 nvfp4/fp16sr, session 21 call 7; the verify 1.9-2.7x, session 22 call 1). Shapes
     within 24 KiB are unchanged; past 32 KiB (L = 48 at P80) the fold still takes two rounds."""
@@ -531,15 +531,16 @@ def test_decode_folds_p80_l32_in_one_round():
 
 
 def test_verify_fold_round_switch(monkeypatch):
-    """REPLAYSSM_M2V_FOLD_SMEM (KiB) sets the verify's fold staging round (default 32; at 24 the
-    L32 T8 ring's 39 entries take two rounds, the two-pass flush) and is part of its compile key."""
+    """REPLAYSSM_M2V_FOLD_SMEM (KiB) sets the verify's fold staging round (default 32; at 16 the
+    L32 T8 ring's max(L, T) = 32 fold entries take two rounds, the two-pass flush) and is part of
+    its compile key."""
     import torch
 
     from cute_kernels import mamba2_verify as MV
     args = ("fp32", torch.bfloat16, torch.float32, 128, 64, 128, 8, 32, 40, 8, True, False,
             True, True, 4, True)
     got = {}
-    for v in (None, "24"):
+    for v in (None, "16"):
         if v is None:
             monkeypatch.delenv(MV.FOLD_SMEM_ENV, raising=False)
         else:
@@ -547,19 +548,19 @@ def test_verify_fold_round_switch(monkeypatch):
         kw, key = MV._resolve(*args)
         op = MV.Mamba2VerifyKernel(**kw)
         got[v] = (op.cfg.njb, op.flush_impl, key)
-    assert got[None][:2] == (1, 2) and got["24"][:2] == (2, 1)
-    assert got[None][2] != got["24"][2]
+    assert got[None][:2] == (1, 2) and got["16"][:2] == (2, 1)
+    assert got[None][2] != got["16"][2]
 
 
 def test_decode_fold_round_switch(monkeypatch):
-    """REPLAYSSM_M2_FOLD_SMEM (KiB; A-B runs) sets the decode's fold staging round (default 32:
-    a T = 8 draft ring at L = 32 folds in one round) and is part of its compile key."""
+    """REPLAYSSM_M2_FOLD_SMEM (KiB; A-B runs) sets the decode's fold staging round (default 32;
+    at 16 a T = 8 draft ring at L = 32 folds in two rounds) and is part of its compile key."""
     import torch
 
     args = ("nvfp4/fp16sr", torch.bfloat16, torch.float32, 128, 64, 128, 8, 32, 40, True, False,
             True, True, 4, True)
     got = {}
-    for v in (None, "24"):
+    for v in (None, "16"):
         if v is None:
             monkeypatch.delenv(M.FOLD_SMEM_ENV, raising=False)
         else:
@@ -567,5 +568,44 @@ def test_decode_fold_round_switch(monkeypatch):
         kw, key = M._resolve(*args, row_order=True)
         op = M.Mamba2ReplayDecode(**kw)
         got[v] = (op.cfg.njb, op.flush_impl, key)
-    assert got[None][:2] == (1, 2) and got["24"][:2] == (2, 1)
-    assert got[None][2] != got["24"][2] and M.FOLD_SMEM_ENV in M._ENV_NAMES
+    assert got[None][:2] == (1, 2) and got["16"][:2] == (2, 1)
+    assert got[None][2] != got["16"][2] and M.FOLD_SMEM_ENV in M._ENV_NAMES
+
+
+def test_fold_entries_max_is_the_most_a_cache_ring_can_hold(monkeypatch):
+    """The fold is sized for max(L, D) entries on every cache ring R = max(L, D) + max(D, 1)
+    (= R - 1 only for rings of L + 1); the verify's entry bound EM = min(R, max(L, D) + T).
+    ``REPLAYSSM_M2_FOLD_ENTRIES=ring`` restores R - 1 (A-B runs) and is in both compile keys."""
+    import torch
+
+    from cute_kernels import mamba2_verify as MV
+    from replayssm_lp import Mamba2ReplayCache
+    monkeypatch.delenv(M.FOLD_ENTRIES_ENV, raising=False)
+    for L in (1, 2, 4, 8, 16, 32, 64):
+        for D in range(0, 17):
+            R = Mamba2ReplayCache(1, 2, 4, 16, 1, buffer_len=L, max_draft=D).ring
+            assert M.fold_entries_max(L, R) == max(L, D), (L, D, R)
+            if D == 0:
+                assert M.fold_entries_max(L, R) == R - 1
+    args = ("fp32", torch.bfloat16, torch.float32, 128, 64, 128, 8, 16, 24, 8, True, False,
+            True, True, 4, True)
+    dargs = ("nvfp4/fp16sr", torch.bfloat16, torch.float32, 128, 64, 128, 8, 16, 24, True,
+             False, True, True, 4, True)
+    got = {}
+    for v in (None, "ring"):
+        if v is None:
+            monkeypatch.delenv(M.FOLD_ENTRIES_ENV, raising=False)
+        else:
+            monkeypatch.setenv(M.FOLD_ENTRIES_ENV, v)
+        kw, key = MV._resolve(*args)
+        op = MV.Mamba2VerifyKernel(**kw)
+        dkw, dkey = M._resolve(*dargs, row_order=True)
+        got[v] = (op.cfg.hm, op.EM, op.smem_bytes(), key, M.Mamba2ReplayDecode(**dkw).cfg.hm, dkey)
+    assert got[None][:2] == (16, 24) and got["ring"][:2] == (23, 24)
+    assert got[None][2] < got["ring"][2]             # fold staging and coefficients shrink
+    assert got[None][4] == 16 and got["ring"][4] == 23
+    assert got[None][3] != got["ring"][3] and got[None][5] != got["ring"][5]
+    assert M.FOLD_ENTRIES_ENV in M._ENV_NAMES and M.FOLD_ENTRIES_ENV in MV._ENV_NAMES
+    monkeypatch.setenv(M.FOLD_ENTRIES_ENV, "all")
+    with pytest.raises(ValueError, match="REPLAYSSM_M2_FOLD_ENTRIES"):
+        M.fold_entries_max(16, 24)

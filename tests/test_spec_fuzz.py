@@ -241,3 +241,21 @@ def test_gdn_verify_cute_unsupported_config_raises_clearly(monkeypatch):
     finally:
         monkeypatch.undo()
         backends.clear_memo()
+
+
+@pytest.mark.parametrize("L,max_draft", [(4, 4), (2, 5), (6, 3)])
+def test_committed_entries_stay_within_the_fold_bound(L, max_draft, seed):
+    """The Mamba-2 kernels size the flush's fold for ``fold_entries_max(L, R)`` = max(L, D)
+    entries (not R - 1) and clamp h to it: every cursor the reference leaves after a verify and
+    commit must be inside, whatever T and acceptance (T > L flushes first, then may commit T)."""
+    from cute_kernels.mamba2_replay import fold_entries_max
+    seen = {"max": 0}
+
+    def check(step, test, twin, slots):
+        for c in (test, twin):
+            wp = int(c.write_pos.max())
+            assert wp <= fold_entries_max(c.buffer_len, c.ring) == max(L, max_draft), (step, wp)
+            seen["max"] = max(seen["max"], wp)
+
+    spec_fuzz("mamba2", "fp32", 120, L=L, max_draft=max_draft, seed=seed, corrupt=check)
+    assert seen["max"] == max(L, max_draft)          # the bound is reached, so it is tight

@@ -10,7 +10,8 @@ ptxas' registers / spills (Nemotron-3-Super layer, bf16 acts, L = 16, ``REPLAYSS
 ``verify:PAIR:T[:rows]`` the verify at 4 heads per CTA, ``rows`` 1 / 2 a split launch's half
 with the order's cursors.) Compare a default build with an env-forced one (same tree) to show a
 default is what was timed, or a refactor's builds with the GPU-tested ones. ``M2_MD5_L``: the
-decode builds' buffer length (default 16).
+buffer length (default 16); ``M2_MD5_SHAPE``: a `replayssm-bench traffic` Mamba-2 shape of the
+verify builds (default Nemotron-3-Super).
 """
 import hashlib
 import os
@@ -43,8 +44,13 @@ for spec in sys.argv[1:]:
     kind, pair = parts[0], parts[1]
     if kind == "verify":
         rows = int(parts[3]) if len(parts) > 3 else 0
+        d = {}
+        if os.environ.get("M2_MD5_SHAPE"):
+            from bench import traffic
+            d = {n: traffic.SHAPES[os.environ["M2_MD5_SHAPE"]][n] for n in "HPNG"}
         k, ptx = MV.compile_only(pair, T=int(parts[2]), heads_per_cta=4, keep_ptx=True, rows=rows,
-                                 order_cursors=bool(rows))
+                                 order_cursors=bool(rows), L=int(os.environ.get("M2_MD5_L", "16")),
+                                 **d)
     else:
         hpc = int(parts[2]) if len(parts) > 2 else 4
         kw = {}
