@@ -83,6 +83,19 @@ def test_gdn_fp32_small_batch_half_block(L, seed):
     _twin_check("gdn", "fp32", L, pool=40, batch=30)
 
 
+@pytest.mark.parametrize("L", [8, 16])
+@pytest.mark.parametrize("pair", ["fp8/fp32", "bf16/fp32"])
+def test_gdn_split_pair_half_block(pair, L, seed, monkeypatch):
+    """The GDN decode's split pairs (fp8 / bf16 read copy, fp32 checkpoint: u recomputed from hi
+    at the flush) at 64 value rows per CTA (REPLAYSSM_GDN_BLOCK_V=64: two CTAs per flushing head)
+    against the torch reference over 3L + 3 staggered steps, b8."""
+    from cute_kernels import gdn_replay as GR
+    monkeypatch.setenv(GR.BLOCK_V_ENV, "64")
+    assert GR.launch_block_v(8, GDN["HV"], GDN["K"], GDN["V"], pair.split("/")[0], "fp32", L,
+                             "v2") == 64
+    _twin_check("gdn", pair, L, pool=16, batch=8)
+
+
 def _compare_stored(ct, cc, stats):
     """Stored copies of the kernel cache vs the reference cache after one step from identical bytes:
     low-precision formats within one unit; fp32 within fp32 rounding of the fold (relative to the
