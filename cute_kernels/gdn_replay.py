@@ -993,11 +993,17 @@ IMPL_ENV = "REPLAYSSM_GDN_REPLAY_IMPL"   # "v1" forces the previous kernel
 TPW_ENV = "REPLAYSSM_GDN_REPLAY_TPW"     # v2 row tiles per warp (1 / 2) for tuning runs
 MINB_ENV = "REPLAYSSM_GDN_REPLAY_MINB"   # v2 CTAs per SM hint (register cap) for tuning runs
 BLOCK_V_ENV = "REPLAYSSM_GDN_BLOCK_V"    # v2 value rows per CTA for tuning runs (not nvfp4 pairs)
-#: the decode's fp32 read copies take 64 value rows per CTA (not 128) up to this many
-#: (row, value head) pairs: b64 at Qwen3.5-4B's 32 value heads (launch_block_v; b128 and up
-#: keep 128, the same build there, session22_gpu/call4)
-FP32_SMALL_BLOCK_V = 64
+#: value rows per CTA of 128-row heads at small batches (launch_block_v; never fewer: 32 rows
+#: lost wherever timed, session22_gpu/call3, session23_gpu/call3)
+SMALL_BLOCK_V = 64
+#: the decode's fp32 read copies take SMALL_BLOCK_V rows (not 128) up to this many (row, value
+#: head) pairs: b64 at Qwen3.5-4B's 32 value heads (b128 and up keep 128, session22_gpu/call4)
 FP32_SMALL_MAX_HEADS = 2048
+#: fp8 / bf16 / fp16 read copies take SMALL_BLOCK_V rows up to this many pairs at L <=
+#: NARROW_SMALL_MAX_L: b8 at Qwen3.5-4B, b4 at the 122B (a flushing head's u recompute, fold
+#: and encodes over two CTAs; session23_gpu/call3)
+NARROW_SMALL_MAX_HEADS = 256
+NARROW_SMALL_MAX_L = 16
 # v2 profiling build (1; off): thread 0 of each CTA stamps %clock64 at the phase boundaries and
 # writes them over its output row (outputs are garbage then; one CTA per head in that build):
 # tests/gpu_scripts/prof_mamba2_replay.py --layer gdn, tests/gpu_scripts/sass_phases.py
@@ -3455,11 +3461,18 @@ def launch_block_v(batch: int, HV: int, K: int, V: int, read_fmt: str, rec_fmt: 
     """Value rows per CTA of a decode launch the caller left to the heuristics: the v2 profiling
     build's whole head, else :data:`BLOCK_V_ENV` (tuning; not for nvfp4 pairs, whose global
     scale needs the whole head), else :func:`choose_block_v_v2` / :func:`choose_block_v`, then
-    for fp32 read copies of 128-row heads at most ``FP32_SMALL_BLOCK_V`` rows up to
-    ``FP32_SMALL_MAX_HEADS`` (row, value head) pairs. H200, Qwen3.5-4B, b8 / 32 / 64
+    for 128-row heads without nvfp4 (its global scale needs the whole head) ``SMALL_BLOCK_V``
+    rows: never fewer (the heuristics' 32 at b1 on the 4B: fp32 4.3 -> 4.1 µs at L8, fp8/fp32
+    5.3 -> 4.7 at L16, every pair 4-12 % faster at 64, session23_gpu/call3), and no more for
+    fp32 read copies up to ``FP32_SMALL_MAX_HEADS`` (row, value head) pairs. H200, Qwen3.5-4B,
+    b8 / 32 / 64
     (session22_gpu/call3), 64 rows vs 128: fp32 1-7 % faster (b32 L16 28.5 -> 26.9 µs, L32
     38.9 -> 36.0, b64 L32 61.8 -> 59.4), fp8 / bf16 read copies +-10 % either way (b32 L32
-    fp8/fp32 58.9 -> 60.3); 32 rows slower everywhere."""
+    fp8/fp32 58.9 -> 60.3, b8 L32 18.3 -> 18.9); 32 rows slower everywhere. The fp8 / bf16 /
+    fp16 read copies take ``SMALL_BLOCK_V`` rows up to ``NARROW_SMALL_MAX_HEADS`` pairs at L <=
+    ``NARROW_SMALL_MAX_L``, where one flushing head's CTA sets a step (session23_gpu/call3, 4B
+    b8 L8 / L16: fp8/fp32 20.2 -> 15.9 / 15.8 -> 14.0 µs, bf16/fp32 21.3 -> 17.2 / 17.4 ->
+    15.6, fp8sr 18.3 -> 14.4; 122B b4 L8 fp8/fp32 13.4 -> 12.0, L16 1-4 %)."""
     if impl != "v2":
         return choose_block_v(batch, HV, K, V, read_fmt, rec_fmt, L)
     if _env_int(PROF_ENV) == 1:
@@ -3471,10 +3484,12 @@ def launch_block_v(batch: int, HV: int, K: int, V: int, read_fmt: str, rec_fmt: 
                              f"value head dim {V}")
         return bv
     bv = choose_block_v_v2(batch, HV, V, read_fmt, rec_fmt)
-    if (read_fmt == "fp32" and V == 128 and bv > FP32_SMALL_BLOCK_V
-            and batch * HV <= FP32_SMALL_MAX_HEADS):      # (timed at V = 128 only)
-        bv = FP32_SMALL_BLOCK_V
-    return bv
+    if V != 128 or "nvfp4" in (read_fmt, rec_fmt):   # (timed at V = 128 only)
+        return bv
+    pairs = batch * HV
+    small = (pairs <= FP32_SMALL_MAX_HEADS if read_fmt == "fp32"
+             else pairs <= NARROW_SMALL_MAX_HEADS and L <= NARROW_SMALL_MAX_L)
+    return SMALL_BLOCK_V if (small or bv < SMALL_BLOCK_V) else bv
 
 
 def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, block_v=None,

@@ -479,8 +479,9 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
 def test_launch_block_v_switch(monkeypatch):
     """REPLAYSSM_GDN_BLOCK_V (tuning) sets a v2 launch's value rows per CTA for pairs without
     nvfp4 (nvfp4 keeps the whole head: its global scale), is validated, and is part of the
-    launch key; unset, the heuristics choose, fp32 read copies at most 64 rows up to 2048
-    (row, value head) pairs; the v1 kernel and the profiling build keep their own choice."""
+    launch key; unset, the heuristics choose, never below 64 rows for 128-row heads, fp32 read
+    copies at most 64 rows up to 2048 (row, value head) pairs, fp8 / bf16 / fp16 ones up to 256
+    at L <= 16; the v1 kernel and the profiling build keep their own choice."""
     from cute_kernels import common
     monkeypatch.setattr(common, "num_sms", lambda *a, **k: 132)      # the H200's
     monkeypatch.delenv(GR.BLOCK_V_ENV, raising=False)
@@ -494,7 +495,16 @@ def test_launch_block_v_switch(monkeypatch):
     assert lbv(32, 64, 128, 128, "fp32", "fp32", 16, "v2") == 64
     assert lbv(64, 64, 128, 128, "fp32", "fp32", 16, "v2") == 128
     assert lbv(128, 32, 128, 128, "fp32", "fp32", 16, "v2") == 128
-    assert lbv(1, 32, 128, 128, "fp32", "fp32", 16, "v2") == 32        # heuristics: < 64
+    assert GR.choose_block_v_v2(1, 32, 128, "fp32", "fp32") == 32       # heuristics: < 64
+    for rf in ("fp32", "fp8", "bf16"):
+        assert lbv(1, 32, 128, 128, rf, "fp32", 32, "v2") == 64       # ... never below 64
+    assert lbv(1, 32, 128, 128, "nvfp4", "fp16", 16, "v2") == 128     # whole head
+    # fp8 / bf16 / fp16 read copies: 64 rows up to 256 pairs at L <= 16
+    for rf, rec in (("fp8", "fp32"), ("bf16", "fp32"), ("fp16", "fp32"), ("fp8", "fp8")):
+        assert lbv(8, 32, 128, 128, rf, rec, 16, "v2") == 64
+        assert lbv(4, 64, 128, 128, rf, rec, 8, "v2") == 64
+        assert lbv(8, 32, 128, 128, rf, rec, 32, "v2") == 128        # L32: lost there
+        assert lbv(16, 32, 128, 128, rf, rec, 16, "v2") == 128
     assert lbv(32, 32, 128, 256, "fp32", "fp32", 16, "v2") == 128      # untimed head size
     assert lbv(32, 32, 128, 128, "fp32", "fp32", 16, "v1") == \
         GR.choose_block_v(32, 32, 128, 128, "fp32", "fp32", 16)
