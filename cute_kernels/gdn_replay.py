@@ -1082,12 +1082,12 @@ SPLIT_MINB2_ENV = "REPLAYSSM_GDN_SPLIT_MINB2"
 #: from this many rows (session18_gpu/call3, no split / split, Qwen3.5-4B L = 16: b32
 #: nvfp4/fp16sr 28.1 / 28.6 µs, b64 48.3 / 37.2, b128 74.2 / 63.4)
 SPLIT_MIN_BATCH = 64
-#: ... and, with its order, from this many rows below ORDER_MIN_BATCH at L <= SPLIT_SMALL_MAX_L
-#: (use_small_split; session23_gpu/call5, one launch / split, L8: 4B b8 nvfp4/fp16sr 22.8 /
-#: 20.6 µs, fp8/fp32 15.9 / 15.3, bf16/fp32 17.1 / 16.0; 122B b8 27.5 / 22.0, 24.5 / 22.5,
-#: 26.5 / 23.1. Lost at b4 (0.71-0.95x) and at L16 b8 on the 4B (0.85-0.93x))
-SPLIT_SMALL_MIN_BATCH = 8
-SPLIT_SMALL_MAX_L = 8
+#: ... and, with its order, below ORDER_MIN_BATCH: (max L, min rows) pairs (use_small_split).
+#: session23_gpu, one launch / split: call 6, L8 b8 / b16: 4B nvfp4/fp16sr 22.7 -> 20.6 / 27.7
+#: -> 22.1 µs, fp8/fp32 15.9 -> 15.3 / 24.8 -> 22.6; 122B nvfp4/fp16sr 27.4 -> 21.9 / 36.9 ->
+#: 24.3; call 7, L16 b16: 4B 1.10-1.15x, 122B 1.24-1.33x. Lost at b4 (0.71-0.95x, call 5)
+#: and at L16 b8 on the 4B (0.85-0.93x)
+SPLIT_SMALL_RULE = ((8, 8), (16, 16))
 SPLIT_NONFLUSH_TPW = 2
 #: the default split up to this buffer length (see use_split)
 SPLIT_MAX_L = 16
@@ -3599,14 +3599,15 @@ def use_split(cache, batch: int) -> bool:
 
 def use_small_split(cache, batch: int) -> bool:
     """Whether a v2 decode below the order's batch runs as a split launch anyway (with its
-    order): narrow read copies from :data:`SPLIT_SMALL_MIN_BATCH` rows at L <=
-    :data:`SPLIT_SMALL_MAX_L`, where a flush row in most steps makes one flushing head's CTA set
-    the step and the split's 256-thread flush CTA is shorter. Not when :data:`ORDER_ENV` or
-    :data:`SPLIT_ENV` is set (they decide, :func:`use_row_order` / :func:`use_split`)."""
+    order): narrow read copies at the (buffer length, rows) of :data:`SPLIT_SMALL_RULE`, where
+    flush rows in most steps make a flushing head's CTA set the step and the split's 256-thread
+    flush CTA is shorter. Not when :data:`ORDER_ENV` or :data:`SPLIT_ENV` is set (they decide,
+    :func:`use_row_order` / :func:`use_split`)."""
     if _env_int(ORDER_ENV) is not None or _env_int(SPLIT_ENV) is not None:
         return False
-    return (cache.pair.read_fmt != "fp32" and cache.buffer_len <= SPLIT_SMALL_MAX_L
-            and SPLIT_SMALL_MIN_BATCH <= batch < ORDER_MIN_BATCH
+    L = cache.buffer_len
+    return (cache.pair.read_fmt != "fp32" and batch < ORDER_MIN_BATCH
+            and any(L <= ml and batch >= mb for ml, mb in SPLIT_SMALL_RULE)
             and batch <= cache.row_order.shape[1])
 
 

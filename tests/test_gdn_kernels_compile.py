@@ -474,7 +474,7 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
         GR.make_launch(_C, q, v, gd, True, None, min_blocks_per_mp=2)
     with pytest.raises(RuntimeError, match="single launch"):
         GR.make_launch(_C, q[:32], v[:32], gd, True, None)     # below SPLIT_MIN_BATCH
-    # ... except at short buffers from SPLIT_SMALL_MIN_BATCH rows (order + split below the
+    # ... except at the (buffer length, rows) of SPLIT_SMALL_RULE (order + split below the
     # order's own batch); fewer rows, longer buffers, fp32 read copies, forced switches: not
     _C.buffer_len, _C.ring = 8, 9
     assert GR.make_launch(_C, q[:8], v[:8], gd, True, None) == "split"
@@ -484,8 +484,10 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
     with pytest.raises(RuntimeError, match="single launch"):
         GR.make_launch(_C, q[:8], v[:8], gd, True, None, min_blocks_per_mp=2)
     assert GR.use_small_split(_C, 8) and not GR.use_small_split(_C, 32)
-    _C.buffer_len = GR.SPLIT_SMALL_MAX_L + 1
-    assert not GR.use_small_split(_C, 8)
+    _C.buffer_len = 16                               # L16: from 16 rows
+    assert not GR.use_small_split(_C, 15) and GR.use_small_split(_C, 16)
+    _C.buffer_len = 17
+    assert not GR.use_small_split(_C, 16)
     _C.buffer_len = 8
     for env in (GR.ORDER_ENV, GR.SPLIT_ENV):
         monkeypatch.setenv(env, "0")

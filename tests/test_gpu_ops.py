@@ -96,17 +96,18 @@ def test_gdn_split_pair_half_block(pair, L, seed, monkeypatch):
     _twin_check("gdn", pair, L, pool=16, batch=8)
 
 
+@pytest.mark.parametrize("L,batch", [(8, 8), (16, 16)])
 @pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "bf16/fp32"])
-def test_gdn_small_batch_split(pair, seed):
-    """The GDN decode's split launch by default at b8, L8 (order + 256-thread flush launch on a
-    side stream + non-flush launch, below the order's own batch; fp8 / bf16 at 64 value rows)
-    against the torch reference over 3L + 3 staggered steps."""
+def test_gdn_small_batch_split(pair, L, batch, seed):
+    """The GDN decode's split launch by default below the order's own batch (b8 at L8, b16 at
+    L16: order + 256-thread flush launch on a side stream + non-flush launch; fp8 / bf16 at 64
+    value rows at b8) against the torch reference over 3L + 3 staggered steps."""
     from cute_kernels import gdn_replay as GR
     import replayssm_lp as R
-    c = R.GDNReplayCache(16, GDN["H"], GDN["HV"], GDN["K"], GDN["V"], precision=pair,
-                         buffer_len=8, device="cuda")
-    assert GR.use_small_split(c, 8) and GR._split_honours(None, None)
-    _twin_check("gdn", pair, 8, pool=16, batch=8)
+    c = R.GDNReplayCache(2 * batch, GDN["H"], GDN["HV"], GDN["K"], GDN["V"], precision=pair,
+                         buffer_len=L, device="cuda")
+    assert GR.use_small_split(c, batch) and GR._split_honours(None, None)
+    _twin_check("gdn", pair, L, pool=2 * batch, batch=batch)
 
 
 def _compare_stored(ct, cc, stats):
