@@ -530,6 +530,18 @@ def test_decode_folds_p80_l32_in_one_round():
                     assert M.Mamba2ReplayDecode(**kw).flush_impl == 2, (shape, L, pair, rows)
 
 
+def _per_env(monkeypatch, name, values, build):
+    """``{v: build()}`` with the environment variable ``name`` unset (v None) or set to v."""
+    got = {}
+    for v in values:
+        if v is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, v)
+        got[v] = build()
+    return got
+
+
 def test_verify_fold_round_switch(monkeypatch):
     """REPLAYSSM_M2V_FOLD_SMEM (KiB) sets the verify's fold staging round (default 32; at 16 the
     L32 T8 ring's max(L, T) = 32 fold entries take two rounds, the two-pass flush) and is part of
@@ -539,15 +551,12 @@ def test_verify_fold_round_switch(monkeypatch):
     from cute_kernels import mamba2_verify as MV
     args = ("fp32", torch.bfloat16, torch.float32, 128, 64, 128, 8, 32, 40, 8, True, False,
             True, True, 4, True)
-    got = {}
-    for v in (None, "16"):
-        if v is None:
-            monkeypatch.delenv(MV.FOLD_SMEM_ENV, raising=False)
-        else:
-            monkeypatch.setenv(MV.FOLD_SMEM_ENV, v)
+
+    def build():
         kw, key = MV._resolve(*args)
         op = MV.Mamba2VerifyKernel(**kw)
-        got[v] = (op.cfg.njb, op.flush_impl, key)
+        return op.cfg.njb, op.flush_impl, key
+    got = _per_env(monkeypatch, MV.FOLD_SMEM_ENV, (None, "16"), build)
     assert got[None][:2] == (1, 2) and got["16"][:2] == (2, 1)
     assert got[None][2] != got["16"][2]
 
@@ -559,15 +568,12 @@ def test_decode_fold_round_switch(monkeypatch):
 
     args = ("nvfp4/fp16sr", torch.bfloat16, torch.float32, 128, 64, 128, 8, 32, 40, True, False,
             True, True, 4, True)
-    got = {}
-    for v in (None, "16"):
-        if v is None:
-            monkeypatch.delenv(M.FOLD_SMEM_ENV, raising=False)
-        else:
-            monkeypatch.setenv(M.FOLD_SMEM_ENV, v)
+
+    def build():
         kw, key = M._resolve(*args, row_order=True)
         op = M.Mamba2ReplayDecode(**kw)
-        got[v] = (op.cfg.njb, op.flush_impl, key)
+        return op.cfg.njb, op.flush_impl, key
+    got = _per_env(monkeypatch, M.FOLD_SMEM_ENV, (None, "16"), build)
     assert got[None][:2] == (1, 2) and got["16"][:2] == (2, 1)
     assert got[None][2] != got["16"][2] and M.FOLD_SMEM_ENV in M._ENV_NAMES
 
@@ -591,16 +597,13 @@ def test_fold_entries_max_is_the_most_a_cache_ring_can_hold(monkeypatch):
             True, True, 4, True)
     dargs = ("nvfp4/fp16sr", torch.bfloat16, torch.float32, 128, 64, 128, 8, 16, 24, True,
              False, True, True, 4, True)
-    got = {}
-    for v in (None, "ring"):
-        if v is None:
-            monkeypatch.delenv(M.FOLD_ENTRIES_ENV, raising=False)
-        else:
-            monkeypatch.setenv(M.FOLD_ENTRIES_ENV, v)
+
+    def build():
         kw, key = MV._resolve(*args)
         op = MV.Mamba2VerifyKernel(**kw)
         dkw, dkey = M._resolve(*dargs, row_order=True)
-        got[v] = (op.cfg.hm, op.EM, op.smem_bytes(), key, M.Mamba2ReplayDecode(**dkw).cfg.hm, dkey)
+        return op.cfg.hm, op.EM, op.smem_bytes(), key, M.Mamba2ReplayDecode(**dkw).cfg.hm, dkey
+    got = _per_env(monkeypatch, M.FOLD_ENTRIES_ENV, (None, "ring"), build)
     assert got[None][:2] == (16, 24) and got["ring"][:2] == (23, 24)
     assert got[None][2] < got["ring"][2]             # fold staging and coefficients shrink
     assert got[None][4] == 16 and got["ring"][4] == 23
