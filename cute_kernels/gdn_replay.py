@@ -3601,9 +3601,10 @@ def use_small_split(cache, batch: int) -> bool:
     """Whether a v2 decode below the order's batch runs as a split launch anyway (with its
     order): narrow read copies at the (buffer length, rows) of :data:`SPLIT_SMALL_RULE`, where
     flush rows in most steps make a flushing head's CTA set the step and the split's 256-thread
-    flush CTA is shorter. Not when :data:`ORDER_ENV` or :data:`SPLIT_ENV` is set (they decide,
-    :func:`use_row_order` / :func:`use_split`)."""
-    if _env_int(ORDER_ENV) is not None or _env_int(SPLIT_ENV) is not None:
+    flush CTA is shorter. :data:`ORDER_ENV` or :data:`SPLIT_ENV` = 0 turns it off (forced on,
+    the split still needs the rule's sizes here, or the order, :func:`use_split`). The order's
+    scratch is one per cache: these batches now write it too (see :func:`use_row_order`)."""
+    if _env_int(ORDER_ENV) == 0 or _env_int(SPLIT_ENV) == 0:
         return False
     L = cache.buffer_len
     return (cache.pair.read_fmt != "fp32" and batch < ORDER_MIN_BATCH

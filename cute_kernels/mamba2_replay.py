@@ -232,10 +232,15 @@ def fold_entries_max(L: int, R: int) -> int:
     """The most committed entries a row of a ring of ``R`` entries can hold, hence fold:
     write_pos <= max(L, T) (a verify with T > L drafts flushes first and may then commit all T),
     T <= D, and the cache's ring is ``R = max(L, D) + max(D, 1)``, so max(L, D) = max(L, R // 2)
-    (= R - 1 for rings of L + 1). :data:`FOLD_ENTRIES_ENV` = ``ring`` gives R - 1 (A-B runs)."""
-    mode = os.environ.get(FOLD_ENTRIES_ENV, "max")
+    (= R - 1 for rings of L + 1). A ring not of that form is refused (the bound would not hold).
+    :data:`FOLD_ENTRIES_ENV` = ``ring`` gives R - 1 (A-B runs)."""
+    mode = os.environ.get(FOLD_ENTRIES_ENV) or "max"
     if mode not in ("max", "ring"):
         raise ValueError(f"{FOLD_ENTRIES_ENV} must be 'max' or 'ring', got {mode!r}")
+    # D <= L: R = L + max(D, 1) in [L + 1, 2L]; D > L: R = 2D
+    if not (L + 1 <= R <= 2 * L or (R > 2 * L and R % 2 == 0) or R == L + 1):
+        raise ValueError(f"ring R={R} is not a cache ring for buffer_len L={L} (R = max(L, D) + "
+                         f"max(D, 1) for max_draft D)")
     return R - 1 if mode == "ring" else max(L, R // 2)
 
 

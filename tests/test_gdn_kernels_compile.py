@@ -492,6 +492,8 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
     for env in (GR.ORDER_ENV, GR.SPLIT_ENV):
         monkeypatch.setenv(env, "0")
         assert not GR.use_small_split(_C, 8), env
+        monkeypatch.setenv(env, "1")                 # forced on: the rule's sizes still split
+        assert GR.use_small_split(_C, 8) and not GR.use_small_split(_C, 4), env
         monkeypatch.delenv(env)
     _C.pair = parse_pair("fp32")
     assert not GR.use_small_split(_C, 8)
