@@ -3466,19 +3466,20 @@ def launch_block_v(batch: int, HV: int, K: int, V: int, read_fmt: str, rec_fmt: 
                    impl: str) -> int:
     """Value rows per CTA of a decode launch the caller left to the heuristics: the v2 profiling
     build's whole head, else :data:`BLOCK_V_ENV` (tuning; not for nvfp4 pairs, whose global
-    scale needs the whole head), else :func:`choose_block_v_v2` / :func:`choose_block_v`, then
-    for 128-row heads without nvfp4 (its global scale needs the whole head) ``SMALL_BLOCK_V``
-    rows: never fewer (the heuristics' 32 at b1 on the 4B: fp32 4.3 -> 4.1 µs at L8, fp8/fp32
-    5.3 -> 4.7 at L16, every pair 4-12 % faster at 64, session23_gpu/call3), and no more for
-    fp32 read copies up to ``FP32_SMALL_MAX_HEADS`` (row, value head) pairs. H200, Qwen3.5-4B,
-    b8 / 32 / 64
-    (session22_gpu/call3), 64 rows vs 128: fp32 1-7 % faster (b32 L16 28.5 -> 26.9 µs, L32
-    38.9 -> 36.0, b64 L32 61.8 -> 59.4), fp8 / bf16 read copies +-10 % either way (b32 L32
-    fp8/fp32 58.9 -> 60.3, b8 L32 18.3 -> 18.9); 32 rows slower everywhere. The fp8 / bf16 /
-    fp16 read copies take ``SMALL_BLOCK_V`` rows up to ``NARROW_SMALL_MAX_HEADS`` pairs at L <=
-    ``NARROW_SMALL_MAX_L``, where one flushing head's CTA sets a step (session23_gpu/call3, 4B
-    b8 L8 / L16: fp8/fp32 20.2 -> 15.9 / 15.8 -> 14.0 µs, bf16/fp32 21.3 -> 17.2 / 17.4 ->
-    15.6, fp8sr 18.3 -> 14.4; 122B b4 L8 fp8/fp32 13.4 -> 12.0, L16 1-4 %)."""
+    scale needs the whole head), else :func:`choose_block_v_v2` / :func:`choose_block_v`; then,
+    for 128-row heads without nvfp4, ``SMALL_BLOCK_V`` rows:
+
+    * never fewer (the heuristics' 32 at b1 on the 4B: fp32 4.3 -> 4.1 µs at L8, fp8/fp32 5.3
+      -> 4.7 at L16, every pair 4-12 % faster at 64, session23_gpu/call3);
+    * no more for fp32 read copies up to ``FP32_SMALL_MAX_HEADS`` (row, value head) pairs
+      (H200, Qwen3.5-4B b8 / 32 / 64, session22_gpu/call3, 64 rows vs 128: fp32 1-7 % faster,
+      b32 L16 28.5 -> 26.9 µs, L32 38.9 -> 36.0, b64 L32 61.8 -> 59.4; 32 rows slower
+      everywhere);
+    * no more for fp8 / bf16 / fp16 read copies up to ``NARROW_SMALL_MAX_HEADS`` pairs at L <=
+      ``NARROW_SMALL_MAX_L``, where one flushing head's CTA sets a step (session23_gpu/call3,
+      4B b8 L8 / L16: fp8/fp32 20.2 -> 15.9 / 15.8 -> 14.0 µs, bf16/fp32 21.3 -> 17.2 / 17.4
+      -> 15.6, fp8sr 18.3 -> 14.4; 122B b4 L8 fp8/fp32 13.4 -> 12.0, L16 1-4 %; beyond, mixed:
+      b32 L32 fp8/fp32 58.9 -> 60.3, b8 L32 18.3 -> 18.9, session22_gpu/call3)."""
     if impl != "v2":
         return choose_block_v(batch, HV, K, V, read_fmt, rec_fmt, L)
     if _env_int(PROF_ENV) == 1:

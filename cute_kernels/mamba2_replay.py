@@ -238,7 +238,7 @@ def fold_entries_max(L: int, R: int) -> int:
     if mode not in ("max", "ring"):
         raise ValueError(f"{FOLD_ENTRIES_ENV} must be 'max' or 'ring', got {mode!r}")
     # D <= L: R = L + max(D, 1) in [L + 1, 2L]; D > L: R = 2D
-    if not (L + 1 <= R <= 2 * L or (R > 2 * L and R % 2 == 0) or R == L + 1):
+    if not (L + 1 <= R <= 2 * L or (R > 2 * L and R % 2 == 0)):
         raise ValueError(f"ring R={R} is not a cache ring for buffer_len L={L} (R = max(L, D) + "
                          f"max(D, 1) for max_draft D)")
     return R - 1 if mode == "ring" else max(L, R // 2)

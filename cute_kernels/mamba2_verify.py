@@ -220,8 +220,9 @@ def _verify_fold_unroll() -> int:
 
 
 #: the verify's fold staging round in KiB (tuning; default the decode's 32): with more entries
-#: than one round holds the flush takes the two-pass version (L32 T8: the ring's 39 entries at
-#: N128 P64 need 30 KiB; at 24 KiB the verify was 1.9-2.7x slower, session 22 call 1)
+#: than one round holds the flush takes the two-pass version (session 22 call 1, L32 T8 sized
+#: for the ring's 39 entries at N128 P64, 30 KiB: at 24 KiB 1.9-2.7x slower; since session 23
+#: the fold holds max(L, T) = 32 entries, 24 KiB)
 FOLD_SMEM_ENV = "REPLAYSSM_M2V_FOLD_SMEM"
 
 
@@ -537,8 +538,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             # by the register hint's (at 128 registers 4 bind first, whatever smem would allow)
             cap = k or 8
             with_xd = min(self._smem_ctas() or 8, cap)
-            self.xd = False
-            self.xd = with_xd >= min(self._smem_ctas() or 8, cap)
+            self.xd = False                  # (_smem_ctas reads it)
+            without_xd = min(self._smem_ctas() or 8, cap)
+            self.xd = with_xd >= without_xd
         self.fold_unroll = _verify_fold_unroll()
         # outputs: a thread's outputs share one p (see _head_out; P > 128: one loop per output)
         self.out_ilp = bool(_out_ilp_default() and self.P <= self.cfg.nt)
