@@ -3607,10 +3607,10 @@ def use_small_split(cache, batch: int) -> bool:
     scratch is one per cache: these batches now write it too (see :func:`use_row_order`)."""
     if _env_int(ORDER_ENV) == 0 or _env_int(SPLIT_ENV) == 0:
         return False
-    L = cache.buffer_len
-    return (cache.pair.read_fmt != "fp32" and batch < ORDER_MIN_BATCH
-            and any(L <= ml and batch >= mb for ml, mb in SPLIT_SMALL_RULE)
-            and batch <= cache.row_order.shape[1])
+    from .row_order import small_split_applies
+
+    return (cache.pair.read_fmt != "fp32"
+            and small_split_applies(SPLIT_SMALL_RULE, cache, batch, ORDER_MIN_BATCH))
 
 
 def _split_honours(num_threads, min_blocks_per_mp) -> bool:

@@ -696,6 +696,11 @@ SPLIT_READ_FMTS = ("fp8", "nvfp4")
 #: bf16/fp32 b64 82.4 / 84.1, b128 138.9 / 136.5; hence fp32 from 256 rows, 16-bit from 128
 SPLIT_WIDE_MIN_L = 32
 SPLIT_WIDE_MIN_BATCH = {"fp32": 256, "bf16": 128, "fp16": 128}
+#: ... and below ROW_ORDER_MIN_BATCH, with the order, every read copy at these (max buffer
+#: length, min rows) pairs (use_small_split). session24_gpu/call1, one launch / order + split:
+#: Nemotron-3-Super b16 L8 1.13-1.33x, L16 1.24-1.39x, b8 L8 1.18-1.27x (b8 L16 0.97-1.06x:
+#: not there); Nemotron-3-Nano-4B b16 1.16-1.43x, b8 L8 1.13-1.24x
+SPLIT_SMALL_RULE = ((8, 8), (16, 16))
 #: heads per CTA of the split's non-flush launch from these batches on (where H / G allows), by
 #: read copy: with no flush CTAs in that launch, more heads per CTA share its fixed work (cursors,
 #: C, the coefficient dots, the decay scan) without lengthening a flush tail; below, and for the
@@ -2867,8 +2872,10 @@ def make_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices
     too. Only valid while the cache holds the same stored-copy tensors: keep it in the memo of
     the cache's plan (:func:`replayssm_lp._validate.cache_plan`), as this launcher and the ops'
     fast path do. The launch reads the ring buffers, cursors and seed from the cache per call.
-    From :func:`use_split`'s batch on, two launches at once (:func:`_split_launch`)."""
-    if min_blocks_per_mp is None and _split_honours() and use_split(cache, x.shape[0]):
+    Where :func:`use_split` or :func:`use_small_split` says so, two launches at once
+    (:func:`_split_launch`)."""
+    if (min_blocks_per_mp is None and _split_honours()
+            and (use_split(cache, x.shape[0]) or use_small_split(cache, x.shape[0]))):
         return _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indices,
                              heads_per_cta, prefetch, flush_impl, staged, nonflush_mma)
     return _launcher(_launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus,
@@ -2891,6 +2898,20 @@ def use_split(cache, batch: int) -> bool:
         return batch >= SPLIT_MIN_BATCH
     return (cache.buffer_len >= SPLIT_WIDE_MIN_L
             and batch >= SPLIT_WIDE_MIN_BATCH.get(cache.pair.read_fmt, batch + 1))
+
+
+def use_small_split(cache, batch: int) -> bool:
+    """Whether a decode below the order's batch (:data:`ROW_ORDER_MIN_BATCH`) runs as a split
+    launch anyway, with its order: at the (buffer length, rows) of :data:`SPLIT_SMALL_RULE`,
+    where a flushing row's CTAs set a step that has few others to hide them behind.
+    ``REPLAYSSM_M2_ORDER`` or ``REPLAYSSM_M2_SPLIT`` = 0 turns it off (= 1 forces the split at
+    any batch, :func:`use_split`). The order's scratch is one per cache: these batches now
+    write it too (see :func:`use_row_order`)."""
+    from .row_order import small_split_applies
+
+    if _env_flag("REPLAYSSM_M2_ORDER") is False or _env_flag(SPLIT_ENV) is False:
+        return False
+    return small_split_applies(SPLIT_SMALL_RULE, cache, batch, ROW_ORDER_MIN_BATCH)
 
 
 def split_nonflush_heads(read_fmt: str, batch: int, H: int, G: int) -> int:

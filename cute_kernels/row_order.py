@@ -32,7 +32,7 @@ from . import common
 from .common import CompiledKernel, KernelCache
 
 __all__ = ["FlushFirstOrder", "compile_flush_first_order", "flush_first_order_ref",
-           "order_scratch", "run_order"]
+           "order_scratch", "run_order", "small_split_applies"]
 
 _THREADS = 1024
 
@@ -124,6 +124,15 @@ class FlushFirstOrder:
                     mOrder[4, pos] = g
             fbase = fbase + t
             nbase = nbase + cutlass.min(batch - c * _THREADS, Int32(_THREADS)) - t
+
+
+def small_split_applies(rule, cache, batch: int, order_min_batch: int) -> bool:
+    """Whether a batch below a kernel family's own order batch (``order_min_batch``) takes the
+    order + split launch anyway: ``rule`` lists (max buffer length, min rows) pairs; the batch
+    must also fit the cache's order buffer (one entry per slot)."""
+    L = cache.buffer_len
+    return (batch < order_min_batch and batch <= cache.row_order.shape[1]
+            and any(L <= max_l and batch >= min_rows for max_l, min_rows in rule))
 
 
 def order_scratch(cache, cursors: bool):

@@ -110,6 +110,19 @@ def test_gdn_small_batch_split(pair, L, batch, seed):
     _twin_check("gdn", pair, L, pool=2 * batch, batch=batch)
 
 
+@pytest.mark.parametrize("L,batch", [(8, 8), (16, 16)])
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32", "bf16/fp32"])
+def test_mamba2_small_batch_split(pair, L, batch, seed):
+    """The Mamba-2 decode's split launch by default below the order's own batch (b8 at L8, b16
+    at L16: order + flush rows' persistent launch on a side stream + non-flush launch) against
+    the torch reference over 3L + 3 staggered steps."""
+    from cute_kernels import mamba2_replay as MR
+    c = R.Mamba2ReplayCache(2 * batch, M2["H"], M2["P"], M2["N"], M2["G"], precision=pair,
+                            buffer_len=L, device="cuda")
+    assert MR.use_small_split(c, batch) and MR._split_honours()
+    _twin_check("mamba2", pair, L, pool=2 * batch, batch=batch)
+
+
 def _compare_stored(ct, cc, stats):
     """Stored copies of the kernel cache vs the reference cache after one step from identical bytes:
     low-precision formats within one unit; fp32 within fp32 rounding of the fold (relative to the

@@ -415,14 +415,32 @@ def test_make_launch_takes_the_split(monkeypatch):
                 launch(pair, batch, L=L)
         assert start >= M.ROW_ORDER_MIN_BATCH
     for pair, batch, kw in (("nvfp4/fp16sr", 256, dict(min_blocks_per_mp=5)),
-                            ("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, {}), ("fp32", 256, {}),
-                            ("bf16/fp32", 512, {}), ("fp16/fp32", 512, {})):
+                            ("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, dict(L=32)),
+                            ("fp32", 256, {}), ("bf16/fp32", 512, {}), ("fp16/fp32", 512, {})):
         with pytest.raises(RuntimeError, match="single launch"):
             launch(pair, batch, **kw)
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")      # the split's own threshold, order or not
     with pytest.raises(RuntimeError, match="single launch"):
-        launch("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1)
+        launch("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, L=32)
     monkeypatch.delenv("REPLAYSSM_M2_ORDER")
+    # below the order's batch: order + split at the (buffer length, rows) of SPLIT_SMALL_RULE,
+    # every read copy; fewer rows, longer buffers, an explicit occupancy, switches off: not
+    assert M.SPLIT_SMALL_RULE == ((8, 8), (16, 16))
+    for pair in ("fp32", "nvfp4/fp16sr", "bf16/fp32"):
+        for batch, L in ((8, 8), (31, 8), (16, 16), (31, 16)):
+            assert launch(pair, batch, L=L) == "split", (pair, batch, L)
+        for batch, L in ((4, 8), (8, 16), (16, 17), (16, 32)):
+            with pytest.raises(RuntimeError, match="single launch"):
+                launch(pair, batch, L=L)
+    with pytest.raises(RuntimeError, match="single launch"):
+        launch("fp32", 16, min_blocks_per_mp=4)
+    for env in ("REPLAYSSM_M2_ORDER", M.SPLIT_ENV):
+        monkeypatch.setenv(env, "0")
+        with pytest.raises(RuntimeError, match="single launch"):
+            launch("fp32", 16)
+        monkeypatch.setenv(env, "1")                 # forced on: the rule's sizes still split
+        assert launch("fp32", 16) == "split"
+        monkeypatch.delenv(env)
     monkeypatch.setenv(M.SPLIT_ENV, "1")
     assert launch("fp32", 256) == "split"
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0")       # no order, no split
