@@ -1082,7 +1082,9 @@ SPLIT_MINB2_ENV = "REPLAYSSM_GDN_SPLIT_MINB2"
 #: from this many rows (session18_gpu/call3, no split / split, Qwen3.5-4B L = 16: b32
 #: nvfp4/fp16sr 28.1 / 28.6 µs, b64 48.3 / 37.2, b128 74.2 / 63.4)
 SPLIT_MIN_BATCH = 64
-#: ... and, with its order, below ORDER_MIN_BATCH: (max L, min rows) pairs (use_small_split).
+#: ... and below it (with the order, below ORDER_MIN_BATCH too): (max L, min rows) pairs
+#: (use_small_split). session24_gpu/call2, one launch with the order / split, b32 / b48: L8
+#: 1.11-1.35x (both shapes); L16 122B 1.07-1.35x, 4B b48 1.06-1.23x, 4B b32 0.93-0.99x (left).
 #: session23_gpu, one launch / split: call 6, L8 b8 / b16: 4B nvfp4/fp16sr 22.7 -> 20.6 / 27.7
 #: -> 22.1 µs, fp8/fp32 15.9 -> 15.3 / 24.8 -> 22.6; 122B nvfp4/fp16sr 27.4 -> 21.9 / 36.9 ->
 #: 24.3; call 7, L16 b16: 4B 1.10-1.15x, 122B 1.24-1.33x. Lost at b4 (0.71-0.95x, call 5)
@@ -3599,10 +3601,11 @@ def use_split(cache, batch: int) -> bool:
 
 
 def use_small_split(cache, batch: int) -> bool:
-    """Whether a v2 decode below the order's batch runs as a split launch anyway (with its
-    order): narrow read copies at the (buffer length, rows) of :data:`SPLIT_SMALL_RULE`, where
-    flush rows in most steps make a flushing head's CTA set the step and the split's 256-thread
-    flush CTA is shorter. :data:`ORDER_ENV` or :data:`SPLIT_ENV` = 0 turns it off (forced on,
+    """Whether a v2 decode below :func:`use_split`'s batch (:data:`SPLIT_MIN_BATCH`) runs as a
+    split launch anyway (with its order, also below :data:`ORDER_MIN_BATCH`): narrow read
+    copies at the (buffer length, rows) of :data:`SPLIT_SMALL_RULE`, where flush rows in most
+    steps make a flushing head's CTA set the step and the split's 256-thread flush CTA is
+    shorter. :data:`ORDER_ENV` or :data:`SPLIT_ENV` = 0 turns it off (forced on,
     the split still needs the rule's sizes here, or the order, :func:`use_split`). The order's
     scratch is one per cache: these batches now write it too (see :func:`use_row_order`)."""
     if _env_int(ORDER_ENV) == 0 or _env_int(SPLIT_ENV) == 0:
@@ -3610,7 +3613,7 @@ def use_small_split(cache, batch: int) -> bool:
     from .row_order import small_split_applies
 
     return (cache.pair.read_fmt != "fp32"
-            and small_split_applies(SPLIT_SMALL_RULE, cache, batch, ORDER_MIN_BATCH))
+            and small_split_applies(SPLIT_SMALL_RULE, cache, batch, SPLIT_MIN_BATCH))
 
 
 def _split_honours(num_threads, min_blocks_per_mp) -> bool:

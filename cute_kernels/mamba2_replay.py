@@ -699,8 +699,15 @@ SPLIT_WIDE_MIN_BATCH = {"fp32": 256, "bf16": 128, "fp16": 128}
 #: ... and below ROW_ORDER_MIN_BATCH, with the order, every read copy at these (max buffer
 #: length, min rows) pairs (use_small_split). session24_gpu/call1, one launch / order + split:
 #: Nemotron-3-Super b16 L8 1.13-1.33x, L16 1.24-1.39x, b8 L8 1.18-1.27x (b8 L16 0.97-1.06x:
-#: not there); Nemotron-3-Nano-4B b16 1.16-1.43x, b8 L8 1.13-1.24x
+#: not there); Nemotron-3-Nano-4B b16 1.16-1.43x, b8 L8 1.13-1.24x; b4 (call2): Nano-4B
+#: 0.69-0.94x, so not there
 SPLIT_SMALL_RULE = ((8, 8), (16, 16))
+#: ... up to this many rows (exclusive): from ROW_ORDER_MIN_BATCH the fp8 / nvfp4 read copies
+#: split anyway; fp32 / 16-bit ones at L <= 16 split here too. session24_gpu/call2, order without
+#: / with split, b32 / b48: Nano-4B fp32 L8 63.8 -> 54.3 / 90.5 -> 76.8 µs, bf16/fp32 L16 47.3
+#: -> 44.9 / 51.3 -> 49.4; Nemotron-3-Super fp32 / bf16 within -0.7 .. +2.4 %; larger batches
+#: at L16 within +-2 % (session 21), so not there
+SPLIT_SMALL_BELOW = 64
 #: heads per CTA of the split's non-flush launch from these batches on (where H / G allows), by
 #: read copy: with no flush CTAs in that launch, more heads per CTA share its fixed work (cursors,
 #: C, the coefficient dots, the decay scan) without lengthening a flush tail; below, and for the
@@ -2901,9 +2908,10 @@ def use_split(cache, batch: int) -> bool:
 
 
 def use_small_split(cache, batch: int) -> bool:
-    """Whether a decode below the order's batch (:data:`ROW_ORDER_MIN_BATCH`) runs as a split
-    launch anyway, with its order: at the (buffer length, rows) of :data:`SPLIT_SMALL_RULE`,
-    where a flushing row's CTAs set a step that has few others to hide them behind.
+    """Whether a decode of fewer than :data:`SPLIT_SMALL_BELOW` rows runs as a split launch
+    where :func:`use_split` does not, with its order (also below :data:`ROW_ORDER_MIN_BATCH`):
+    at the (buffer length, rows) of :data:`SPLIT_SMALL_RULE`, where a flushing row's CTAs set a
+    step that has few others to hide them behind.
     ``REPLAYSSM_M2_ORDER`` or ``REPLAYSSM_M2_SPLIT`` = 0 turns it off (= 1 forces the split at
     any batch, :func:`use_split`). The order's scratch is one per cache: these batches now
     write it too (see :func:`use_row_order`)."""
@@ -2911,7 +2919,7 @@ def use_small_split(cache, batch: int) -> bool:
 
     if _env_flag("REPLAYSSM_M2_ORDER") is False or _env_flag(SPLIT_ENV) is False:
         return False
-    return small_split_applies(SPLIT_SMALL_RULE, cache, batch, ROW_ORDER_MIN_BATCH)
+    return small_split_applies(SPLIT_SMALL_RULE, cache, batch, SPLIT_SMALL_BELOW)
 
 
 def split_nonflush_heads(read_fmt: str, batch: int, H: int, G: int) -> int:

@@ -126,12 +126,12 @@ class FlushFirstOrder:
             nbase = nbase + cutlass.min(batch - c * _THREADS, Int32(_THREADS)) - t
 
 
-def small_split_applies(rule, cache, batch: int, order_min_batch: int) -> bool:
-    """Whether a batch below a kernel family's own order batch (``order_min_batch``) takes the
-    order + split launch anyway: ``rule`` lists (max buffer length, min rows) pairs; the batch
-    must also fit the cache's order buffer (one entry per slot)."""
+def small_split_applies(rule, cache, batch: int, below: int) -> bool:
+    """Whether a batch of fewer than ``below`` rows (where a kernel family's own split rule
+    takes over) runs the order + split launch: ``rule`` lists (max buffer length, min rows)
+    pairs; the batch must also fit the cache's order buffer (one entry per slot)."""
     L = cache.buffer_len
-    return (batch < order_min_batch and batch <= cache.row_order.shape[1]
+    return (batch < below and batch <= cache.row_order.shape[1]
             and any(L <= max_l and batch >= min_rows for max_l, min_rows in rule))
 
 

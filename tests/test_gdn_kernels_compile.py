@@ -472,10 +472,11 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
     assert GR.make_launch(_C, q, v, gd, True, None) == "split"
     with pytest.raises(RuntimeError, match="single launch"):
         GR.make_launch(_C, q, v, gd, True, None, min_blocks_per_mp=2)
+    _C.buffer_len, _C.ring = 32, 33
     with pytest.raises(RuntimeError, match="single launch"):
         GR.make_launch(_C, q[:32], v[:32], gd, True, None)     # below SPLIT_MIN_BATCH
     # ... except at the (buffer length, rows) of SPLIT_SMALL_RULE (order + split below the
-    # order's own batch); fewer rows, longer buffers, fp32 read copies, forced switches: not
+    # split's own batch); fewer rows, longer buffers, fp32 read copies, forced switches: not
     _C.buffer_len, _C.ring = 8, 9
     assert GR.make_launch(_C, q[:8], v[:8], gd, True, None) == "split"
     assert GR.make_launch(_C, q[:31], v[:31], gd, True, None) == "split"
@@ -483,7 +484,9 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
         GR.make_launch(_C, q[:4], v[:4], gd, True, None)
     with pytest.raises(RuntimeError, match="single launch"):
         GR.make_launch(_C, q[:8], v[:8], gd, True, None, min_blocks_per_mp=2)
-    assert GR.use_small_split(_C, 8) and not GR.use_small_split(_C, 32)
+    assert GR.make_launch(_C, q[:48], v[:48], gd, True, None) == "split"
+    assert GR.use_small_split(_C, 8) and GR.use_small_split(_C, GR.SPLIT_MIN_BATCH - 1)
+    assert not GR.use_small_split(_C, GR.SPLIT_MIN_BATCH)
     _C.buffer_len = 16                               # L16: from 16 rows
     assert not GR.use_small_split(_C, 15) and GR.use_small_split(_C, 16)
     _C.buffer_len = 17

@@ -96,12 +96,13 @@ def test_gdn_split_pair_half_block(pair, L, seed, monkeypatch):
     _twin_check("gdn", pair, L, pool=16, batch=8)
 
 
-@pytest.mark.parametrize("L,batch", [(8, 8), (16, 16)])
+@pytest.mark.parametrize("L,batch", [(8, 8), (16, 16), (16, 48)])
 @pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "fp8/fp32", "bf16/fp32"])
 def test_gdn_small_batch_split(pair, L, batch, seed):
-    """The GDN decode's split launch by default below the order's own batch (b8 at L8, b16 at
-    L16: order + 256-thread flush launch on a side stream + non-flush launch; fp8 / bf16 at 64
-    value rows at b8) against the torch reference over 3L + 3 staggered steps."""
+    """The GDN decode's split launch by default below the split's own batch (b8 at L8, b16 at
+    L16, also below the order's: order + 256-thread flush launch on a side stream + non-flush
+    launch; fp8 / bf16 at 64 value rows at b8) against the torch reference over 3L + 3
+    staggered steps."""
     from cute_kernels import gdn_replay as GR
     import replayssm_lp as R
     c = R.GDNReplayCache(2 * batch, GDN["H"], GDN["HV"], GDN["K"], GDN["V"], precision=pair,
@@ -110,12 +111,13 @@ def test_gdn_small_batch_split(pair, L, batch, seed):
     _twin_check("gdn", pair, L, pool=2 * batch, batch=batch)
 
 
-@pytest.mark.parametrize("L,batch", [(8, 8), (16, 16)])
+@pytest.mark.parametrize("L,batch", [(8, 8), (16, 16), (16, 40)])
 @pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32", "bf16/fp32"])
 def test_mamba2_small_batch_split(pair, L, batch, seed):
     """The Mamba-2 decode's split launch by default below the order's own batch (b8 at L8, b16
-    at L16: order + flush rows' persistent launch on a side stream + non-flush launch) against
-    the torch reference over 3L + 3 staggered steps."""
+    at L16: order + flush rows' persistent launch on a side stream + non-flush launch) and, for
+    fp32 / bf16 read copies, from it to SPLIT_SMALL_BELOW rows, against the torch reference
+    over 3L + 3 staggered steps."""
     from cute_kernels import mamba2_replay as MR
     c = R.Mamba2ReplayCache(2 * batch, M2["H"], M2["P"], M2["N"], M2["G"], precision=pair,
                             buffer_len=L, device="cuda")

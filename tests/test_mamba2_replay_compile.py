@@ -427,13 +427,16 @@ def test_make_launch_takes_the_split(monkeypatch):
     # every read copy; fewer rows, longer buffers, an explicit occupancy, switches off: not
     assert M.SPLIT_SMALL_RULE == ((8, 8), (16, 16))
     for pair in ("fp32", "nvfp4/fp16sr", "bf16/fp32"):
-        for batch, L in ((8, 8), (31, 8), (16, 16), (31, 16)):
+        for batch, L in ((8, 8), (31, 8), (16, 16), (48, 16), (M.SPLIT_SMALL_BELOW - 1, 16)):
             assert launch(pair, batch, L=L) == "split", (pair, batch, L)
         for batch, L in ((4, 8), (8, 16), (16, 17), (16, 32)):
             with pytest.raises(RuntimeError, match="single launch"):
                 launch(pair, batch, L=L)
     with pytest.raises(RuntimeError, match="single launch"):
         launch("fp32", 16, min_blocks_per_mp=4)
+    for pair in ("fp32", "bf16/fp32"):                 # from SPLIT_SMALL_BELOW: the wide rule's
+        with pytest.raises(RuntimeError, match="single launch"):
+            launch(pair, M.SPLIT_SMALL_BELOW, L=8)
     for env in ("REPLAYSSM_M2_ORDER", M.SPLIT_ENV):
         monkeypatch.setenv(env, "0")
         with pytest.raises(RuntimeError, match="single launch"):
