@@ -696,8 +696,8 @@ SPLIT_READ_FMTS = ("fp8", "nvfp4")
 #: bf16/fp32 b64 82.4 / 84.1, b128 138.9 / 136.5; hence fp32 from 256 rows, 16-bit from 128
 SPLIT_WIDE_MIN_L = 32
 SPLIT_WIDE_MIN_BATCH = {"fp32": 256, "bf16": 128, "fp16": 128}
-#: ... and below ROW_ORDER_MIN_BATCH, with the order, every read copy at these (max buffer
-#: length, min rows) pairs (use_small_split). session24_gpu/call1, one launch / order + split:
+#: ... and below SPLIT_SMALL_BELOW rows (with the order, also below ROW_ORDER_MIN_BATCH), every
+#: read copy at these (max buffer length, min rows) pairs (use_small_split). session24_gpu/call1, one launch / order + split:
 #: Nemotron-3-Super b16 L8 1.13-1.33x, L16 1.24-1.39x, b8 L8 1.18-1.27x (b8 L16 0.97-1.06x:
 #: not there); Nemotron-3-Nano-4B b16 1.16-1.43x, b8 L8 1.13-1.24x; b4 (call2): Nano-4B
 #: 0.69-0.94x, so not there
