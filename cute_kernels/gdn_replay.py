@@ -1123,6 +1123,26 @@ def whole_rows_default(read_fmt: str, tpw: Optional[int]) -> bool:
     return whole_rows_fit(read_fmt, tpw) and os.environ.get(WHOLE_ROWS_ENV, "") != "0"
 
 
+#: 0 / 1 forces the v2 decode's L2 prefetches before the PDL wait
+#: (:meth:`GDNReplayDecodeV2._prefetch_pre_wait`; launches without a row order); unset:
+#: :func:`use_pf_early`
+PF_EARLY_ENV = "REPLAYSSM_GDN_PF_EARLY"
+#: ... by default while a launch's read copy is at most this many bytes. H200, off / on in one
+#: run (bench/results/session25_gpu/call1, both shapes, L8 / L16, b1 / 4 / 8): b1 every pair
+#: 1.06-1.24x faster (Qwen3.5-4B fp32 L8 4.1 -> 3.3 µs, FLA 3.9 in call2; Qwen3.5-122B
+#: nvfp4/fp16sr 5.7 -> 4.9), b4 1.03-1.12x, b8 1.00-1.12x (122B fp32 b8 = 32 MiB 1.01-1.03x);
+#: fp32 reads past it 0.93-0.95x (call2: 4B b16 = 32 MiB 0.99x, b64 0.94x, b256 159.9 -> 171.5
+#: µs; 122B b16 0.95x): the prefetches queue behind the running grid's reads.
+PF_EARLY_MAX_BYTES = 32 << 20
+
+
+def use_pf_early(cache, batch: int) -> bool:
+    """Whether a v2 launch of ``batch`` rows without the row order takes ``pf_early``
+    (:data:`PF_EARLY_ENV` forces; else up to :data:`PF_EARLY_MAX_BYTES` of read copy)."""
+    return common.pf_early_applies(PF_EARLY_ENV, batch, cache.HV * cache.V * cache.K,
+                                   cache.pair.read_fmt, PF_EARLY_MAX_BYTES)
+
+
 def preamble_level(read_fmt: str, whole_rows: bool = False) -> int:
     """The preamble level of a kernel with read copy ``read_fmt`` (``REPLAYSSM_GDN_PREAMBLE``
     overrides): 4 for nvfp4 read copies, else 3, but 1 for an fp32 read copy read in (g, t)
@@ -1606,7 +1626,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                  preamble: Optional[int] = None, whole_rows: bool = False,
                  ring_gates_async: bool = False, v_late: bool = False,
                  flush_whole: bool = False, row_order: bool = False,
-                 order_cursors: bool = False, rows: int = 0, flush_positions: int = 0, **kw):
+                 order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
+                 pf_early: bool = False, **kw):
         self._tpw_req = tpw
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
@@ -1640,6 +1661,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             raise ValueError("a split launch has no profiling build and no whole-row flush")
         if self.rows == 2 and self.flush_positions < 1:
             raise ValueError("the split's flush launch needs flush_positions >= 1")
+        # L2 prefetches before the PDL wait (PF_EARLY_ENV; not where an order the previous grid
+        # writes maps grid positions to rows)
+        self.pf_early = (bool(pf_early) and self.pdl != 0 and not self.row_order
+                         and type(self) is GDNReplayDecodeV2)
 
     def _owns_row(self, h):
         """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""
@@ -1921,6 +1946,59 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     rU[i, r] = mUb[slot, hv, ph, rows[r]]
         return rU
 
+    @cute.jit
+    def _prefetch_pre_wait(self, mHi: cute.Tensor, mLo: Optional[cute.Tensor],
+                           mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor],
+                           mKb: cute.Tensor, mKinvb: cute.Tensor, mGb: cute.Tensor,
+                           mUb: cute.Tensor, mVb: Optional[cute.Tensor], mBb: Optional[cute.Tensor],
+                           mWpos: cute.Tensor, mOrig: cute.Tensor, mFcnt: cute.Tensor,
+                           mArr: cute.Tensor, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
+                           mIdx: Optional[cute.Tensor]):
+        """``pf_early``: before ``griddepcontrol.wait``, lane 0 of warps 0-3 issues L2 prefetches
+        of what the CTA's dependent load chain reads after it -- warp 0 its read tile (hi for
+        shared pairs), warp 1 the tile's scales and the cursors, warp 2 the ring entries (keys,
+        1/|k|, g, u; v and beta for split pairs), warp 3 q / k / v. The slot comes from an
+        L2-only load (the previous grid may still write it); it only places these hints, the
+        kernel reads it again after the wait. Pad rows: nothing but q / k / v."""
+        tidx, _, _ = cute.arch.thread_idx()
+        row_b, hv, vblk = cute.arch.block_idx()
+        K, V, BV, R = self.K, self.V, self.block_v, self.ring
+        hk = hv // self.group
+        v0 = vblk * BV
+        ab = self.act_dtype.width // 8
+        slot = row_b
+        if const_expr(self.has_idx):
+            slot = common.load_l2_i32(mIdx.iterator + cute.crd2idx(row_b, mIdx.layout))
+        if tidx % 32 == 0:
+            warp = tidx // 32
+            if slot >= 0 and slot < mWpos.shape[0]:
+                fmt = self.read_fmt
+                mRd = mLo if const_expr(self.split) else mHi
+                if warp == 0:
+                    common.prefetch_l2_span(mRd[slot, hv, v0, None].iterator,
+                                            BV * K * FMT_BITS[fmt] // 8)
+                if warp == 1:
+                    if const_expr(self.split and fmt == "nvfp4"):
+                        common.prefetch_l2_span(mLoS[slot, hv, v0, None].iterator, BV * (K // 16))
+                        common.prefetch_l2(mLoG.iterator + cute.crd2idx((slot, hv), mLoG.layout))
+                    if const_expr(self.split and fmt == "fp8"):
+                        common.prefetch_l2(mLoS.iterator + cute.crd2idx((slot, hv, v0),
+                                                                       mLoS.layout))
+                    for m in (mWpos, mOrig, mFcnt, mArr):
+                        common.prefetch_l2(m.iterator + slot)
+                if warp == 2:
+                    common.prefetch_l2_span(mKb[slot, hk, None, None].iterator, R * K * ab)
+                    common.prefetch_l2_span(mKinvb[slot, hk, None].iterator, R * 4)
+                    common.prefetch_l2_span(mGb[slot, hv, None].iterator, R * 4)
+                    common.prefetch_l2_span(mUb[slot, hv, None, None].iterator, R * V * 4)
+                    if const_expr(self.split):
+                        common.prefetch_l2_span(mVb[slot, hv, None, None].iterator, R * V * ab)
+                        common.prefetch_l2_span(mBb[slot, hv, None].iterator, R * 4)
+            if warp == 3:
+                common.prefetch_l2_span(mQ[row_b, hk, None].iterator, K * ab)
+                common.prefetch_l2_span(mK[row_b, hk, None].iterator, K * ab)
+                common.prefetch_l2_span(mV[row_b, hv, None].iterator, V * ab)
+
     # ---------------------------------------------------------------- device side
     @cute.kernel
     def kernel(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
@@ -1936,6 +2014,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                mIdx: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
                mOut: cute.Tensor, scale: Float32,
                pad_slot_id: Int32):
+        if const_expr(self.pf_early):
+            self._prefetch_pre_wait(mHi, mLo, mLoS, mLoG, mKb, mKinvb, mGb, mUb, mVb, mBb, mWpos,
+                                    mOrig, mFcnt, mArr, mQ, mK, mV, mIdx)
         common.pdl_prologue(self.pdl)
         if const_expr(self.rows == 2):
             # the split's flush launch: a persistent grid (HV * nsplit, P) walks the order's
@@ -3102,11 +3183,12 @@ def make_op(kw):
     oc = kw.pop("order_cursors", False)
     rows = kw.pop("rows", 0)
     fpos = kw.pop("flush_positions", 0)
+    pfe = kw.pop("pf_early", False)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
                                  ring_gates_async=rga, v_late=vl, flush_whole=fw,
                                  row_order=ro, order_cursors=oc, rows=rows,
-                                 flush_positions=fpos)
+                                 flush_positions=fpos, pf_early=pfe)
     return GDNReplayDecode(**kw)
 
 
@@ -3128,7 +3210,8 @@ def _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, 
 
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads,
-             min_blocks_per_mp=None, impl=None, row_order=False, rows=0, flush_positions=0):
+             min_blocks_per_mp=None, impl=None, row_order=False, rows=0, flush_positions=0,
+             pf_early=None):
     rf, rr, cf, cr, split = pair_key(pair)
     impl = resolve_impl(rf, cf, K, V, L, impl)
     tpw = None
@@ -3172,6 +3255,9 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
         rows or _env_int(ORDER_CURSORS_ENV) != 0))
     if rows:
         kw.update(rows=rows, flush_positions=int(flush_positions) if rows == 2 else 0)
+    pfe = os.environ.get(PF_EARLY_ENV, "") == "1" if pf_early is None else bool(pf_early)
+    if impl == "v2" and not ro and pfe:
+        kw.update(pf_early=True)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -3261,7 +3347,8 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        num_threads: Optional[int] = None,
                        min_blocks_per_mp: Optional[int] = None,
                        impl: Optional[str] = None, row_order: bool = False, rows: int = 0,
-                       flush_positions: int = 0) -> CompiledKernel:
+                       flush_positions: int = 0,
+                       pf_early: Optional[bool] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN replay decode kernel for precision
     ``pair`` (name or PrecisionPair), buffer length ``L`` and ring capacity ``ring``.
 
@@ -3274,13 +3361,14 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     (``order``: ``cache.row_order`` / ``row_order_ext``, :mod:`cute_kernels.row_order`).
     ``rows`` (v2, with ``row_order``): one half of a split launch (:func:`use_split`): 1 = the
     non-flush rows, 2 = the flush rows over a persistent grid of ``flush_positions``
-    positions."""
+    positions. ``pf_early`` (v2, without ``row_order``): L2 prefetches before the PDL wait
+    (:func:`use_pf_early`; None: :data:`PF_EARLY_ENV` = 1, else off)."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
-                       flush_positions)
+                       flush_positions, pf_early)
     return common.compile_tvm_ffi_cached(_CACHE, key, lambda: make_op(kw), _fake_args, _kernel_meta)
 
 
@@ -3372,7 +3460,7 @@ _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cac
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
               WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV,
               ORDER_ENV, ORDER_CURSORS_ENV, SPLIT_ENV, SPLIT_TPW_ENV, SPLIT_MINB1_ENV,
-              SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV)
+              SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV, PF_EARLY_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3525,7 +3613,8 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         return _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bv)
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
-        state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im, ro)
+        state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im, ro,
+        pf_early=not ro and use_pf_early(cache, batch))
     order = order_entry(cache, 1, state_batch_indices is not None, kern) if ro else None
     return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split),
                      order)

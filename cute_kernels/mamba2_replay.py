@@ -340,6 +340,28 @@ def _asm(res_type, ptx: str, constraints: str, args):
                            is_align_stack=False)
 
 
+#: 0 / 1 forces ``pf_early``: with PDL and no row order, every CTA issues L2 prefetches of its
+#: row's cursors, ring entries, read copy and inputs *before* ``griddepcontrol.wait``
+#: (:meth:`Mamba2ReplayDecode._prefetch_pre_wait`), so the first dependent loads after the wait
+#: hit L2 while the previous grid still runs; unset: :func:`use_pf_early`
+PF_EARLY_ENV = "REPLAYSSM_M2_PF_EARLY"
+#: ... by default while a launch's read copy is at most this many bytes (batch x H·P·N at the
+#: read format's width). H200, off / on in one run (bench/results/session25_gpu/call1, both
+#: shapes, L8 / L16): batch 1 every pair 1.10-1.24x faster (Nemotron-3-Super fp32 L16 6.3 ->
+#: 5.4 µs, fp8/fp32 5.2 -> 4.7); b4 nvfp4/fp16sr and bf16/fp32 (2-8 MiB) 1.03-1.10x, fp8
+#: 0.97-1.02x; fp32 from b4 (16 MiB) 0.95-0.97x: there the prefetches queue behind the running
+#: grid's own reads.
+PF_EARLY_MAX_BYTES = 8 << 20
+
+
+def use_pf_early(cache, batch: int) -> bool:
+    """Whether a single launch of ``batch`` rows without the row order takes ``pf_early``
+    (:data:`PF_EARLY_ENV` forces; else up to :data:`PF_EARLY_MAX_BYTES` of read copy)."""
+    return common.pf_early_applies(PF_EARLY_ENV, batch,
+                                   cache.nheads * cache.headdim * cache.dstate,
+                                   cache.pair.read_fmt, PF_EARLY_MAX_BYTES)
+
+
 def _prof_default() -> bool:
     """``REPLAYSSM_M2_PROF`` (0 / 1; default 0): profiling build -- thread 0 of every CTA stamps
     ``%clock64`` at the decode kernel's phase boundaries (and ``%globaltimer`` at its start and
@@ -804,7 +826,8 @@ class Mamba2ReplayDecode:
                  early_arrive: Optional[bool] = None, prof: Optional[bool] = None,
                  row_order: bool = False, mma_fold: Optional[bool] = None,
                  early_read: Optional[bool] = None, pdl: Optional[int] = None,
-                 order_cursors: bool = False, rows: int = 0, flush_positions: int = 0):
+                 order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
+                 pf_early: Optional[bool] = None):
         p: PrecisionPair = parse_pair(pair)
         self.pdl = common.pdl_mode(pdl)
         # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code or
@@ -825,6 +848,10 @@ class Mamba2ReplayDecode:
         # ... and the row's cursors from the same entry (one round trip less; the step does not
         # read the live cursors, so its arrive needs no fence)
         self.order_cursors = bool(order_cursors) and self.row_order
+        # L2 prefetches before the PDL wait (the grid position -> slot map must not come from an
+        # order the previous grid writes)
+        pe = bool(_env_flag(PF_EARLY_ENV)) if pf_early is None else bool(pf_early)
+        self.pf_early = pe and self.pdl != 0 and not self.row_order and type(self) is Mamba2ReplayDecode
         self.prof = _prof_default() if prof is None else bool(prof)
         if self.rows and type(self) is Mamba2ReplayDecode and (self.prof or not self.order_cursors):
             raise ValueError("a decode split launch needs the flush-first order with its cursors "
@@ -1468,6 +1495,62 @@ class Mamba2ReplayDecode:
                     ph = self._phys(origin, j0 + jj)
                     sWX[jj, p] = sCoef[k, j0 + jj] * mXBuf[slot, head, ph, p].to(Float32)
 
+    @cute.jit
+    def _prefetch_pre_wait(self, mX: cute.Tensor, mDt: cute.Tensor, mB: cute.Tensor,
+                           mC: cute.Tensor, mZ: Optional[cute.Tensor],
+                           mIdx: Optional[cute.Tensor], mHi: cute.Tensor,
+                           mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor],
+                           mLoG: Optional[cute.Tensor], mXBuf: cute.Tensor, mBBuf: cute.Tensor,
+                           mDtBuf: cute.Tensor, mDABuf: cute.Tensor, mWPos: cute.Tensor,
+                           mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mArrive: cute.Tensor):
+        """``pf_early``: before ``griddepcontrol.wait``, one lane per warp issues L2 prefetches
+        of what the CTA's dependent load chain reads after it -- warp 0 the read copy of its
+        heads (hi for shared pairs: what a non-flush row reads), warp 1 its scales and the
+        cursors, warp 2 the ring entries (x_j, B_j, dt'_j, A·dt'_j), warp 3 the row's inputs.
+        The slot comes from an L2-only load (the previous grid may still write it); it only
+        places these hints, the kernel reads it again after the wait. Pad rows: nothing."""
+        tidx, _, _ = cute.arch.thread_idx()
+        hc, row, _ = cute.arch.block_idx()
+        HPC, P, N, R = self.hpc, self.P, self.N, self.R
+        head0 = hc * HPC
+        grp = head0 // self.hpg
+        slot = row
+        if const_expr(self.has_idx):
+            slot = common.load_l2_i32(mIdx.iterator + cute.crd2idx(row, mIdx.layout))
+        if tidx % 32 == 0:
+            warp = tidx // 32
+            if slot >= 0 and slot < mWPos.shape[0]:
+                fmt = self.read_fmt
+                mRd = mLo if const_expr(self.split) else mHi
+                if warp == 0:
+                    common.prefetch_l2_span(mRd[slot, head0, None, None].iterator,
+                                            HPC * P * N * common.FMT_BITS[fmt] // 8)
+                if warp == 1:
+                    if const_expr(self.split and fmt == "nvfp4"):
+                        common.prefetch_l2_span(mLoS[slot, head0, None, None].iterator,
+                                                HPC * P * (N // 16))
+                        common.prefetch_l2(mLoG.iterator + cute.crd2idx((slot, head0),
+                                                                       mLoG.layout))
+                    if const_expr(self.split and fmt == "fp8"):
+                        common.prefetch_l2_span(mLoS[slot, head0, None].iterator, HPC * P * 4)
+                    for m in (mWPos, mOrig, mFlushCnt, mArrive):
+                        common.prefetch_l2(m.iterator + slot)
+                if warp == 2:
+                    ab = self.act_dtype.width // 8
+                    common.prefetch_l2_span(mXBuf[slot, head0, None, None].iterator,
+                                            HPC * R * P * ab)
+                    common.prefetch_l2_span(mBBuf[slot, grp, None, None].iterator, R * N * ab)
+                    common.prefetch_l2_span(mDtBuf[slot, head0, None].iterator, HPC * R * 4)
+                    common.prefetch_l2_span(mDABuf[slot, head0, None].iterator, HPC * R * 4)
+            if warp == 3:
+                ab = self.act_dtype.width // 8
+                common.prefetch_l2_span(mX[row, head0, None].iterator, HPC * P * ab)
+                if const_expr(self.has_z):
+                    common.prefetch_l2_span(mZ[row, head0, None].iterator, HPC * P * ab)
+                common.prefetch_l2_span(mB[row, grp, None].iterator, N * ab)
+                common.prefetch_l2_span(mC[row, grp, None].iterator, N * ab)
+                common.prefetch_l2(mDt.iterator + cute.crd2idx((row, head0), mDt.layout))
+
     # ---------------------------------------------------------------- device side
     @cute.kernel
     def kernel(
@@ -1482,6 +1565,9 @@ class Mamba2ReplayDecode:
         mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
         pad_slot_id: Int32,
     ):
+        if const_expr(self.pf_early):
+            self._prefetch_pre_wait(mX, mDt, mB, mC, mZ, mIdx, mHi, mLo, mLoS, mLoG, mXBuf, mBBuf,
+                                    mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mArrive)
         common.pdl_prologue(self.pdl)
         tidx, _, _ = cute.arch.thread_idx()
         hc, gpos, _ = cute.arch.block_idx()
@@ -2642,7 +2728,7 @@ _CACHE = KernelCache("mamba2_replay")
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
-             row_order=False, rows=0, flush_positions=0):
+             row_order=False, rows=0, flush_positions=0, pf_early=None):
     pair = parse_pair(pair_name)
     # (a split's halves need the order's cursors, and run on two streams: no programmatic
     # launch edges)
@@ -2663,6 +2749,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         early_read=_env_flag("REPLAYSSM_M2_EARLY_READ"),
         pdl=0 if rows else common.pdl_default(),
         order_cursors=ocur, rows=int(rows), flush_positions=int(flush_positions) if rows == 2 else 0,
+        pf_early=(bool(_env_flag(PF_EARLY_ENV)) if pf_early is None else bool(pf_early))
+        and not row_order,
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
@@ -2769,7 +2857,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           staged: Optional[bool] = None,
                           early_arrive: Optional[bool] = None,
                           row_order: bool = False, rows: int = 0,
-                          flush_positions: int = 0) -> CompiledKernel:
+                          flush_positions: int = 0,
+                          pf_early: Optional[bool] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -2791,12 +2880,14 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     the CTA start; ``REPLAYSSM_M2_EARLY_ARRIVE``), ``row_order`` (grid position -> (row, slot)
     from the flush-first order, an extra ``order [2, >= batch]`` int32 argument before
     ``pad_slot_id``; None there otherwise), ``rows`` / ``flush_positions`` (a split launch's
-    half: :func:`use_split`). With ``dump`` the compile bypasses the cache."""
+    half: :func:`use_split`), ``pf_early`` (L2 prefetches before the PDL wait, without
+    ``row_order``; None: :data:`PF_EARLY_ENV`, else off). With ``dump`` the compile bypasses
+    the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
-                       row_order, rows, flush_positions)
+                       row_order, rows, flush_positions, pf_early)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -3118,7 +3209,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
-              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV)
+              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3136,6 +3227,7 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, has_idx, prefetch,
                               min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
-                              staged=staged, row_order=ordered)
+                              staged=staged, row_order=ordered,
+                              pf_early=not ordered and use_pf_early(cache, batch))
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

@@ -35,15 +35,98 @@ if _ERR is None:
     from cute_kernels import snapshot_verify as SV
 
 
+#: what may precede ``griddepcontrol.wait``: the pre-wait L2 hints of ``pf_early`` builds (the
+#: slot through an L2-only load, line and bulk L2 prefetches) -- no other memory access
+_HINT = r"(?!\.cg\.b32|\.prefetch)"
+_MEM = r"\b(ld|st|atom|red|cp\.async)\.(global|shared|bulk)"
+
+
 def _order(ptx: str):
     """The griddepcontrol instructions in PTX order; with any, they come before the first
-    global / shared memory access or async copy of the kernel."""
+    global / shared memory access or async copy of the kernel other than the pre-wait hints."""
     found = re.findall(r"griddepcontrol\.(wait|launch_dependents)", ptx)
     if found:
         last = max(m.start() for m in re.finditer(r"griddepcontrol\.", ptx))
-        mem = re.search(r"\b(ld|st|atom|red|cp\.async)\.(global|shared|bulk)", ptx)
+        mem = re.search(_MEM + _HINT, ptx)
         assert mem is None or last < mem.start(), "griddepcontrol after a memory access"
     return found
+
+
+def _pre_wait(ptx: str):
+    """The memory instructions before ``griddepcontrol.wait`` (all of them, hints included)."""
+    w = ptx.index("griddepcontrol.wait")
+    return [m.group(0) for m in
+            re.finditer(r"\b(ld|st|atom|red|cp\.async|prefetch)\.(global|shared|bulk)[\w.]*",
+                        ptx[:w])]
+
+
+def test_pf_early_puts_only_l2_hints_before_the_wait(monkeypatch):
+    """``pf_early`` (REPLAYSSM_M2_PF_EARLY / REPLAYSSM_GDN_PF_EARLY or their batch rules):
+    before the PDL wait one L2-only load (the slot) and L2 prefetches, nothing that keeps data
+    (no L1 line, no register value used after the wait); without it, or with a row order, or
+    without PDL: nothing before the wait."""
+    monkeypatch.setenv(common.PDL_ENV, "2")
+    monkeypatch.setenv(MR.PF_EARLY_ENV, "1")
+    monkeypatch.setenv(GR.PF_EARLY_ENV, "1")
+    hints = {"ld.global.cg.b32", "prefetch.global.L2", "cp.async.bulk.prefetch.L2.global"}
+    for ptx in (MR.compile_only("fp32", heads_per_cta=1)[1],
+                MR.compile_only("nvfp4/fp16sr", heads_per_cta=2)[1],
+                GR.compile_only("fp8/fp32", keep_ptx=True)[1],
+                GR.compile_only("nvfp4/fp16sr", keep_ptx=True)[1]):
+        pre = _pre_wait(ptx)
+        assert set(pre) <= hints and pre.count("ld.global.cg.b32") == 1, pre
+        assert "cp.async.bulk.prefetch.L2.global" in pre and "prefetch.global.L2" in pre
+    assert _pre_wait(GR.compile_only("nvfp4/fp16sr", keep_ptx=True, row_order=True)[1]) == []
+    monkeypatch.setenv(MR.PF_EARLY_ENV, "0")
+    monkeypatch.setenv(GR.PF_EARLY_ENV, "0")
+    assert _pre_wait(MR.compile_only("fp32", heads_per_cta=1)[1]) == []
+    assert _pre_wait(GR.compile_only("nvfp4/fp16sr", keep_ptx=True)[1]) == []
+    monkeypatch.setenv(common.PDL_ENV, "0")
+    monkeypatch.setenv(MR.PF_EARLY_ENV, "1")
+    monkeypatch.delenv(GR.PF_EARLY_ENV)
+    for ptx in (MR.compile_only("fp32", heads_per_cta=1)[1],
+                GR.compile_only("fp32", keep_ptx=True)[1]):
+        assert "griddepcontrol" not in ptx and "ld.global.cg.b32" not in ptx
+    assert MR.PF_EARLY_ENV in MR._ENV_NAMES and GR.PF_EARLY_ENV in GR._ENV_NAMES
+
+
+def test_gdn_pf_early_rule(monkeypatch):
+    """GDN's default: up to PF_EARLY_MAX_BYTES (32 MiB) of read copy per launch; the switch
+    forces; a compile without the rule's answer (compile_only) has no prefetches unless forced."""
+    from types import SimpleNamespace
+    from replayssm_lp.pairs import parse_pair
+
+    monkeypatch.delenv(GR.PF_EARLY_ENV, raising=False)
+    qwen4b = lambda pair: SimpleNamespace(HV=32, V=128, K=128, pair=parse_pair(pair))  # noqa: E731
+    assert GR.use_pf_early(qwen4b("fp32"), 16)            # 32 MiB: 0.99x, at the edge
+    assert not GR.use_pf_early(qwen4b("fp32"), 17)        # b64 0.94x, b256 0.93x (call2)
+    assert GR.use_pf_early(qwen4b("nvfp4/fp16sr"), 64)
+    monkeypatch.setenv(GR.PF_EARLY_ENV, "1")
+    assert GR.use_pf_early(qwen4b("fp32"), 512)
+    monkeypatch.setenv(GR.PF_EARLY_ENV, "0")
+    assert not GR.use_pf_early(qwen4b("fp32"), 1)
+    monkeypatch.delenv(GR.PF_EARLY_ENV)
+    assert GR._resolve("fp32", "bfloat16", 16, 32, 128, 128, 16, 17, None, None, "float32",
+                       "bfloat16", "float32", "bfloat16", True, True, None, None)[0].get(
+                           "pf_early") is None
+
+
+def test_mamba2_pf_early_rule(monkeypatch):
+    """Mamba-2's default: up to PF_EARLY_MAX_BYTES of read copy per launch; the switch forces."""
+    from types import SimpleNamespace
+    from replayssm_lp.pairs import parse_pair
+
+    monkeypatch.delenv(MR.PF_EARLY_ENV, raising=False)
+    super_ = lambda pair: SimpleNamespace(nheads=128, headdim=64, dstate=128,  # noqa: E731
+                                          pair=parse_pair(pair))
+    assert MR.use_pf_early(super_("fp32"), 1) and MR.use_pf_early(super_("fp32"), 2)
+    assert not MR.use_pf_early(super_("fp32"), 4)         # 16 MiB (measured slower)
+    assert MR.use_pf_early(super_("bf16/fp32"), 4) and not MR.use_pf_early(super_("bf16/fp32"), 8)
+    assert MR.use_pf_early(super_("nvfp4/fp16sr"), 8)
+    monkeypatch.setenv(MR.PF_EARLY_ENV, "1")
+    assert MR.use_pf_early(super_("fp32"), 512)
+    monkeypatch.setenv(MR.PF_EARLY_ENV, "0")
+    assert not MR.use_pf_early(super_("nvfp4/fp16sr"), 1)
 
 
 @pytest.mark.parametrize("mode", ["0", "1", "2"])
