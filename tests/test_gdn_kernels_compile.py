@@ -465,6 +465,7 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
     class _C:
         pair = parse_pair("nvfp4/fp16sr")
         buffer_len, ring = 16, 17
+        HV, V, K = 32, 128, 128                    # (use_pf_early)
         row_order = torch.zeros(2, 1024, dtype=torch.int32)
     q = torch.empty(256, 16, 128, device="meta")
     v = torch.empty(256, 32, 128, device="meta")
