@@ -769,8 +769,7 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
     ``arrive_if(write_pos)``: arrive only when it is true (a split launch: the rows another
     launch owns are that launch's to arrive on and publish).
 
-    ``pre``: the cursors already loaded (:func:`load_cursors` with ``dep_arrive``; or by the
-    caller, e.g. at a hinted slot)."""
+    ``pre``: the cursors already loaded by :func:`load_cursors` (with ``dep_arrive``)."""
     old = Int32(0)
     if tidx == 0:
         if const_expr(dep_arrive or arrive_if is not None):
@@ -789,13 +788,10 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
                         cute.arch.fence_acq_rel_gpu()
                         old = row_arrive(mArr, slot)
         else:
-            if const_expr(pre is not None):
-                sCur[0], sCur[1], sCur[2] = pre[0], pre[1], pre[2]
-            else:
-                # (loads and stores interleaved: the order the GPU-timed builds have)
-                sCur[0] = mWpos[slot]
-                sCur[1] = mOrig[slot]
-                sCur[2] = mFcnt[slot]
+            # (loads and stores interleaved: the order the GPU-timed builds have)
+            sCur[0] = mWpos[slot]
+            sCur[1] = mOrig[slot]
+            sCur[2] = mFcnt[slot]
             if const_expr(mArr is not None):
                 cute.arch.fence_acq_rel_gpu()
                 old = row_arrive(mArr, slot)

@@ -352,12 +352,6 @@ PF_EARLY_ENV = "REPLAYSSM_M2_PF_EARLY"
 #: 0.97-1.02x; fp32 from b4 (16 MiB) 0.95-0.97x: there the prefetches queue behind the running
 #: grid's own reads.
 PF_EARLY_MAX_BYTES = 8 << 20
-#: 0 / 1 (default 1): with ``pf_early`` and ``state_batch_indices``, the cursors are loaded at
-#: the slot the pre-wait hint read, beside the slot's own load after the wait (one L2 round trip
-#: instead of two); a row whose slot differs from the hint loads them again at its slot
-SPEC_CURSORS_ENV = "REPLAYSSM_M2_SPEC_CURSORS"
-#: tests only: 1 offsets the hinted slot by one (mod num_slots), so every row takes the reload
-SPEC_SKEW_ENV = "REPLAYSSM_M2_SPEC_SKEW"
 
 
 def use_pf_early(cache, batch: int) -> bool:
@@ -893,10 +887,6 @@ class Mamba2ReplayDecode:
         # software-pipelined hi / x_buf loads, fast nvfp4 RN encoder); 1 = the original two-pass
         # version (kept as a fallback; also used when the fold needs several staging rounds)
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
-        # ``pf_early`` with slots: the cursors loaded at the hinted slot (SPEC_CURSORS_ENV)
-        self.spec_cursors = (self.pf_early and self.has_idx and self.early_arrive
-                             and os.environ.get(SPEC_CURSORS_ENV, "1") != "0")
-        self.spec_skew = self.spec_cursors and os.environ.get(SPEC_SKEW_ENV, "") == "1"
         self.fold_unroll = _fold_unroll(2 if self.rows == 2 else 1)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
@@ -1146,14 +1136,12 @@ class Mamba2ReplayDecode:
     @cute.jit
     def _read_cursors(self, sCur: cute.Tensor, mWPos: cute.Tensor, mOrig: cute.Tensor,
                       mFlushCnt: cute.Tensor, mArrive: cute.Tensor, slot: Int32, tidx: Int32,
-                      pre=None, spec=None):
+                      pre=None):
         """``(write_pos, ring_origin, flush_count, arrive counter's old value)`` of the row.
         ``early_arrive``: thread 0 reads them and arrives at once, the CTA gets them through smem
         (one barrier); otherwise every thread reads them (old = 0: it arrives at the end).
         ``pre``: the cursors as the order kernel read them (``order_cursors``); thread 0 arrives
-        at once (``early_arrive``) without a fence: nobody reads the live cursors in this step.
-        ``spec``: ``(write_pos, ring_origin, flush_count, hint)`` loaded at the hinted slot
-        (``spec_cursors``, with ``early_arrive``): kept where ``slot == hint``, else reloaded."""
+        at once (``early_arrive``) without a fence: nobody reads the live cursors in this step."""
         if const_expr(pre is not None):
             old = Int32(0)
             if const_expr(self.early_arrive and self.cfg.ctas_per_row > 1):
@@ -1161,15 +1149,9 @@ class Mamba2ReplayDecode:
                     old = common.row_arrive(mArrive, slot)
             h, origin, gen = pre
         elif const_expr(self.early_arrive):
-            cur = None
-            if const_expr(spec is not None):
-                w, o, f, hint = spec
-                if slot != hint:                 # (the previous grid wrote the slot)
-                    w, o, f = mWPos[slot], mOrig[slot], mFlushCnt[slot]
-                cur = (w, o, f)
             old = common.read_cursors_and_arrive(
                 sCur, mWPos, mOrig, mFlushCnt, mArrive if self.cfg.ctas_per_row > 1 else None,
-                slot, tidx, pre=cur)
+                slot, tidx)
             cute.arch.barrier()
             h, origin, gen = sCur[0], sCur[1], sCur[2]
         else:
@@ -1526,8 +1508,7 @@ class Mamba2ReplayDecode:
         heads (hi for shared pairs: what a non-flush row reads), warp 1 its scales and the
         cursors, warp 2 the ring entries (x_j, B_j, dt'_j, A·dt'_j), warp 3 the row's inputs.
         The slot comes from an L2-only load (the previous grid may still write it); it only
-        places these hints (and ``spec_cursors``' cursor loads), the kernel reads it again after
-        the wait. Pad rows: nothing. Returns the hinted slot."""
+        places these hints, the kernel reads it again after the wait. Pad rows: nothing."""
         tidx, _, _ = cute.arch.thread_idx()
         hc, row, _ = cute.arch.block_idx()
         HPC, P, N, R = self.hpc, self.P, self.N, self.R
@@ -1569,7 +1550,6 @@ class Mamba2ReplayDecode:
                 common.prefetch_l2_span(mB[row, grp, None].iterator, N * ab)
                 common.prefetch_l2_span(mC[row, grp, None].iterator, N * ab)
                 common.prefetch_l2(mDt.iterator + cute.crd2idx((row, head0), mDt.layout))
-        return slot
 
     # ---------------------------------------------------------------- device side
     @cute.kernel
@@ -1585,15 +1565,9 @@ class Mamba2ReplayDecode:
         mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
         pad_slot_id: Int32,
     ):
-        hint = None
         if const_expr(self.pf_early):
-            hint = self._prefetch_pre_wait(mX, mDt, mB, mC, mZ, mIdx, mHi, mLo, mLoS, mLoG,
-                                           mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig,
-                                           mFlushCnt, mArrive)
-        if const_expr(not self.spec_cursors):
-            hint = None
-        elif const_expr(self.spec_skew):
-            hint = (hint + Int32(1)) % mWPos.shape[0]
+            self._prefetch_pre_wait(mX, mDt, mB, mC, mZ, mIdx, mHi, mLo, mLoS, mLoG, mXBuf, mBBuf,
+                                    mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mArrive)
         common.pdl_prologue(self.pdl)
         tidx, _, _ = cute.arch.thread_idx()
         hc, gpos, _ = cute.arch.block_idx()
@@ -1613,7 +1587,7 @@ class Mamba2ReplayDecode:
         else:
             self._row(mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS, mHiG, mLo,
                       mLoS, mLoG, mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend,
-                      mArrive, mSeed, mOrder, pad_slot_id, tidx, hc, gpos, hint)
+                      mArrive, mSeed, mOrder, pad_slot_id, tidx, hc, gpos)
 
     @cute.jit
     def _row(
@@ -1626,13 +1600,12 @@ class Mamba2ReplayDecode:
         mXBuf: cute.Tensor, mBBuf: cute.Tensor, mDtBuf: cute.Tensor, mDABuf: cute.Tensor,
         mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor, mPend: cute.Tensor,
         mArrive: cute.Tensor, mSeed: Optional[cute.Tensor], mOrder: Optional[cute.Tensor],
-        pad_slot_id: Int32, tidx: Int32, hc: Int32, gpos: Int32, hint=None,
+        pad_slot_id: Int32, tidx: Int32, hc: Int32, gpos: Int32,
     ):
         """One grid position of the step (a row and ``heads_per_cta`` heads): the CTA's whole
         work. ``gpos``: the position in the grid (the order's, when there is one; the split's
-        flush launch walks several). ``hint``: the slot read before the PDL wait
-        (``spec_cursors``). Returns whether the row is this launch's (``rows`` = 2: a valid
-        flush row)."""
+        flush launch walks several). Returns whether the row is this launch's (``rows`` = 2:
+        a valid flush row)."""
         cfg = self.cfg
         H, P, N, L, R = self.H, self.P, self.N, self.L, self.R
         HPC, NT = self.hpc, cfg.nt
@@ -1675,14 +1648,6 @@ class Mamba2ReplayDecode:
         ocur = None
         if const_expr(self.order_cursors):
             ocur = (mOrder[2, gpos], mOrder[3, gpos], mOrder[4, gpos])
-        spec = None
-        if const_expr(hint is not None):
-            # the cursors at the hinted slot, in flight beside the slot's own load (an invalid
-            # hint reads slot 0; _read_cursors keeps them only where the slot equals the hint)
-            hs = hint
-            if hint < 0 or hint >= mWPos.shape[0]:
-                hs = Int32(0)
-            spec = (mWPos[hs], mOrig[hs], mFlushCnt[hs], hint)
         # the row's slot-independent inputs (C, B_cur, dt) are loaded now, in the shadow of the
         # slot -> cursor load chain
         grp0 = (hc * HPC) // self.hpg
@@ -1719,7 +1684,7 @@ class Mamba2ReplayDecode:
         if valid:
             # ------------------------------------------------------------ preamble
             h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
-                                                     slot, tidx, ocur, spec)
+                                                     slot, tidx, ocur)
             h = cutlass.min(h, Int32(cfg.hm))   # any valid cache state is inside
             pcs = [pc0]
             if const_expr(self.prof):
@@ -2790,8 +2755,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
            _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
-           os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(SPEC_CURSORS_ENV),
-           os.environ.get(SPEC_SKEW_ENV)) + tuple(kw.values())
+           os.environ.get(FOLD_ENTRIES_ENV)) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3245,8 +3209,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
-              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
-              SPEC_CURSORS_ENV, SPEC_SKEW_ENV)
+              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

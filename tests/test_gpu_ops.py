@@ -226,21 +226,6 @@ def test_replay_step_matches_torch_reference(kind, pair, seed):
     print(f"{kind} {pair}: worst output rel {worst:.2e}; fraction of stored elements differing {stats}")
 
 
-@pytest.mark.parametrize("spec", ["off", "skew"])
-@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32"])
-def test_mamba2_spec_cursors(pair, spec, seed, monkeypatch):
-    """The decode's cursors loaded at the slot hinted before the PDL wait (on by default with
-    pf_early, covered by the twin test above): off, and with every hint off by one slot (the
-    test-only skew: each row must take the reload at its own slot -- a kept wrong hint would
-    step another slot's cursors)."""
-    monkeypatch.setenv("REPLAYSSM_M2_PF_EARLY", "1")
-    if spec == "off":
-        monkeypatch.setenv("REPLAYSSM_M2_SPEC_CURSORS", "0")
-    else:
-        monkeypatch.setenv("REPLAYSSM_M2_SPEC_SKEW", "1")
-    _twin_check("mamba2", pair, 4)
-
-
 @pytest.mark.parametrize("order", ["0", "1", "cursors"])
 def test_cuda_graph_capture_replay(order, seed, monkeypatch):
     # 1: each step through the flush-first order; cursors: its entries carry the cursors too

@@ -90,30 +90,6 @@ def test_pf_early_puts_only_l2_hints_before_the_wait(monkeypatch):
     assert MR.PF_EARLY_ENV in MR._ENV_NAMES and GR.PF_EARLY_ENV in GR._ENV_NAMES
 
 
-def test_mamba2_spec_cursors_load_beside_the_slot(monkeypatch):
-    """``spec_cursors`` (pf_early with slots): the three cursor loads at the hinted slot come
-    after the wait beside the slot's own load (three loads more than without; the reload for a
-    row whose slot moved is a branch); off without slots or with REPLAYSSM_M2_SPEC_CURSORS=0, and
-    the test-only skew is a build of its own."""
-    monkeypatch.setenv(common.PDL_ENV, "2")
-    monkeypatch.setenv(MR.PF_EARLY_ENV, "1")
-
-    def post_wait_loads():
-        k, ptx = MR.compile_only("fp32", heads_per_cta=1)
-        after = ptx[ptx.index("griddepcontrol.wait"):]
-        return k.meta["op"].spec_cursors, len(re.findall(r"ld\.global\.b32", after)), ptx
-
-    on, n_on, ptx_on = post_wait_loads()
-    monkeypatch.setenv(MR.SPEC_CURSORS_ENV, "0")
-    off, n_off, _ = post_wait_loads()
-    assert on and not off and n_on == n_off + 3
-    monkeypatch.delenv(MR.SPEC_CURSORS_ENV)
-    monkeypatch.setenv(MR.SPEC_SKEW_ENV, "1")
-    skew, _, ptx_skew = post_wait_loads()
-    assert skew and ptx_skew != ptx_on
-    assert {MR.SPEC_CURSORS_ENV, MR.SPEC_SKEW_ENV} <= set(MR._ENV_NAMES)
-
-
 def test_gdn_pf_early_rule(monkeypatch):
     """GDN's default: up to PF_EARLY_MAX_BYTES (32 MiB) of read copy per launch; the switch
     forces; a compile without the rule's answer (compile_only) has no prefetches unless forced."""
