@@ -654,6 +654,13 @@ def pf_early_applies(env_name: str, batch: int, row_elems: int, read_fmt: str,
     return batch * row_elems * FMT_BITS[read_fmt] // 8 <= max_bytes
 
 
+def prefetch_row_cursors(slot, *cursors) -> None:
+    """:func:`prefetch_l2` of entry ``slot`` of each per-slot cursor tensor (write_pos,
+    ring_origin, flush_count, arrive)."""
+    for m in cursors:
+        prefetch_l2(m.iterator + slot)
+
+
 def prefetch_l2_span(ptr, nbytes: int) -> None:
     """:func:`prefetch_l2_bulk` of ``[ptr, ptr + nbytes)`` widened to 16-byte boundaries (no
     alignment asked of ``ptr``; the widened span stays inside the 16-byte granules it touches)."""
@@ -671,6 +678,15 @@ def load_l2_i32(ptr) -> Int32:
     stale L1 line must not answer the kernel's own load of it after the wait."""
     return Int32(llvm.inline_asm(T.i32(), [ptr.toint().ir_value()], "ld.global.cg.b32 $0, [$1];",
                                  "=r,l", has_side_effects=True, is_align_stack=False))
+
+
+def hinted_slot(mIdx, row, has_idx: bool):
+    """The cache slot of batch row ``row`` read before ``griddepcontrol.wait``, as a hint for
+    L2 prefetches only (:func:`load_l2_i32`: the previous grid may still write it); the row
+    itself without ``state_batch_indices``."""
+    if const_expr(has_idx):
+        return load_l2_i32(mIdx.iterator + cute.crd2idx(row, mIdx.layout))
+    return row
 
 
 def prefetch_l2(ptr) -> None:

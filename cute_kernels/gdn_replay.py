@@ -1966,9 +1966,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         hk = hv // self.group
         v0 = vblk * BV
         ab = self.act_dtype.width // 8
-        slot = row_b
-        if const_expr(self.has_idx):
-            slot = common.load_l2_i32(mIdx.iterator + cute.crd2idx(row_b, mIdx.layout))
+        slot = common.hinted_slot(mIdx, row_b, self.has_idx)
         if tidx % 32 == 0:
             warp = tidx // 32
             if slot >= 0 and slot < mWpos.shape[0]:
@@ -1984,8 +1982,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     if const_expr(self.split and fmt == "fp8"):
                         common.prefetch_l2(mLoS.iterator + cute.crd2idx((slot, hv, v0),
                                                                        mLoS.layout))
-                    for m in (mWpos, mOrig, mFcnt, mArr):
-                        common.prefetch_l2(m.iterator + slot)
+                    common.prefetch_row_cursors(slot, *(mWpos, mOrig, mFcnt, mArr))
                 if warp == 2:
                     common.prefetch_l2_span(mKb[slot, hk, None, None].iterator, R * K * ab)
                     common.prefetch_l2_span(mKinvb[slot, hk, None].iterator, R * 4)

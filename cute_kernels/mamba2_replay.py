@@ -1514,9 +1514,7 @@ class Mamba2ReplayDecode:
         HPC, P, N, R = self.hpc, self.P, self.N, self.R
         head0 = hc * HPC
         grp = head0 // self.hpg
-        slot = row
-        if const_expr(self.has_idx):
-            slot = common.load_l2_i32(mIdx.iterator + cute.crd2idx(row, mIdx.layout))
+        slot = common.hinted_slot(mIdx, row, self.has_idx)
         if tidx % 32 == 0:
             warp = tidx // 32
             if slot >= 0 and slot < mWPos.shape[0]:
@@ -1533,8 +1531,7 @@ class Mamba2ReplayDecode:
                                                                        mLoG.layout))
                     if const_expr(self.split and fmt == "fp8"):
                         common.prefetch_l2_span(mLoS[slot, head0, None].iterator, HPC * P * 4)
-                    for m in (mWPos, mOrig, mFlushCnt, mArrive):
-                        common.prefetch_l2(m.iterator + slot)
+                    common.prefetch_row_cursors(slot, *(mWPos, mOrig, mFlushCnt, mArrive))
                 if warp == 2:
                     ab = self.act_dtype.width // 8
                     common.prefetch_l2_span(mXBuf[slot, head0, None, None].iterator,
