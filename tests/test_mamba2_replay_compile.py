@@ -393,6 +393,7 @@ def test_make_launch_takes_the_split(monkeypatch):
     def cache(pair, L=16):
         class _C:
             buffer_len, ring = L, L + 1
+            nheads, headdim, dstate = 128, 64, 128        # (use_pf_early)
             row_order = torch.zeros(2, 1024, dtype=torch.int32)
         _C.pair = parse_pair(pair)
         return _C
