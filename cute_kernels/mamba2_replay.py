@@ -352,6 +352,11 @@ PF_EARLY_ENV = "REPLAYSSM_M2_PF_EARLY"
 #: 0.97-1.02x; fp32 from b4 (16 MiB) 0.95-0.97x: there the prefetches queue behind the running
 #: grid's own reads.
 PF_EARLY_MAX_BYTES = 8 << 20
+#: 0 / 1 (default 0): the decode's row arrive without the fence before it -- its increment
+#: computed from the cursors it follows (:func:`common._dep_arrive`, as the GDN decode does), so
+#: thread 0 need not wait at a ``fence.acq_rel.gpu`` for all of its loads before the CTA's
+#: first barrier
+DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
 
 
 def use_pf_early(cache, batch: int) -> bool:
@@ -887,6 +892,8 @@ class Mamba2ReplayDecode:
         # software-pipelined hi / x_buf loads, fast nvfp4 RN encoder); 1 = the original two-pass
         # version (kept as a fallback; also used when the fold needs several staging rounds)
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
+        # (the decode only: the verify keeps its fenced arrive)
+        self.dep_arrive = type(self) is Mamba2ReplayDecode and _env_flag(DEP_ARRIVE_ENV) is True
         self.fold_unroll = _fold_unroll(2 if self.rows == 2 else 1)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
@@ -1151,7 +1158,7 @@ class Mamba2ReplayDecode:
         elif const_expr(self.early_arrive):
             old = common.read_cursors_and_arrive(
                 sCur, mWPos, mOrig, mFlushCnt, mArrive if self.cfg.ctas_per_row > 1 else None,
-                slot, tidx)
+                slot, tidx, dep_arrive=self.dep_arrive)
             cute.arch.barrier()
             h, origin, gen = sCur[0], sCur[1], sCur[2]
         else:
@@ -2752,7 +2759,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
            _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
-           os.environ.get(FOLD_ENTRIES_ENV)) + tuple(kw.values())
+           os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(DEP_ARRIVE_ENV)) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3206,7 +3213,8 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
-              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV)
+              SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
+              DEP_ARRIVE_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
