@@ -352,10 +352,12 @@ PF_EARLY_ENV = "REPLAYSSM_M2_PF_EARLY"
 #: 0.97-1.02x; fp32 from b4 (16 MiB) 0.95-0.97x: there the prefetches queue behind the running
 #: grid's own reads.
 PF_EARLY_MAX_BYTES = 8 << 20
-#: 0 / 1 (default 0): the decode's row arrive without the fence before it -- its increment
+#: 0 / 1 (default 1): the decode's row arrive without the fence before it -- its increment
 #: computed from the cursors it follows (:func:`common._dep_arrive`, as the GDN decode does), so
 #: thread 0 need not wait at a ``fence.acq_rel.gpu`` for all of its loads before the CTA's
-#: first barrier
+#: first barrier. Launches without the row order only (below 32 rows; the order's entries carry
+#: the cursors). H200, off / on in one run (bench/results/session25_gpu/call7, Nemotron-3-Super
+#: L16): b1 fp32 5.4 -> 5.2 µs, fp8/fp32 4.7 -> 4.5, bf16/fp32 4.8 -> 4.6; b32 (ordered) 1.00x.
 DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
 
 
@@ -893,7 +895,7 @@ class Mamba2ReplayDecode:
         # version (kept as a fallback; also used when the fold needs several staging rounds)
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
         # (the decode only: the verify keeps its fenced arrive)
-        self.dep_arrive = type(self) is Mamba2ReplayDecode and _env_flag(DEP_ARRIVE_ENV) is True
+        self.dep_arrive = type(self) is Mamba2ReplayDecode and _env_flag(DEP_ARRIVE_ENV) is not False
         self.fold_unroll = _fold_unroll(2 if self.rows == 2 else 1)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):

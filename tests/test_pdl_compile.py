@@ -90,6 +90,25 @@ def test_pf_early_puts_only_l2_hints_before_the_wait(monkeypatch):
     assert MR.PF_EARLY_ENV in MR._ENV_NAMES and GR.PF_EARLY_ENV in GR._ENV_NAMES
 
 
+def test_mamba2_decode_arrives_without_a_fence(monkeypatch):
+    """The decode's row arrive (REPLAYSSM_M2_DEP_ARRIVE, default on): no fence between the PDL
+    wait and the first atomic; with the switch at 0 the fenced arrive; the verify keeps its
+    fence (its class does not take the switch)."""
+    monkeypatch.setenv(common.PDL_ENV, "2")
+
+    def fenced(ptx):
+        w = ptx.index("griddepcontrol.wait")
+        return bool(re.search(r"fence\.acq_rel|membar", ptx[w:ptx.index("atom.", w)]))
+
+    monkeypatch.delenv(MR.DEP_ARRIVE_ENV, raising=False)
+    k, ptx = MR.compile_only("fp32", heads_per_cta=1)
+    assert k.meta["op"].dep_arrive and not fenced(ptx)
+    monkeypatch.setenv(MR.DEP_ARRIVE_ENV, "0")
+    k, ptx = MR.compile_only("fp32", heads_per_cta=1)
+    assert not k.meta["op"].dep_arrive and fenced(ptx)
+    assert MR.DEP_ARRIVE_ENV in MR._ENV_NAMES
+
+
 def test_gdn_pf_early_rule(monkeypatch):
     """GDN's default: up to PF_EARLY_MAX_BYTES (32 MiB) of read copy per launch; the switch
     forces; a compile without the rule's answer (compile_only) has no prefetches unless forced."""
