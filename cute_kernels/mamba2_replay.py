@@ -84,6 +84,7 @@ Public entry points: :func:`compile_mamba2_replay` (tensor-free, cached), :func:
 
 from __future__ import annotations
 
+import functools
 import os
 
 import operator
@@ -119,6 +120,8 @@ __all__ = [
 
 SOFTPLUS_THRESHOLD = 20.0
 NUM_THREADS = 128
+#: the thread counts the decode kernel takes (``num_threads``; the verify stays at 128)
+THREAD_COUNTS = (128, 256)
 CHUNK = 16                        # flush mapping: elements per chunk (one nvfp4 block, 4 Philox quads)
 _BITS = common.FMT_BITS
 _ACT_DTYPES = ("float32", "float16", "bfloat16")
@@ -177,8 +180,8 @@ class ReplayTile:
             raise ValueError(f"buffer_len L={L} must be in [1, 64]")
         if R < L + 1:
             raise ValueError(f"ring R={R} must be >= L + 1 = {L + 1}")
-        if num_threads != 128:
-            raise ValueError("the replay decode kernel is written for 128 threads")
+        if num_threads not in THREAD_COUNTS:
+            raise ValueError(f"num_threads={num_threads} must be one of {THREAD_COUNTS}")
         self.nt = num_threads
         self.hpc = heads_per_cta
         self.ctas_per_group = hpg // heads_per_cta
@@ -352,6 +355,11 @@ PF_EARLY_ENV = "REPLAYSSM_M2_PF_EARLY"
 #: 0.97-1.02x; fp32 from b4 (16 MiB) 0.95-0.97x: there the prefetches queue behind the running
 #: grid's own reads.
 PF_EARLY_MAX_BYTES = 8 << 20
+#: 128 / 256 (default 128): threads per CTA of a decode launch without the row order (small
+#: batches: a head's P x N state over 8 warps, for the flush step above all -- at batch 1 a
+#: flush is 128 CTAs of one head on 4 warps each, 10-15 µs, latency-bound; session25_gpu/call3).
+#: Written in session 26, CPU-compiled only: not yet run on a GPU, hence off by default.
+THREADS_ENV = "REPLAYSSM_M2_THREADS"
 #: 0 / 1 (default 1): the decode's row arrive without the fence before it -- its increment
 #: computed from the cursors it follows (:func:`common._dep_arrive`, as the GDN decode does), so
 #: thread 0 need not wait at a ``fence.acq_rel.gpu`` for all of its loads before the CTA's
@@ -359,6 +367,14 @@ PF_EARLY_MAX_BYTES = 8 << 20
 #: the cursors). H200, off / on in one run (bench/results/session25_gpu/call7, Nemotron-3-Super
 #: L16): b1 fp32 5.4 -> 5.2 µs, fp8/fp32 4.7 -> 4.5, bf16/fp32 4.8 -> 4.6; b32 (ordered) 1.00x.
 DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
+
+
+def launch_threads() -> int:
+    """Threads per CTA of a decode launch without the row order (:data:`THREADS_ENV`)."""
+    v = os.environ.get(THREADS_ENV) or str(NUM_THREADS)
+    if not v.isdigit() or int(v) not in THREAD_COUNTS:
+        raise ValueError(f"{THREADS_ENV} must be one of {THREAD_COUNTS}, got {v!r}")
+    return int(v)
 
 
 def use_pf_early(cache, batch: int) -> bool:
@@ -834,7 +850,7 @@ class Mamba2ReplayDecode:
                  row_order: bool = False, mma_fold: Optional[bool] = None,
                  early_read: Optional[bool] = None, pdl: Optional[int] = None,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
-                 pf_early: Optional[bool] = None):
+                 pf_early: Optional[bool] = None, num_threads: int = NUM_THREADS):
         p: PrecisionPair = parse_pair(pair)
         self.pdl = common.pdl_mode(pdl)
         # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code or
@@ -883,7 +899,8 @@ class Mamba2ReplayDecode:
         self.dt_softplus = bool(dt_softplus)
         self.has_idx = bool(has_state_batch_indices)
         self.cfg = ReplayTile(self.read_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
-                              int(heads_per_cta), fold_smem=self.fold_smem(self.R, self.L))
+                              int(heads_per_cta), num_threads=int(num_threads),
+                              fold_smem=self.fold_smem(self.R, self.L))
         self.hpc = self.cfg.hpc
         # does the flush need a matrix amax (nvfp4 global scale) before encoding?
         self.flush_targets = [(self.rec_fmt, self.rec_sr, 0)]
@@ -952,15 +969,20 @@ class Mamba2ReplayDecode:
         if self.rows == 2:               # (no read set)
             self.early = False
         # occupancy hint (CTAs of 128 threads per SM) -> .minnctapersm, i.e. a register cap of
-        # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp.
+        # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp. Wider
+        # CTAs keep the same register cap: k * 128 / num_threads of them (at 256 threads the
+        # 128-thread k would cap nvfp4/fp16sr at 48 registers, ~240 B of spills)
         c = self.cfg
         if min_blocks_per_mp is None and self.rows:
             min_blocks_per_mp = split_min_blocks(self.rows, self.read_fmt, self._smem_ctas())
-        self.min_blocks_per_mp = int(
-            default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
-                                      self.split and self.read_sr and self.rec_sr,
-                                      self._smem_ctas(), self.flush_impl == 2)
-            if min_blocks_per_mp is None else min_blocks_per_mp)
+        if min_blocks_per_mp is None:
+            k = default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
+                                          self.split and self.read_sr and self.rec_sr,
+                                          self._smem_ctas(), self.flush_impl == 2)
+            if k and c.nt != NUM_THREADS and not os.environ.get("REPLAYSSM_M2_MINBLOCKS"):
+                k = max(1, k * NUM_THREADS // c.nt)
+            min_blocks_per_mp = k
+        self.min_blocks_per_mp = int(min_blocks_per_mp)
 
     def _ulayout(self):
         """Byte offsets in the shared union buffer (``sU``) and its size. Flush rows: sB
@@ -1674,10 +1696,11 @@ class Mamba2ReplayDecode:
                 b_pre[m] = mB[row, grp0, n].to(Float32)
             else:
                 b_pre[m] = mB[row, grp0, cutlass.min(n, N - 1)].to(Float32)
-        NDT = -(-HPC // 4)
+        NW = NT // 32
+        NDT = -(-HPC // NW)
         dt_pre = cute.make_rmem_tensor((NDT,), Float32)
         for i in cutlass.range_constexpr(NDT):
-            k = warp + 4 * i
+            k = warp + NW * i
             if k < HPC:
                 dt_pre[i] = mDt[row, hc * HPC + k].to(Float32)
         valid = self._slot_valid(slot, mWPos.shape[0], pad_slot_id)
@@ -1717,20 +1740,20 @@ class Mamba2ReplayDecode:
             pre_va = cute.make_rmem_tensor((NDT, NSEG), Float32)
             pre_vd = cute.make_rmem_tensor((NDT, NSEG), Float32)
             for i in cutlass.range_constexpr(NDT):
-                k = warp + 4 * i
+                k = warp + NW * i
                 if k < HPC:
                     for s_ in cutlass.range_constexpr(NSEG):
                         jc = cutlass.min(lane + 32 * s_, R - 1)
                         ph = self._phys(origin, jc)
                         pre_va[i, s_] = mDABuf[slot, head0 + k, ph]
                         pre_vd[i, s_] = mDtBuf[slot, head0 + k, ph]
-            NCB = -(-(L - 1) // 4) if L > 1 else 0
+            NCB = -(-(L - 1) // NW) if L > 1 else 0
             PREB = NCB * NBL <= 16            # registers: at most 16 per lane
             pre_bb = cute.make_rmem_tensor((max(NCB, 1), NBL), Float32)
             if const_expr(PREB and NCB > 0):
                 if not flush:
                     for i in cutlass.range_constexpr(NCB):
-                        ec = cutlass.min(warp + 4 * i, L - 1)
+                        ec = cutlass.min(warp + NW * i, L - 1)
                         ph = self._phys(origin, ec)
                         for m in cutlass.range_constexpr(NBL):
                             nn = lane + 32 * m
@@ -1782,8 +1805,8 @@ class Mamba2ReplayDecode:
             if tidx == 0:
                 sCB[LC] = cbc
             if not flush:
-                for i in cutlass.range_constexpr(-(-(L - 1) // 4) if L > 1 else 0):
-                    e = warp + 4 * i
+                for i in cutlass.range_constexpr(NCB):
+                    e = warp + NW * i
                     ec = cutlass.min(e, L - 1)
                     ph = self._phys(origin, ec)
                     acc = Float32(0.0)
@@ -1807,8 +1830,8 @@ class Mamba2ReplayDecode:
                 pcs.append(common.sreg64("clock64"))   # 3: cb dots (ring B entries landed)
 
             # per head: dt', scan of the log decays, coefficients (one warp per head)
-            for i in cutlass.range_constexpr(-(-HPC // 4)):
-                k = warp + 4 * i
+            for i in cutlass.range_constexpr(NDT):
+                k = warp + NW * i
                 if k < HPC:
                     head = head0 + k
                     dtv = self._dt_prime(dt_pre[i], mDtBias, head)
@@ -2734,7 +2757,8 @@ _CACHE = KernelCache("mamba2_replay")
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
-             row_order=False, rows=0, flush_positions=0, pf_early=None):
+             row_order=False, rows=0, flush_positions=0, pf_early=None,
+             num_threads=NUM_THREADS):
     pair = parse_pair(pair_name)
     # (a split's halves need the order's cursors, and run on two streams: no programmatic
     # launch edges)
@@ -2757,6 +2781,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         order_cursors=ocur, rows=int(rows), flush_positions=int(flush_positions) if rows == 2 else 0,
         pf_early=(bool(_env_flag(PF_EARLY_ENV)) if pf_early is None else bool(pf_early))
         and not row_order,
+        num_threads=int(num_threads),
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
@@ -2864,7 +2889,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           early_arrive: Optional[bool] = None,
                           row_order: bool = False, rows: int = 0,
                           flush_positions: int = 0,
-                          pf_early: Optional[bool] = None) -> CompiledKernel:
+                          pf_early: Optional[bool] = None,
+                          num_threads: int = NUM_THREADS) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -2893,7 +2919,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
-                       row_order, rows, flush_positions, pf_early)
+                       row_order, rows, flush_positions, pf_early, num_threads)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -2902,7 +2928,8 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
                  has_D: bool = True, has_z: bool = False, has_dt_bias: bool = True,
                  dt_softplus: bool = True, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True,
-                 keep_ptx: bool = True) -> Tuple[CompiledKernel, Optional[str]]:
+                 keep_ptx: bool = True,
+                 num_threads: int = NUM_THREADS) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
     layer, L=16, decode-only ring (R = L + 1). Returns ``(kernel, ptx_or_None)``; with ``keep_ptx``
     the compile is uncached and the PTX text is returned."""
@@ -2910,7 +2937,8 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
         R = L + 1
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
             dt_softplus, heads_per_cta, has_state_batch_indices)
-    return _compile_keep_ptx(compile_mamba2_replay, args, keep_ptx)
+    return _compile_keep_ptx(functools.partial(compile_mamba2_replay, num_threads=num_threads),
+                             args, keep_ptx)
 
 
 from replayssm_lp._validate import cache_plan, env_reader  # noqa: E402  (launcher helpers)
@@ -3216,7 +3244,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
-              DEP_ARRIVE_ENV)
+              DEP_ARRIVE_ENV, THREADS_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3235,6 +3263,7 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               heads_per_cta, has_idx, prefetch,
                               min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
                               staged=staged, row_order=ordered,
-                              pf_early=not ordered and use_pf_early(cache, batch))
+                              pf_early=not ordered and use_pf_early(cache, batch),
+                              num_threads=NUM_THREADS if ordered else launch_threads())
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

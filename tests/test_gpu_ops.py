@@ -226,6 +226,17 @@ def test_replay_step_matches_torch_reference(kind, pair, seed):
     print(f"{kind} {pair}: worst output rel {worst:.2e}; fraction of stored elements differing {stats}")
 
 
+@pytest.mark.parametrize("P", [64, 80])
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32", "bf16/fp32", "nvfp4/fp8sr",
+                                  "fp16sr"])
+def test_mamba2_decode_at_256_threads(pair, P, seed, monkeypatch):
+    """REPLAYSSM_M2_THREADS=256 (launches without the row order: this test's 9 rows): a head over
+    8 warps -- the twin check against the torch reference over 3L + 3 staggered steps, at P = 64
+    (each thread 2 flush chunks) and P = 80 (the last pass half duplicate rows)."""
+    monkeypatch.setenv("REPLAYSSM_M2_THREADS", "256")
+    _twin_check("mamba2", pair, 4, dims=dict(M2, P=P))
+
+
 @pytest.mark.parametrize("order", ["0", "1", "cursors"])
 def test_cuda_graph_capture_replay(order, seed, monkeypatch):
     # 1: each step through the flush-first order; cursors: its entries carry the cursors too

@@ -377,6 +377,43 @@ def test_split_variant(monkeypatch):
         assert "griddepcontrol" not in p and "atom.global.add" in p
 
 
+def test_make_launch_threads_switch(monkeypatch):
+    """REPLAYSSM_M2_THREADS reaches the launches without the row order only (below its 32 rows;
+    the ordered and split builds stay at 128 threads); unset: 128 everywhere."""
+    import torch
+
+    from replayssm_lp.pairs import parse_pair
+    _clear_split_env(monkeypatch)
+    seen = []
+
+    def compile_stub(*a, **k):
+        seen.append(k.get("num_threads"))
+        raise RuntimeError("stop")
+    monkeypatch.setattr(M, "compile_mamba2_replay", compile_stub)
+
+    class _C:
+        buffer_len, ring = 16, 17
+        nheads, headdim, dstate = 128, 64, 128
+        row_order = torch.zeros(2, 1024, dtype=torch.int32)
+        pair = parse_pair("fp32")
+
+    def threads(batch):
+        x = torch.empty(batch, 128, 64, device="meta")
+        dt = torch.empty(batch, 128, device="meta")
+        B = torch.empty(batch, 8, 128, device="meta")
+        with pytest.raises(RuntimeError, match="stop"):
+            M.make_launch(_C, x, dt, B, None, None, None, True, None)
+        return seen[-1]
+
+    monkeypatch.delenv(M.THREADS_ENV, raising=False)
+    assert threads(1) == 128 and threads(300) == 128
+    monkeypatch.setenv(M.THREADS_ENV, "256")
+    assert threads(1) == 256 and threads(4) == 256
+    assert threads(100) == 128                                # ordered, one launch
+    assert threads(31) is None           # the small-batch split's builds: their default (128)
+    assert M.THREADS_ENV in M._ENV_NAMES
+
+
 def test_make_launch_takes_the_split(monkeypatch):
     """make_launch's dispatch (no GPU: the split's launcher is replaced by a marker): the split
     for nvfp4 / fp8 read copies from SPLIT_MIN_BATCH rows, forced by REPLAYSSM_M2_SPLIT; never

@@ -109,6 +109,28 @@ def test_mamba2_decode_arrives_without_a_fence(monkeypatch):
     assert MR.DEP_ARRIVE_ENV in MR._ENV_NAMES
 
 
+def test_mamba2_decode_builds_at_256_threads(monkeypatch):
+    """REPLAYSSM_M2_THREADS: the decode at 256 threads (``.reqntid 256``; the occupancy hint
+    scaled to the 128-thread build's register cap), the 128-thread build untouched by the
+    switch's plumbing; a bad value is refused."""
+    monkeypatch.setenv(common.PDL_ENV, "2")
+    k1, p1 = MR.compile_only("nvfp4/fp16sr", heads_per_cta=1)
+    k2, p2 = MR.compile_only("nvfp4/fp16sr", heads_per_cta=1, num_threads=256)
+    assert ".reqntid 128" in p1 and ".reqntid 256" in p2
+    op1, op2 = k1.meta["op"], k2.meta["op"]
+    assert op2.cfg.nt == 256 and op2.cfg.nit == op1.cfg.nit // 2
+    assert op2.min_blocks_per_mp == max(1, op1.min_blocks_per_mp * 128 // 256)
+    monkeypatch.delenv(MR.THREADS_ENV, raising=False)
+    assert MR.launch_threads() == 128
+    monkeypatch.setenv(MR.THREADS_ENV, "256")
+    assert MR.launch_threads() == 256
+    monkeypatch.setenv(MR.THREADS_ENV, "384")
+    with pytest.raises(ValueError, match=MR.THREADS_ENV):
+        MR.launch_threads()
+    with pytest.raises(ValueError, match="num_threads"):
+        MR.ReplayTile("fp32", 128, 64, 128, 8, 16, 17, 1, num_threads=512)
+
+
 def test_gdn_pf_early_rule(monkeypatch):
     """GDN's default: up to PF_EARLY_MAX_BYTES (32 MiB) of read copy per launch; the switch
     forces; a compile without the rule's answer (compile_only) has no prefetches unless forced."""
