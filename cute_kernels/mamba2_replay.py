@@ -23,7 +23,8 @@ buffer entry j at physical ring index ``(origin + j) % R``):
 * pad rows (``state_batch_indices == pad_slot_id``, or outside ``[0, num_slots)``) are skipped
   entirely: no ``out`` write, no cache access.
 
-Launch: grid ``(H / heads_per_cta, batch)``, 128 threads. A CTA owns one row and ``heads_per_cta``
+Launch: grid ``(H / heads_per_cta, batch)``, 128 threads (256 with :data:`THREADS_ENV` for launches
+without the row order). A CTA owns one row and ``heads_per_cta``
 consecutive heads of one group (:func:`choose_heads_per_cta`: 1 / 2 / 4 heads by batch size, so a
 flushing row never serialises many head-folds in one CTA). Per CTA:
 
