@@ -1982,7 +1982,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     if const_expr(self.split and fmt == "fp8"):
                         common.prefetch_l2(mLoS.iterator + cute.crd2idx((slot, hv, v0),
                                                                        mLoS.layout))
-                    common.prefetch_row_cursors(slot, *(mWpos, mOrig, mFcnt, mArr))
+                    common.prefetch_row_cursors(slot, mWpos, mOrig, mFcnt, mArr)
                 if warp == 2:
                     common.prefetch_l2_span(mKb[slot, hk, None, None].iterator, R * K * ab)
                     common.prefetch_l2_span(mKinvb[slot, hk, None].iterator, R * 4)

@@ -1563,7 +1563,7 @@ class Mamba2ReplayDecode:
                                                                        mLoG.layout))
                     if const_expr(self.split and fmt == "fp8"):
                         common.prefetch_l2_span(mLoS[slot, head0, None].iterator, HPC * P * 4)
-                    common.prefetch_row_cursors(slot, *(mWPos, mOrig, mFlushCnt, mArrive))
+                    common.prefetch_row_cursors(slot, mWPos, mOrig, mFlushCnt, mArrive)
                 if warp == 2:
                     ab = self.act_dtype.width // 8
                     common.prefetch_l2_span(mXBuf[slot, head0, None, None].iterator,
