@@ -647,7 +647,8 @@ def pf_early_applies(env_name: str, batch: int, row_elems: int, read_fmt: str,
     """The decode kernels' ``pf_early`` rule (L2 prefetches before the PDL wait, launches without
     a row order): ``env_name`` = 0 / 1 forces; else on while the launch's read copy (``batch``
     rows of ``row_elems`` elements at ``read_fmt``'s width) is at most ``max_bytes`` -- past
-    that the prefetches queue behind the running grid's own reads (measured 5-8 % slower)."""
+    that the prefetches queue behind the running grid's own reads (H200: Mamba-2 fp32 at 16 MiB
+    3-5 %, GDN fp32 at 64 MiB and up 5-7 % slower; bench/results/session25_gpu calls 1-2)."""
     v = os.environ.get(env_name, "")
     if v in ("0", "1"):
         return v == "1"
