@@ -334,6 +334,25 @@ def choose_heads_per_cta(batch: int, H: int, G: int, min_ctas: Optional[int] = N
     return best
 
 
+def _row_split_view(t: Optional[cute.Tensor], hmode: int, pmode: Optional[int] = None,
+                    k: int = 1) -> Optional[cute.Tensor]:
+    """The row-split view of ``t`` (None stays None): its head mode ``hmode`` (extent H) becomes
+    (k, H) -- virtual head ``part + k * h`` -- with the part stepping over blocks of P / k rows of
+    mode ``pmode`` (whose extent becomes P / k), or stride 0 without ``pmode`` (per-head
+    values)."""
+    if t is None:
+        return None
+    shape, stride = list(t.layout.shape), list(t.layout.stride)
+    if pmode is None:
+        step = 0
+    else:
+        shape[pmode] = shape[pmode] // k
+        step = shape[pmode] * stride[pmode]
+    shape[hmode] = (k, shape[hmode])
+    stride[hmode] = (step, stride[hmode])
+    return cute.make_tensor(t.iterator, cute.make_layout(tuple(shape), stride=tuple(stride)))
+
+
 # --------------------------------------------------------------------------------------
 # small device helpers (branch-free, plain Python over DSL scalars)
 # --------------------------------------------------------------------------------------
@@ -368,6 +387,49 @@ THREADS_ENV = "REPLAYSSM_M2_THREADS"
 #: the cursors). H200, off / on in one run (bench/results/session25_gpu/call7, Nemotron-3-Super
 #: L16): b1 fp32 5.4 -> 5.2 µs, fp8/fp32 4.7 -> 4.5, bf16/fp32 4.8 -> 4.6; b32 (ordered) 1.00x.
 DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
+
+
+#: k (1 = off): the decode's row split -- each head's P state rows over k CTAs of P / k rows
+#: (:func:`row_split_for`), for launches without the row order: at batch 1 the 128 CTAs of one
+#: head each run a latency-bound chain (non-flush read + dot 1.4 µs of a 3.6 µs CTA, a flush
+#: 7-12 µs on 4 warps: session27_gpu/call2); k CTAs of P / k rows shorten both. Unset: the
+#: default rule of :func:`row_split_for`
+ROW_SPLIT_ENV = "REPLAYSSM_M2_ROW_SPLIT"
+
+
+def check_row_split(pair, P: int, k: int) -> None:
+    """Raises ValueError unless the decode can split each head's ``P`` rows over ``k`` CTAs for
+    ``pair``: ``k`` in :data:`ROW_SPLIT_COUNTS`, P / k rows a multiple of 16 (whole flush passes of
+    128 threads at N = 128), and no NVFP4 copy (its global scale is the amax of the whole head,
+    and its non-flush path stages whole heads)."""
+    p = parse_pair(pair) if isinstance(pair, str) else pair
+    if k not in ROW_SPLIT_COUNTS:
+        raise ValueError(f"row_split must be one of {ROW_SPLIT_COUNTS}, got {k}")
+    if P % k or (P // k) % 16:
+        raise ValueError(f"row_split={k} needs headdim P={P} to split into rows that are a "
+                         f"multiple of 16 (P / row_split)")
+    if "nvfp4" in (p.rec_fmt, p.read_fmt):
+        raise ValueError(f"row_split > 1 does not apply to {p.name}: an NVFP4 copy's global scale "
+                         "needs the whole head's amax")
+
+
+ROW_SPLIT_COUNTS = (1, 2, 4, 5)
+
+
+def row_split_for(cache, batch: int, threads: int) -> int:
+    """CTAs per head of a decode launch of ``batch`` rows without the row order
+    (:data:`ROW_SPLIT_ENV` forces it where :func:`check_row_split` allows; else 1)."""
+    v = os.environ.get(ROW_SPLIT_ENV)
+    if not v:
+        return 1
+    if not v.isdigit():
+        raise ValueError(f"{ROW_SPLIT_ENV} must be an integer, got {v!r}")
+    k = int(v)
+    try:
+        check_row_split(cache.pair, cache.headdim, k)
+    except ValueError:
+        return 1
+    return k if threads == NUM_THREADS else 1
 
 
 def launch_threads() -> int:
@@ -851,7 +913,8 @@ class Mamba2ReplayDecode:
                  row_order: bool = False, mma_fold: Optional[bool] = None,
                  early_read: Optional[bool] = None, pdl: Optional[int] = None,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
-                 pf_early: Optional[bool] = None, num_threads: int = NUM_THREADS):
+                 pf_early: Optional[bool] = None, num_threads: int = NUM_THREADS,
+                 row_split: int = 1):
         p: PrecisionPair = parse_pair(pair)
         self.pdl = common.pdl_mode(pdl)
         # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code or
@@ -895,6 +958,18 @@ class Mamba2ReplayDecode:
             raise ValueError(f"act dtype must be one of {_ACT_DTYPES}, got {act_dtype}")
         self.H, self.P, self.N, self.G = int(nheads), int(headdim), int(dstate), int(ngroups)
         self.L, self.R = int(buffer_len), int(ring)
+        # row split (:func:`check_row_split`): each head's P state rows over ``row_split`` CTAs.
+        # The kernel then runs on virtual heads of P / row_split rows (H * row_split of them,
+        # views made in __call__); the tensors keep their real [.., H, P, ..] shapes
+        self.row_split = int(row_split)
+        self.H_full, self.P_full = self.H, self.P
+        if self.row_split != 1:
+            check_row_split(p, self.P, self.row_split)
+            if type(self) is not Mamba2ReplayDecode or self.rows or row_order:
+                raise ValueError("row_split > 1 is for the decode launch without the row order")
+            if _prof_default() if prof is None else prof:
+                raise ValueError("row_split > 1 has no profiling build")
+            self.H, self.P = self.H * self.row_split, self.P // self.row_split
         self.hpg = self.H // self.G
         self.has_D, self.has_z, self.has_dt_bias = bool(has_D), bool(has_z), bool(has_dt_bias)
         self.dt_softplus = bool(dt_softplus)
@@ -1057,6 +1132,15 @@ class Mamba2ReplayDecode:
         pad_slot_id: Int32, stream: cuda.CUstream,
     ):
         npos = self._grid_positions(mX.shape[0])
+        if const_expr(self.row_split > 1):
+            # virtual heads h' = part + k * h of P / k rows (colexicographic in the (k, H) mode):
+            # per-row tensors get a (k, H) head mode over the row blocks, per-head ones a
+            # stride-0 k (every part reads / writes the real head's value)
+            rv = functools.partial(_row_split_view, k=self.row_split)
+            mX, mOut, mZ = rv(mX, 1, 2), rv(mOut, 1, 2), rv(mZ, 1, 2)
+            mDt, mA, mD, mDtBias = rv(mDt, 1), rv(mA, 0), rv(mD, 0), rv(mDtBias, 0)
+            mHi, mHiS, mLo, mLoS = rv(mHi, 1, 2), rv(mHiS, 1, 2), rv(mLo, 1, 2), rv(mLoS, 1, 2)
+            mXBuf, mDtBuf, mDABuf = rv(mXBuf, 1, 3), rv(mDtBuf, 1), rv(mDABuf, 1)
         self.kernel(
             mX, mDt, mA, mB, mC, mD, mZ, mDtBias, mIdx, mOut, mHi, mHiS, mHiG, mLo, mLoS, mLoG,
             mXBuf, mBBuf, mDtBuf, mDABuf, mWPos, mOrig, mFlushCnt, mPend, mArrive, mSeed, mOrder,
@@ -1396,6 +1480,11 @@ class Mamba2ReplayDecode:
             for j in range(CHUNK):
                 rW[j] = lp.f32_bits(acc[j]).to(Int32)
             return None
+        if const_expr(self.row_split > 1 and sr):
+            # the SR counter names the real head and element (a virtual head's rows are the
+            # real head's rows part * P / k ..)
+            qc = qc + (head % self.row_split) * (self.P * self.cfg.cb)
+            head = head // self.row_split
         scale = None
         d = None
         if fmt == "fp8" or fmt == "nvfp4":
@@ -2759,7 +2848,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
              row_order=False, rows=0, flush_positions=0, pf_early=None,
-             num_threads=NUM_THREADS):
+             num_threads=NUM_THREADS, row_split=1):
     pair = parse_pair(pair_name)
     # (a split's halves need the order's cursors, and run on two streams: no programmatic
     # launch edges)
@@ -2782,7 +2871,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         order_cursors=ocur, rows=int(rows), flush_positions=int(flush_positions) if rows == 2 else 0,
         pf_early=(bool(_env_flag(PF_EARLY_ENV)) if pf_early is None else bool(pf_early))
         and not row_order,
-        num_threads=int(num_threads),
+        num_threads=int(num_threads), row_split=int(row_split),
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
@@ -2816,7 +2905,7 @@ def _fake_args(op: Mamba2ReplayDecode, draft_modes: Tuple[int, ...] = ()):
     stored copies passed as int32 word views, 16-byte aligned. ``draft_modes``: static modes of
     the per-token inputs after ``batch`` (the verify kernel's ``(T,)``: x, z, out [batch, T, H, P],
     dt [batch, T, H], B, C [batch, T, G, N]; innermost dim contiguous)."""
-    H, P, N, G, R = op.H, op.P, op.N, op.G, op.R
+    H, P, N, G, R = op.H_full, op.P_full, op.N, op.G, op.R
     at, dtt = op.act_dtype, op.dt_dtype
     batch = common.sym()
     slots = common.sym()
@@ -2891,7 +2980,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           row_order: bool = False, rows: int = 0,
                           flush_positions: int = 0,
                           pf_early: Optional[bool] = None,
-                          num_threads: int = NUM_THREADS) -> CompiledKernel:
+                          num_threads: int = NUM_THREADS, row_split: int = 1) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -2914,13 +3003,14 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     from the flush-first order, an extra ``order [2, >= batch]`` int32 argument before
     ``pad_slot_id``; None there otherwise), ``rows`` / ``flush_positions`` (a split launch's
     half: :func:`use_split`), ``pf_early`` (L2 prefetches before the PDL wait, without
-    ``row_order``; None: :data:`PF_EARLY_ENV`, else off). With ``dump`` the compile bypasses
-    the cache."""
+    ``row_order``; None: :data:`PF_EARLY_ENV`, else off), ``row_split`` (each head's rows over
+    that many CTAs, :func:`check_row_split`; launches without ``row_order``). With ``dump`` the
+    compile bypasses the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
-                       row_order, rows, flush_positions, pf_early, num_threads)
+                       row_order, rows, flush_positions, pf_early, num_threads, row_split)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -2930,7 +3020,8 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
                  dt_softplus: bool = True, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True,
                  keep_ptx: bool = True,
-                 num_threads: int = NUM_THREADS) -> Tuple[CompiledKernel, Optional[str]]:
+                 num_threads: int = NUM_THREADS,
+                 row_split: int = 1) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
     layer, L=16, decode-only ring (R = L + 1). Returns ``(kernel, ptx_or_None)``; with ``keep_ptx``
     the compile is uncached and the PTX text is returned."""
@@ -2938,7 +3029,8 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
         R = L + 1
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
             dt_softplus, heads_per_cta, has_state_batch_indices)
-    return _compile_keep_ptx(functools.partial(compile_mamba2_replay, num_threads=num_threads),
+    return _compile_keep_ptx(functools.partial(compile_mamba2_replay, num_threads=num_threads,
+                                               row_split=row_split),
                              args, keep_ptx)
 
 
@@ -3245,7 +3337,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
-              DEP_ARRIVE_ENV, THREADS_ENV)
+              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3259,12 +3351,14 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     pair = cache.pair
     ordered = use_row_order(cache, batch)
     has_idx = state_batch_indices is not None
+    threads = NUM_THREADS if ordered else launch_threads()
     k = compile_mamba2_replay(pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
                               D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, has_idx, prefetch,
                               min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
                               staged=staged, row_order=ordered,
                               pf_early=not ordered and use_pf_early(cache, batch),
-                              num_threads=NUM_THREADS if ordered else launch_threads())
+                              num_threads=threads,
+                              row_split=1 if ordered else row_split_for(cache, batch, threads))
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

@@ -230,11 +230,71 @@ def test_replay_step_matches_torch_reference(kind, pair, seed):
 @pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32", "bf16/fp32", "nvfp4/fp8sr",
                                   "fp16sr"])
 def test_mamba2_decode_at_256_threads(pair, P, seed, monkeypatch):
-    """REPLAYSSM_M2_THREADS=256 (launches without the row order: this test's 9 rows): a head over
-    8 warps -- the twin check against the torch reference over 3L + 3 staggered steps, at P = 64
-    (each thread 2 flush chunks) and P = 80 (the last pass half duplicate rows)."""
+    """REPLAYSSM_M2_THREADS=256 (launches without the row order or the small-batch split: 6
+    rows -- at 9 rows and L = 4 the small split takes the step, whose launches keep 128 threads):
+    a head over 8 warps -- the twin check against the torch reference over 3L + 3 staggered
+    steps, at P = 64 (each thread 2 flush chunks) and P = 80 (the last pass half duplicate rows)."""
     monkeypatch.setenv("REPLAYSSM_M2_THREADS", "256")
-    _twin_check("mamba2", pair, 4, dims=dict(M2, P=P))
+    _twin_check("mamba2", pair, 4, dims=dict(M2, P=P), batch=6)
+
+
+ROW_SPLITS = [(64, 2), (64, 4), (80, 5)]          # (P, CTAs per head): P / k rows = 32 / 16 / 16
+
+
+def _assert_row_split_engages(pair, P, k, L=4, batch=6):
+    from cute_kernels import mamba2_replay as MR
+    c = R.Mamba2ReplayCache(batch, M2["H"], P, M2["N"], M2["G"], precision=pair, buffer_len=L,
+                            device="cuda")
+    assert not MR.use_row_order(c, batch) and not MR.use_small_split(c, batch)
+    assert MR.row_split_for(c, batch, MR.NUM_THREADS) == k
+
+
+@pytest.mark.parametrize("P,k", ROW_SPLITS)
+@pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "bf16/fp32", "fp16sr"])
+def test_mamba2_decode_row_split_matches_reference(pair, P, k, seed, monkeypatch):
+    """REPLAYSSM_M2_ROW_SPLIT=k: each head's rows over k CTAs (virtual heads of P / k rows):
+    the twin check against the torch reference over 3L + 3 staggered steps with pad rows."""
+    monkeypatch.setenv("REPLAYSSM_M2_ROW_SPLIT", str(k))
+    _assert_row_split_engages(pair, P, k)
+    _twin_check("mamba2", pair, 4, dims=dict(M2, P=P), batch=6)
+
+
+@pytest.mark.parametrize("P,k", ROW_SPLITS)
+@pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr",
+                                  "fp8sr", "fp8/fp16sr", "fp8sr/fp32", "fp8rn", "fp16rn"])
+def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
+    """The row split computes every element as the one-CTA-per-head launch does (same fold
+    order, same per-row dots, SR counters of the real head and element): two caches, the same
+    3L + 3 staggered steps with pad rows (poisoned outputs) -- outputs, stored copies, scales,
+    buffers and cursors bit-identical after every step."""
+    H, N, G, L, batch, pool, dev = M2["H"], M2["N"], M2["G"], 4, 6, 16, "cuda"
+    caches = [R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L,
+                                  act_dtype=torch.bfloat16, device=dev, seed=99) for _ in range(2)]
+    slots = torch.randperm(pool, device=dev)[:batch]
+    S0 = torch.randn(batch, H, P, N, device=dev) * 0.5
+    for c in caches:
+        c.init_from_state(slots.tolist(), S0)
+    for step in range(3 * L + 3):
+        pad = torch.rand(batch, device=dev) < 0.3
+        sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
+        g = torch.Generator(device=dev).manual_seed(1000 + step)
+        r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+        inp = (r(batch, H, P).to(torch.bfloat16), r(batch, H), -torch.rand(H, device=dev, generator=g) - 0.1,
+               r(batch, G, N).to(torch.bfloat16), r(batch, G, N).to(torch.bfloat16), r(H),
+               r(batch, H, P).to(torch.bfloat16), r(H) * 0.3)
+        outs = []
+        for c, split in zip(caches, ("", str(k))):
+            monkeypatch.setenv("REPLAYSSM_M2_ROW_SPLIT", split)
+            out = torch.full((batch, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
+            R.mamba2_decode(c, *inp, True, sbi, out=out, backend="cute")
+            outs.append(out)
+        assert torch.isnan(outs[1][pad]).all(), "pad rows must stay untouched"
+        assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), step
+        for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
+            assert torch.equal(a, b), step
+    assert int(caches[1].flush_count.max()) >= 3
+    monkeypatch.setenv("REPLAYSSM_M2_ROW_SPLIT", str(k))
+    _assert_row_split_engages(pair, P, k)
 
 
 @pytest.mark.parametrize("order", ["0", "1", "cursors"])

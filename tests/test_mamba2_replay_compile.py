@@ -671,3 +671,48 @@ def test_fold_entries_max_is_the_most_a_cache_ring_can_hold(monkeypatch):
     monkeypatch.setenv(M.FOLD_ENTRIES_ENV, "all")
     with pytest.raises(ValueError, match="REPLAYSSM_M2_FOLD_ENTRIES"):
         M.fold_entries_max(16, 24)
+
+
+@pytest.mark.parametrize("pair,P,k", [("fp32", 64, 2), ("fp32", 64, 4), ("fp8/fp32", 64, 4),
+                                      ("bf16/fp32", 80, 5), ("fp16sr", 64, 4),
+                                      ("fp8/fp16sr", 80, 5), ("fp8sr/fp32", 64, 2)])
+def test_compile_row_split(pair, P, k):
+    """The row split (each head's rows over k CTAs: virtual heads of P / k rows, views made in
+    the host function) compiles for sm_90a; its SR pairs map the Philox counter back to the real
+    head and element (a head index divided by k and a row-block offset appear in the PTX)."""
+    kern, ptx = M.compile_only(pair, H=128 if P == 64 else 96, P=P, row_split=k, keep_ptx=True)
+    assert ptx and ".local" not in ptx
+    op = kern.meta["op"]
+    assert (op.H, op.P, op.H_full, op.P_full) == ((128 if P == 64 else 96) * k, P // k,
+                                                  128 if P == 64 else 96, P)
+    assert op.cfg.ctas_per_row == op.H // op.hpc and op.cfg.full
+
+
+def test_row_split_rules_and_errors(monkeypatch):
+    import torch
+
+    from replayssm_lp.pairs import parse_pair
+    with pytest.raises(ValueError, match="NVFP4"):
+        M.check_row_split(parse_pair("nvfp4/fp16sr"), 64, 2)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        M.check_row_split(parse_pair("fp32"), 64, 5)
+    with pytest.raises(ValueError, match="one of"):
+        M.check_row_split(parse_pair("fp32"), 64, 3)
+    with pytest.raises(ValueError, match="row order"):
+        M.Mamba2ReplayDecode("fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False,
+                             True, True, row_split=2, row_order=True)
+
+    class _C:
+        headdim = 64
+        pair = parse_pair("fp32")
+    monkeypatch.delenv(M.ROW_SPLIT_ENV, raising=False)
+    assert M.row_split_for(_C, 1, 128) == 1
+    monkeypatch.setenv(M.ROW_SPLIT_ENV, "4")
+    assert M.row_split_for(_C, 1, 128) == 4 and M.row_split_for(_C, 1, 256) == 1
+    _C.pair = parse_pair("nvfp4/fp8sr")
+    assert M.row_split_for(_C, 1, 128) == 1              # not applicable: the plain launch
+    monkeypatch.setenv(M.ROW_SPLIT_ENV, "x")
+    with pytest.raises(ValueError, match=M.ROW_SPLIT_ENV):
+        M.row_split_for(_C, 1, 128)
+    assert M.ROW_SPLIT_ENV in M._ENV_NAMES
+    del torch
