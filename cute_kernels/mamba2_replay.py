@@ -390,11 +390,20 @@ DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
 
 
 #: k (1 = off): the decode's row split -- each head's P state rows over k CTAs of P / k rows
-#: (:func:`row_split_for`), for launches without the row order: at batch 1 the 128 CTAs of one
-#: head each run a latency-bound chain (non-flush read + dot 1.4 µs of a 3.6 µs CTA, a flush
-#: 7-12 µs on 4 warps: session27_gpu/call2); k CTAs of P / k rows shorten both. Unset: the
-#: default rule of :func:`row_split_for`
+#: (:func:`row_split_for`), for launches without the row order. Unset: the default rule
+#: (:data:`ROW_SPLIT_ROWS`)
 ROW_SPLIT_ENV = "REPLAYSSM_M2_ROW_SPLIT"
+#: default row split: k = 2 (where P / 2 is a multiple of 16) for these rows (first, last) of a
+#: launch without the row order or the small split, any read copy but NVFP4 at L <= 8, fp32 read
+#: copies at L > 8. H200, Nemotron-3-Super (H128 P64), one CTA per head / k = 2 in one run
+#: (bench/results/session27_gpu/call4, call3): L8 b4-b7 1.07-1.32x for fp32 / fp8 / bf16 / fp16
+#: reads (fp32 b4 16.0 -> 12.8 µs, b6 21.7 -> 16.7), fp8/fp16sr 1.11-1.18x (b7 0.96x); L16 fp32
+#: b4-b8 1.08-1.21x, the other reads 0.85-1.09x (not there); b3 0.79-0.97x, b2 0.86-0.94x, b1
+#: 0.98-1.05x (not there). k = 4 at b1 0.70-0.98x, Nano-4B's k = 5 (P80) 0.63-0.95x at b1-b8
+#: (more CTAs per head repeat the cursor / preamble chain and arrive on one row counter: at b1
+#: the chain, not the rows, sets a CTA -- session27_gpu/call2's profile)
+ROW_SPLIT_ROWS = (4, 7)
+ROW_SPLIT_ROWS_FP32 = (4, 8)
 
 
 def check_row_split(pair, P: int, k: int) -> None:
@@ -417,11 +426,16 @@ ROW_SPLIT_COUNTS = (1, 2, 4, 5)
 
 
 def row_split_for(cache, batch: int, threads: int) -> int:
-    """CTAs per head of a decode launch of ``batch`` rows without the row order
-    (:data:`ROW_SPLIT_ENV` forces it where :func:`check_row_split` allows; else 1)."""
+    """CTAs per head of a decode launch of ``batch`` rows without the row order or the small
+    split (:data:`ROW_SPLIT_ENV` forces k where :func:`check_row_split` allows; else the rule of
+    :data:`ROW_SPLIT_ROWS`; 1 at 256 threads)."""
     v = os.environ.get(ROW_SPLIT_ENV)
     if not v:
-        return 1
+        fp32 = cache.pair.read_fmt == "fp32"
+        lo, hi = ROW_SPLIT_ROWS_FP32 if fp32 else ROW_SPLIT_ROWS
+        if not (lo <= batch <= hi and (fp32 or cache.buffer_len <= 8)):
+            return 1
+        v = "2"
     if not v.isdigit():
         raise ValueError(f"{ROW_SPLIT_ENV} must be an integer, got {v!r}")
     k = int(v)

@@ -259,6 +259,15 @@ def test_mamba2_decode_row_split_matches_reference(pair, P, k, seed, monkeypatch
     _twin_check("mamba2", pair, 4, dims=dict(M2, P=P), batch=6)
 
 
+@pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "fp16sr"])
+def test_mamba2_decode_default_row_split(pair, seed, monkeypatch):
+    """Unset REPLAYSSM_M2_ROW_SPLIT: 6 rows at L = 4 (P = 64) take the default k = 2
+    (:data:`cute_kernels.mamba2_replay.ROW_SPLIT_ROWS`); the twin check against the reference."""
+    monkeypatch.delenv("REPLAYSSM_M2_ROW_SPLIT", raising=False)
+    _assert_row_split_engages(pair, 64, 2)
+    _twin_check("mamba2", pair, 4, dims=M2, batch=6)
+
+
 @pytest.mark.parametrize("P,k", ROW_SPLITS)
 @pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr",
                                   "fp8sr", "fp8/fp16sr", "fp8sr/fp32", "fp8rn", "fp16rn"])
@@ -283,7 +292,7 @@ def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
                r(batch, G, N).to(torch.bfloat16), r(batch, G, N).to(torch.bfloat16), r(H),
                r(batch, H, P).to(torch.bfloat16), r(H) * 0.3)
         outs = []
-        for c, split in zip(caches, ("", str(k))):
+        for c, split in zip(caches, ("1", str(k))):     # 1: one CTA per head (forced off)
             monkeypatch.setenv("REPLAYSSM_M2_ROW_SPLIT", split)
             out = torch.full((batch, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
             R.mamba2_decode(c, *inp, True, sbi, out=out, backend="cute")
@@ -297,14 +306,16 @@ def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
     _assert_row_split_engages(pair, P, k)
 
 
-@pytest.mark.parametrize("order", ["0", "1", "cursors"])
-def test_cuda_graph_capture_replay(order, seed, monkeypatch):
-    # 1: each step through the flush-first order; cursors: its entries carry the cursors too
+@pytest.mark.parametrize("order,pair", [("0", "nvfp4/fp16sr"), ("1", "nvfp4/fp16sr"),
+                                        ("cursors", "nvfp4/fp16sr"), ("0", "fp32")])
+def test_cuda_graph_capture_replay(order, pair, seed, monkeypatch):
+    # 1: each step through the flush-first order; cursors: its entries carry the cursors too;
+    # fp32 at 6 rows: the default row split (two CTAs per head)
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "0" if order == "0" else "1")
     monkeypatch.setenv("REPLAYSSM_M2_ORDER_CURSORS", "1" if order == "cursors" else "0")
     H, P, N, G = M2["H"], M2["P"], M2["N"], M2["G"]
     dev, L, b = "cuda", 4, 6
-    cache = R.Mamba2ReplayCache(8, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=L,
+    cache = R.Mamba2ReplayCache(8, H, P, N, G, precision=pair, buffer_len=L,
                                 act_dtype=torch.bfloat16, device=dev, seed=5)
     cache.init_from_state(list(range(8)), torch.randn(8, H, P, N, device=dev))
     cache.write_pos.copy_(torch.tensor([0, 1, 2, 3, 0, 1, 2, 3], dtype=torch.int32))  # staggered
@@ -328,7 +339,8 @@ def test_cuda_graph_capture_replay(order, seed, monkeypatch):
     torch.cuda.synchronize()
     assert torch.equal(out, ref_out)
     assert torch.equal(cache.write_pos, twin.write_pos) and torch.equal(cache.flush_count, twin.flush_count)
-    assert torch.equal(cache.hi.data, twin.hi.data) and torch.equal(cache.lo.data, twin.lo.data)
+    assert torch.equal(cache.hi.data, twin.hi.data)
+    assert cache.lo is None or torch.equal(cache.lo.data, twin.lo.data)
 
 
 def test_verify_split_concurrent_capture_matches_single_launch(seed, monkeypatch):

@@ -703,10 +703,23 @@ def test_row_split_rules_and_errors(monkeypatch):
                              True, True, row_split=2, row_order=True)
 
     class _C:
-        headdim = 64
+        headdim, buffer_len = 64, 16
         pair = parse_pair("fp32")
     monkeypatch.delenv(M.ROW_SPLIT_ENV, raising=False)
-    assert M.row_split_for(_C, 1, 128) == 1
+    # the default rule: k = 2 for 4-7 rows at L <= 8 (4-8 for fp32 read copies at any L)
+    assert [M.row_split_for(_C, b, 128) for b in (1, 3, 4, 8, 9)] == [1, 1, 2, 2, 1]
+    assert M.row_split_for(_C, 4, 256) == 1
+    _C.pair = parse_pair("bf16/fp32")
+    assert M.row_split_for(_C, 4, 128) == 1
+    _C.buffer_len = 8
+    assert [M.row_split_for(_C, b, 128) for b in (3, 4, 7, 8)] == [1, 2, 2, 1]
+    _C.pair, _C.headdim = parse_pair("nvfp4/fp16sr"), 64
+    assert M.row_split_for(_C, 4, 128) == 1
+    _C.pair, _C.headdim = parse_pair("fp8/fp32"), 80          # P / 2 = 40: no split
+    assert M.row_split_for(_C, 4, 128) == 1
+    _C.pair, _C.headdim, _C.buffer_len = parse_pair("fp32"), 64, 16
+    monkeypatch.setenv(M.ROW_SPLIT_ENV, "1")
+    assert M.row_split_for(_C, 4, 128) == 1
     monkeypatch.setenv(M.ROW_SPLIT_ENV, "4")
     assert M.row_split_for(_C, 1, 128) == 4 and M.row_split_for(_C, 1, 256) == 1
     _C.pair = parse_pair("nvfp4/fp8sr")
