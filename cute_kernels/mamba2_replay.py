@@ -24,7 +24,9 @@ buffer entry j at physical ring index ``(origin + j) % R``):
   entirely: no ``out`` write, no cache access.
 
 Launch: grid ``(H / heads_per_cta, batch)``, 128 threads (256 with :data:`THREADS_ENV` for launches
-without the row order). A CTA owns one row and ``heads_per_cta``
+without the row order; with the row split, :data:`ROW_SPLIT_ENV` / :func:`row_split_for`, H·k
+virtual heads of P / k rows -- tensor views made in ``__call__``, the kernel code unchanged but
+the SR counter). A CTA owns one row and ``heads_per_cta``
 consecutive heads of one group (:func:`choose_heads_per_cta`: 1 / 2 / 4 heads by batch size, so a
 flushing row never serialises many head-folds in one CTA). Per CTA:
 
@@ -377,8 +379,10 @@ PF_EARLY_ENV = "REPLAYSSM_M2_PF_EARLY"
 PF_EARLY_MAX_BYTES = 8 << 20
 #: 128 / 256 (default 128): threads per CTA of a decode launch without the row order (small
 #: batches: a head's P x N state over 8 warps, for the flush step above all -- at batch 1 a
-#: flush is 128 CTAs of one head on 4 warps each, 10-15 µs, latency-bound; session25_gpu/call3).
-#: Written in session 26, CPU-compiled only: not yet run on a GPU, hence off by default.
+#: flush is 128 CTAs of one head on 4 warps each, 10-15 µs; session25_gpu/call3). GPU-tested;
+#: not adopted: 128 / 256 in one run (session27_gpu/call1) b1 0.94-1.05x, b2 0.70-1.00x,
+#: Nemotron-3-Super b4 1.01-1.24x but Nano-4B b4 0.75-1.01x (the b1 flush phase 7.1 -> 6.3 µs
+#: only, session27_gpu/call2); the row split (ROW_SPLIT_ENV) took Super's b4 gain.
 THREADS_ENV = "REPLAYSSM_M2_THREADS"
 #: 0 / 1 (default 1): the decode's row arrive without the fence before it -- its increment
 #: computed from the cursors it follows (:func:`common._dep_arrive`, as the GDN decode does), so
@@ -399,7 +403,7 @@ ROW_SPLIT_ENV = "REPLAYSSM_M2_ROW_SPLIT"
 #: (bench/results/session27_gpu/call4, call3): L8 b4-b7 1.07-1.32x for fp32 / fp8 / bf16 / fp16
 #: reads (fp32 b4 16.0 -> 12.8 µs, b6 21.7 -> 16.7), fp8/fp16sr 1.11-1.18x (b7 0.96x); L16 fp32
 #: b4-b8 1.08-1.21x, the other reads 0.85-1.09x (not there); b3 0.79-0.97x, b2 0.86-0.94x, b1
-#: 0.98-1.05x (not there). k = 4 at b1 0.70-0.98x, Nano-4B's k = 5 (P80) 0.63-0.95x at b1-b8
+#: 0.98-1.05x (not there). k = 4 at b1 0.79-0.90x, Nano-4B's k = 5 (P80) 0.63-0.95x at b1-b8
 #: (more CTAs per head repeat the cursor / preamble chain and arrive on one row counter: at b1
 #: the chain, not the rows, sets a CTA -- session27_gpu/call2's profile)
 ROW_SPLIT_ROWS = (4, 7)
