@@ -433,6 +433,8 @@ def row_split_for(cache, batch: int, threads: int) -> int:
     """CTAs per head of a decode launch of ``batch`` rows without the row order or the small
     split (:data:`ROW_SPLIT_ENV` forces k where :func:`check_row_split` allows; else the rule of
     :data:`ROW_SPLIT_ROWS`; 1 at 256 threads)."""
+    if _prof_default():
+        return 1                         # (the profiling build keeps one CTA per head)
     v = os.environ.get(ROW_SPLIT_ENV)
     if not v:
         fp32 = cache.pair.read_fmt == "fp32"
@@ -985,6 +987,9 @@ class Mamba2ReplayDecode:
             check_row_split(p, self.P, self.row_split)
             if type(self) is not Mamba2ReplayDecode or self.rows or row_order:
                 raise ValueError("row_split > 1 is for the decode launch without the row order")
+            if int(heads_per_cta) != 1:
+                # (one head per CTA: pf_early's per-head prefetch spans assume it)
+                raise ValueError(f"row_split > 1 needs heads_per_cta=1, got {heads_per_cta}")
             if _prof_default() if prof is None else prof:
                 raise ValueError("row_split > 1 has no profiling build")
             self.H, self.P = self.H * self.row_split, self.P // self.row_split
@@ -3377,6 +3382,7 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               staged=staged, row_order=ordered,
                               pf_early=not ordered and use_pf_early(cache, batch),
                               num_threads=threads,
-                              row_split=1 if ordered else row_split_for(cache, batch, threads))
+                              row_split=(1 if ordered or heads_per_cta != 1 else
+                                         row_split_for(cache, batch, threads)))
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

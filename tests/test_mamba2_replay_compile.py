@@ -720,6 +720,14 @@ def test_row_split_rules_and_errors(monkeypatch):
     _C.pair, _C.headdim, _C.buffer_len = parse_pair("fp32"), 64, 16
     monkeypatch.setenv(M.ROW_SPLIT_ENV, "1")
     assert M.row_split_for(_C, 4, 128) == 1
+    monkeypatch.setenv(M.ROW_SPLIT_ENV, "2")
+    assert M.row_split_for(_C, 4, 128) == 2
+    monkeypatch.setenv("REPLAYSSM_M2_PROF", "1")          # the profiling build: one CTA per head
+    assert M.row_split_for(_C, 4, 128) == 1
+    monkeypatch.delenv("REPLAYSSM_M2_PROF")
+    with pytest.raises(ValueError, match="heads_per_cta=1"):
+        M.Mamba2ReplayDecode("fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False,
+                             True, True, heads_per_cta=2, row_split=2)
     monkeypatch.setenv(M.ROW_SPLIT_ENV, "4")
     assert M.row_split_for(_C, 1, 128) == 4 and M.row_split_for(_C, 1, 256) == 1
     _C.pair = parse_pair("nvfp4/fp8sr")
@@ -729,3 +737,37 @@ def test_row_split_rules_and_errors(monkeypatch):
         M.row_split_for(_C, 1, 128)
     assert M.ROW_SPLIT_ENV in M._ENV_NAMES
     del torch
+
+
+def test_make_launch_row_split_dispatch(monkeypatch):
+    """The launcher passes the default row split (k = 2 at 4 rows, fp32, L16) to the compile;
+    1 with the row order, with several heads per CTA, or below 4 rows."""
+    import torch
+
+    from replayssm_lp.pairs import parse_pair
+    _clear_split_env(monkeypatch)
+    monkeypatch.delenv(M.ROW_SPLIT_ENV, raising=False)
+    monkeypatch.delenv(M.THREADS_ENV, raising=False)
+    seen = []
+
+    def compile_stub(*a, **k):
+        seen.append(k.get("row_split"))
+        raise RuntimeError("stop")
+    monkeypatch.setattr(M, "compile_mamba2_replay", compile_stub)
+
+    class _C:
+        buffer_len, ring = 16, 17
+        nheads, headdim, dstate = 128, 64, 128
+        row_order = torch.zeros(2, 1024, dtype=torch.int32)
+        pair = parse_pair("fp32")
+
+    def split(batch, hpc=None):
+        x = torch.empty(batch, 128, 64, device="meta")
+        dt = torch.empty(batch, 128, device="meta")
+        B = torch.empty(batch, 8, 128, device="meta")
+        with pytest.raises(RuntimeError, match="stop"):
+            M.make_launch(_C, x, dt, B, None, None, None, True, None, heads_per_cta=hpc)
+        return seen[-1]
+
+    assert split(4) == 2 and split(8) == 2 and split(3) == 1 and split(100) == 1
+    assert split(4, hpc=2) == 1
