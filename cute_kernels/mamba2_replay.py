@@ -442,10 +442,10 @@ def row_split_for(cache, batch: int, threads: int) -> int:
         if not (lo <= batch <= hi and (fp32 or cache.buffer_len <= 8)):
             return 1
         v = "2"
-    if not v.isdigit():
-        raise ValueError(f"{ROW_SPLIT_ENV} must be an integer, got {v!r}")
+    if not v.isdigit() or int(v) not in ROW_SPLIT_COUNTS:
+        raise ValueError(f"{ROW_SPLIT_ENV} must be one of {ROW_SPLIT_COUNTS}, got {v!r}")
     k = int(v)
-    try:
+    try:                                 # forced where it applies (this pair, P), else 1
         check_row_split(cache.pair, cache.headdim, k)
     except ValueError:
         return 1

@@ -732,9 +732,10 @@ def test_row_split_rules_and_errors(monkeypatch):
     assert M.row_split_for(_C, 1, 128) == 4 and M.row_split_for(_C, 1, 256) == 1
     _C.pair = parse_pair("nvfp4/fp8sr")
     assert M.row_split_for(_C, 1, 128) == 1              # not applicable: the plain launch
-    monkeypatch.setenv(M.ROW_SPLIT_ENV, "x")
-    with pytest.raises(ValueError, match=M.ROW_SPLIT_ENV):
-        M.row_split_for(_C, 1, 128)
+    for bad in ("x", "3"):
+        monkeypatch.setenv(M.ROW_SPLIT_ENV, bad)
+        with pytest.raises(ValueError, match=M.ROW_SPLIT_ENV):
+            M.row_split_for(_C, 1, 128)
     assert M.ROW_SPLIT_ENV in M._ENV_NAMES
     del torch
 
