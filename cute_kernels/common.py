@@ -637,7 +637,12 @@ def prefetch_l2_bulk(ptr, nbytes: int) -> None:
     """``cp.async.bulk.prefetch.L2.global``: the TMA unit brings ``nbytes`` (a multiple of 16;
     ``ptr`` 16-byte aligned) from global ``ptr`` into L2 -- one instruction from one thread, no
     register or barrier held; loads issued later hit L2 instead of DRAM."""
-    llvm.inline_asm(None, [ptr.toint().ir_value(), Int32(nbytes).ir_value()],
+    _bulk_prefetch_l2(ptr.toint(), Int32(nbytes))
+
+
+def _bulk_prefetch_l2(addr, nbytes) -> None:
+    """``cp.async.bulk.prefetch.L2.global [addr], nbytes`` (Int64 address, Int32 bytes)."""
+    llvm.inline_asm(None, [addr.ir_value(), nbytes.ir_value()],
                     "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r",
                     has_side_effects=True, is_align_stack=False)
 
@@ -668,9 +673,7 @@ def prefetch_l2_span(ptr, nbytes: int) -> None:
     a = ptr.toint()
     a0 = a & Int64(-16)
     n = (((a + Int64(nbytes + 15)) & Int64(-16)) - a0).to(Int32)
-    llvm.inline_asm(None, [a0.ir_value(), n.ir_value()],
-                    "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r",
-                    has_side_effects=True, is_align_stack=False)
+    _bulk_prefetch_l2(a0, n)
 
 
 def load_l2_i32(ptr) -> Int32:

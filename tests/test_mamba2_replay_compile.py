@@ -377,17 +377,17 @@ def test_split_variant(monkeypatch):
         assert "griddepcontrol" not in p and "atom.global.add" in p
 
 
-def test_make_launch_threads_switch(monkeypatch):
-    """REPLAYSSM_M2_THREADS reaches the launches without the row order only (below its 32 rows;
-    the ordered and split builds stay at 128 threads); unset: 128 everywhere."""
+def _launch_compile_kwarg(monkeypatch, name):
+    """``f(batch, heads_per_cta=None)``: the ``name`` keyword make_launch passes to the compile
+    of a single launch (the compile replaced by a stub that records it; a Nemotron-3-Super fp32
+    cache at L16, no GPU)."""
     import torch
 
     from replayssm_lp.pairs import parse_pair
-    _clear_split_env(monkeypatch)
     seen = []
 
     def compile_stub(*a, **k):
-        seen.append(k.get("num_threads"))
+        seen.append(k.get(name))
         raise RuntimeError("stop")
     monkeypatch.setattr(M, "compile_mamba2_replay", compile_stub)
 
@@ -397,13 +397,21 @@ def test_make_launch_threads_switch(monkeypatch):
         row_order = torch.zeros(2, 1024, dtype=torch.int32)
         pair = parse_pair("fp32")
 
-    def threads(batch):
+    def kwarg(batch, hpc=None):
         x = torch.empty(batch, 128, 64, device="meta")
         dt = torch.empty(batch, 128, device="meta")
         B = torch.empty(batch, 8, 128, device="meta")
         with pytest.raises(RuntimeError, match="stop"):
-            M.make_launch(_C, x, dt, B, None, None, None, True, None)
+            M.make_launch(_C, x, dt, B, None, None, None, True, None, heads_per_cta=hpc)
         return seen[-1]
+    return kwarg
+
+
+def test_make_launch_threads_switch(monkeypatch):
+    """REPLAYSSM_M2_THREADS reaches the launches without the row order only (below its 32 rows;
+    the ordered and split builds stay at 128 threads); unset: 128 everywhere."""
+    _clear_split_env(monkeypatch)
+    threads = _launch_compile_kwarg(monkeypatch, "num_threads")
 
     monkeypatch.delenv(M.THREADS_ENV, raising=False)
     assert threads(1) == 128 and threads(300) == 128
@@ -689,8 +697,6 @@ def test_compile_row_split(pair, P, k):
 
 
 def test_row_split_rules_and_errors(monkeypatch):
-    import torch
-
     from replayssm_lp.pairs import parse_pair
     with pytest.raises(ValueError, match="NVFP4"):
         M.check_row_split(parse_pair("nvfp4/fp16sr"), 64, 2)
@@ -737,38 +743,15 @@ def test_row_split_rules_and_errors(monkeypatch):
         with pytest.raises(ValueError, match=M.ROW_SPLIT_ENV):
             M.row_split_for(_C, 1, 128)
     assert M.ROW_SPLIT_ENV in M._ENV_NAMES
-    del torch
 
 
 def test_make_launch_row_split_dispatch(monkeypatch):
     """The launcher passes the default row split (k = 2 at 4 rows, fp32, L16) to the compile;
     1 with the row order, with several heads per CTA, or below 4 rows."""
-    import torch
-
-    from replayssm_lp.pairs import parse_pair
     _clear_split_env(monkeypatch)
     monkeypatch.delenv(M.ROW_SPLIT_ENV, raising=False)
     monkeypatch.delenv(M.THREADS_ENV, raising=False)
-    seen = []
-
-    def compile_stub(*a, **k):
-        seen.append(k.get("row_split"))
-        raise RuntimeError("stop")
-    monkeypatch.setattr(M, "compile_mamba2_replay", compile_stub)
-
-    class _C:
-        buffer_len, ring = 16, 17
-        nheads, headdim, dstate = 128, 64, 128
-        row_order = torch.zeros(2, 1024, dtype=torch.int32)
-        pair = parse_pair("fp32")
-
-    def split(batch, hpc=None):
-        x = torch.empty(batch, 128, 64, device="meta")
-        dt = torch.empty(batch, 128, device="meta")
-        B = torch.empty(batch, 8, 128, device="meta")
-        with pytest.raises(RuntimeError, match="stop"):
-            M.make_launch(_C, x, dt, B, None, None, None, True, None, heads_per_cta=hpc)
-        return seen[-1]
+    split = _launch_compile_kwarg(monkeypatch, "row_split")
 
     assert split(4) == 2 and split(8) == 2 and split(3) == 1 and split(100) == 1
     assert split(4, hpc=2) == 1
