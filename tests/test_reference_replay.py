@@ -26,8 +26,12 @@ def test_gdn_fp32_pair_equals_exact_recurrence(L, T, seed):
     assert state_err <= 1e-5, (seed, state_err)
 
 
-# loose sanity bounds: the read copy's format sets the output error, the recurrence format the state's
-_OUT_TOL = {"fp32": 1e-5, "fp16": 3e-3, "bf16": 2e-2, "fp8": 0.12, "nvfp4": 0.35}
+# loose sanity bounds: the read copy's format sets the output error, the recurrence format the state's.
+# fp8 outputs: the worst step of a 10-step Mamba-2 trace is heavy-tailed (a step with one or two
+# valid rows and a small output norm): 1500 seeds per fp8 pair gave p99.9 0.07 (RN) / 0.10 (SR),
+# max 0.125 / 0.151, and CI seed 1843787251 0.181 for fp8sr/fp32 (GDN: max 0.05) -- 0.25 = two
+# e4m3 ulps of relative error
+_OUT_TOL = {"fp32": 1e-5, "fp16": 3e-3, "bf16": 2e-2, "fp8": 0.25, "nvfp4": 0.35}
 _STATE_TOL = {"fp32": 1e-5, "fp16": 3e-3, "bf16": 2e-2, "fp8": 0.12, "nvfp4": 0.35}
 
 
