@@ -1678,8 +1678,11 @@ class Mamba2ReplayDecode:
                     common.prefetch_row_cursors(slot, mWPos, mOrig, mFlushCnt, mArrive)
                 if warp == 2:
                     ab = self.act_dtype.width // 8
-                    common.prefetch_l2_span(mXBuf[slot, head0, None, None].iterator,
-                                            HPC * R * P * ab)
+                    # (row split: the part's P / k rows of every ring entry, P_full apart)
+                    xspan = HPC * R * P * ab
+                    if const_expr(self.row_split > 1):
+                        xspan = ((R - 1) * self.P_full + P) * ab
+                    common.prefetch_l2_span(mXBuf[slot, head0, None, None].iterator, xspan)
                     common.prefetch_l2_span(mBBuf[slot, grp, None, None].iterator, R * N * ab)
                     common.prefetch_l2_span(mDtBuf[slot, head0, None].iterator, HPC * R * 4)
                     common.prefetch_l2_span(mDABuf[slot, head0, None].iterator, HPC * R * 4)

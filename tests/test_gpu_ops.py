@@ -268,15 +268,11 @@ def test_mamba2_decode_default_row_split(pair, seed, monkeypatch):
     _twin_check("mamba2", pair, 4, dims=M2, batch=6)
 
 
-@pytest.mark.parametrize("P,k", ROW_SPLITS)
-@pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr",
-                                  "fp8sr", "fp8/fp16sr", "fp8sr/fp32", "fp8rn", "fp16rn"])
-def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
-    """The row split computes every element as the one-CTA-per-head launch does (same fold
-    order, same per-row dots, SR counters of the real head and element): two caches, the same
-    3L + 3 staggered steps with pad rows (poisoned outputs) -- outputs, stored copies, scales,
-    buffers and cursors bit-identical after every step."""
-    H, N, G, L, batch, pool, dev = M2["H"], M2["N"], M2["G"], 4, 6, 16, "cuda"
+def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4):
+    """Two caches through the same 3L + 3 staggered steps with pad rows (poisoned outputs), one
+    under each environment of ``envs`` (two dicts of switches): outputs, stored copies, scales,
+    buffers and cursors bit-identical after every step; at least 3 flushes."""
+    H, N, G, pool, dev = M2["H"], M2["N"], M2["G"], 16, "cuda"
     caches = [R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L,
                                   act_dtype=torch.bfloat16, device=dev, seed=99) for _ in range(2)]
     slots = torch.randperm(pool, device=dev)[:batch]
@@ -285,6 +281,7 @@ def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
         c.init_from_state(slots.tolist(), S0)
     for step in range(3 * L + 3):
         pad = torch.rand(batch, device=dev) < 0.3
+        pad[0] = False                                # (batch 1: a row every step)
         sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
         g = torch.Generator(device=dev).manual_seed(1000 + step)
         r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
@@ -292,8 +289,9 @@ def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
                r(batch, G, N).to(torch.bfloat16), r(batch, G, N).to(torch.bfloat16), r(H),
                r(batch, H, P).to(torch.bfloat16), r(H) * 0.3)
         outs = []
-        for c, split in zip(caches, ("1", str(k))):     # 1: one CTA per head (forced off)
-            monkeypatch.setenv("REPLAYSSM_M2_ROW_SPLIT", split)
+        for c, env in zip(caches, envs):
+            for name, v in env.items():
+                monkeypatch.setenv(name, v)
             out = torch.full((batch, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
             R.mamba2_decode(c, *inp, True, sbi, out=out, backend="cute")
             outs.append(out)
@@ -302,8 +300,27 @@ def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
         for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
             assert torch.equal(a, b), step
     assert int(caches[1].flush_count.max()) >= 3
-    monkeypatch.setenv("REPLAYSSM_M2_ROW_SPLIT", str(k))
+
+
+@pytest.mark.parametrize("P,k", ROW_SPLITS)
+@pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr",
+                                  "fp8sr", "fp8/fp16sr", "fp8sr/fp32", "fp8rn", "fp16rn"])
+def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
+    """The row split computes every element as the one-CTA-per-head launch does (same fold
+    order, same per-row dots, SR counters of the real head and element)."""
+    _bit_identical_steps(pair, P, ({"REPLAYSSM_M2_ROW_SPLIT": "1"},      # one CTA per head
+                                   {"REPLAYSSM_M2_ROW_SPLIT": str(k)}), monkeypatch)
     _assert_row_split_engages(pair, P, k)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("pair", ["fp32", "bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr", "fp16rn"])
+def test_mamba2_decode_early_wide_read_bit_identical(pair, batch, seed, monkeypatch):
+    """A 16-bit / fp32 read copy issued before the preamble (``early_read``, 4 CTAs/SM) gives
+    the bytes of the build that loads it at the head start: outputs and every cache tensor."""
+    _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_EARLY_READ": "0", "REPLAYSSM_M2_MINBLOCKS": ""},
+                                    {"REPLAYSSM_M2_EARLY_READ": "1", "REPLAYSSM_M2_MINBLOCKS": "4"}),
+                         monkeypatch, batch=batch)
 
 
 @pytest.mark.parametrize("order,pair", [("0", "nvfp4/fp16sr"), ("1", "nvfp4/fp16sr"),
