@@ -408,6 +408,18 @@ ROW_SPLIT_ENV = "REPLAYSSM_M2_ROW_SPLIT"
 #: the chain, not the rows, sets a CTA -- session27_gpu/call2's profile)
 ROW_SPLIT_ROWS = (4, 7)
 ROW_SPLIT_ROWS_FP32 = (4, 8)
+#: 0 / 1 forces the non-flush rows' first read set before the preamble (``early``) in every
+#: build; unset: :func:`early_read_for` (16-bit read copies at <= :data:`EARLY_WIDE_ROWS` rows)
+EARLY_READ_ENV = "REPLAYSSM_M2_EARLY_READ"
+#: rows (first .. this) of a launch with one CTA per head, no row order / split, whose 16-bit
+#: read copy goes out before the preamble, built for 4 CTAs per SM (:data:`EARLY_WIDE_MINB`:
+#: 95-96 registers without spills; the default 7 would cap it at 72). At <= 2 CTAs per SM the
+#: cap costs nothing. H200 (session28_gpu/call2, Super / Nano-4B, L8 / L16): bf16/fp32 and
+#: fp16sr b2 1.02-1.05x, b1 1.00-1.03x; the hint alone 0.99-1.03x. fp32 read copies (110
+#: registers) do not gain (b1 0.95-1.00x, b2 0.95-1.02x): their 64 state words per thread
+#: (4 MiB per row) go out ahead of the preamble's own loads.
+EARLY_WIDE_ROWS = 2
+EARLY_WIDE_MINB = 4
 
 
 def check_row_split(pair, P: int, k: int) -> None:
@@ -450,6 +462,20 @@ def row_split_for(cache, batch: int, threads: int) -> int:
     except ValueError:
         return 1
     return k if threads == NUM_THREADS else 1
+
+
+def early_read_for(cache, batch: int, heads_per_cta: int, row_split: int,
+                   ordered: bool) -> Optional[bool]:
+    """Whether a decode launch issues its first head's read set before the preamble
+    (:data:`EARLY_READ_ENV` forces; None: the kernel's own rule, nvfp4 / fp8 sets of <= 16
+    registers): 16-bit read copies at up to :data:`EARLY_WIDE_ROWS` rows, one CTA per head."""
+    forced = _env_flag(EARLY_READ_ENV)
+    if forced is not None:
+        return forced
+    if (cache.pair.read_fmt in ("fp16", "bf16") and batch <= EARLY_WIDE_ROWS
+            and heads_per_cta == 1 and row_split == 1 and not ordered):
+        return True
+    return None
 
 
 def launch_threads() -> int:
@@ -874,7 +900,7 @@ def split_min_blocks(rows: int, read_fmt: str, smem_ctas: int = 0) -> Optional[i
 
 def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int = 0,
                               both_sr: bool = False, smem_ctas: int = 0,
-                              flush_v2: bool = False) -> int:
+                              flush_v2: bool = False, early_wide: bool = False) -> int:
     """Default ``.minnctapersm`` (= register cap 64K / (k·128)) of a variant.
 
     One head per CTA: ptxas' own choice (70-110 registers, no spills in the sm_90a builds we
@@ -895,10 +921,13 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
     binds) allows fewer. The v2 flush's prefetches go through cp.async into smem (no registers
     held). Built at P = 64, N = 128 with z: <= 80 spill bytes, outside the fold / chunk / non-flush
     loops (their instruction counts move by < 5 % between 96 and 72 registers).
-    ``REPLAYSSM_M2_MINBLOCKS`` overrides (tuning runs)."""
+    ``early_wide``: a 16-bit / fp32 read set issued before the preamble (live through it):
+    :data:`EARLY_WIDE_MINB`. ``REPLAYSSM_M2_MINBLOCKS`` overrides (tuning runs)."""
     forced = os.environ.get("REPLAYSSM_M2_MINBLOCKS")    # tuning runs
     if forced:
         return int(forced)
+    if early_wide:
+        return min(EARLY_WIDE_MINB, smem_ctas) if smem_ctas else EARLY_WIDE_MINB
     if flush_v2:
         if both_sr or read_fmt == "nvfp4":
             k = 5
@@ -1062,7 +1091,7 @@ class Mamba2ReplayDecode:
         # the preamble) would cost occupancy -- they load at the head start
         self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch)
         if early_read is None:
-            early_read = _env_flag("REPLAYSSM_M2_EARLY_READ")  # tuning runs
+            early_read = _env_flag(EARLY_READ_ENV)  # tuning runs
         if early_read is not None:
             self.early = (not self.snf) and (early_read or self.prefetch)
         if self.rows == 2:               # (no read set)
@@ -1077,7 +1106,8 @@ class Mamba2ReplayDecode:
         if min_blocks_per_mp is None:
             k = default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
                                           self.split and self.read_sr and self.rec_sr,
-                                          self._smem_ctas(), self.flush_impl == 2)
+                                          self._smem_ctas(), self.flush_impl == 2,
+                                          self.early and self.read_fmt in ("fp32", "fp16", "bf16"))
             if k and c.nt != NUM_THREADS and not os.environ.get("REPLAYSSM_M2_MINBLOCKS"):
                 k = max(1, k * NUM_THREADS // c.nt)
             min_blocks_per_mp = k
@@ -2874,7 +2904,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
              row_order=False, rows=0, flush_positions=0, pf_early=None,
-             num_threads=NUM_THREADS, row_split=1):
+             num_threads=NUM_THREADS, row_split=1, early_read=None):
     pair = parse_pair(pair_name)
     # (a split's halves need the order's cursors, and run on two streams: no programmatic
     # launch edges)
@@ -2892,7 +2922,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         staged=_staged_default() if staged is None else bool(staged),
         early_arrive=_early_arrive_default() if early_arrive is None else bool(early_arrive),
         prof=_prof_default(), row_order=bool(row_order), mma_fold=_mma_fold_default(),
-        early_read=_env_flag("REPLAYSSM_M2_EARLY_READ"),
+        early_read=_env_flag(EARLY_READ_ENV) if early_read is None else bool(early_read),
         pdl=0 if rows else common.pdl_default(),
         order_cursors=ocur, rows=int(rows), flush_positions=int(flush_positions) if rows == 2 else 0,
         pf_early=(bool(_env_flag(PF_EARLY_ENV)) if pf_early is None else bool(pf_early))
@@ -3006,7 +3036,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           row_order: bool = False, rows: int = 0,
                           flush_positions: int = 0,
                           pf_early: Optional[bool] = None,
-                          num_threads: int = NUM_THREADS, row_split: int = 1) -> CompiledKernel:
+                          num_threads: int = NUM_THREADS, row_split: int = 1,
+                          early_read: Optional[bool] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -3017,8 +3048,9 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     reducing the current one; default: on for nvfp4 / fp8 read copies when ``heads_per_cta > 1``;
     ``REPLAYSSM_M2_PREFETCH``) and ``min_blocks_per_mp`` (``.minnctapersm`` occupancy hint =
     register cap for ptxas; 0 = ptxas' choice; None = :func:`default_min_blocks_per_mp`;
-    ``REPLAYSSM_M2_MINBLOCKS``); from the environment only: ``REPLAYSSM_M2_EARLY_READ`` (the
-    first head's read set issued before the preamble) and ``REPLAYSSM_M2_MMA_FOLD`` (the flush's
+    ``REPLAYSSM_M2_MINBLOCKS``), ``early_read`` (the first head's read set issued before the
+    preamble; None: :data:`EARLY_READ_ENV`, else the kernel's rule -- launches pick
+    :func:`early_read_for`); from the environment only: ``REPLAYSSM_M2_MMA_FOLD`` (the flush's
     fold on the tensor cores).
     Implementation switches (part of the key; None = the env default): ``flush_impl`` 2 (single
     fold pass, default; ``REPLAYSSM_M2_FLUSH``) or 1 (the original two-pass flush), ``staged``
@@ -3036,7 +3068,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
-                       row_order, rows, flush_positions, pf_early, num_threads, row_split)
+                       row_order, rows, flush_positions, pf_early, num_threads, row_split,
+                       early_read)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -3360,7 +3393,7 @@ def _launcher(ent, order_ready: bool = False):
 _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_HEADS_PER_CTA", "REPLAYSSM_M2_EARLY_ARRIVE", "REPLAYSSM_M2_PROF",
               "REPLAYSSM_M2_MINBLOCKS", "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_MMA_FOLD",
-              "REPLAYSSM_M2_PREFETCH", "REPLAYSSM_M2_EARLY_READ", common.PDL_ENV,
+              "REPLAYSSM_M2_PREFETCH", EARLY_READ_ENV, common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
               DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV)
@@ -3378,14 +3411,15 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     ordered = use_row_order(cache, batch)
     has_idx = state_batch_indices is not None
     threads = NUM_THREADS if ordered else launch_threads()
+    split = 1 if ordered or heads_per_cta != 1 else row_split_for(cache, batch, threads)
     k = compile_mamba2_replay(pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
                               D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, has_idx, prefetch,
                               min_blocks_per_mp, flush_impl=flush_impl, nonflush_mma=nonflush_mma,
                               staged=staged, row_order=ordered,
                               pf_early=not ordered and use_pf_early(cache, batch),
-                              num_threads=threads,
-                              row_split=(1 if ordered or heads_per_cta != 1 else
-                                         row_split_for(cache, batch, threads)))
+                              num_threads=threads, row_split=split,
+                              early_read=early_read_for(cache, batch, heads_per_cta, split,
+                                                        ordered))
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

@@ -377,10 +377,10 @@ def test_split_variant(monkeypatch):
         assert "griddepcontrol" not in p and "atom.global.add" in p
 
 
-def _launch_compile_kwarg(monkeypatch, name):
+def _launch_compile_kwarg(monkeypatch, name, pair="fp32"):
     """``f(batch, heads_per_cta=None)``: the ``name`` keyword make_launch passes to the compile
-    of a single launch (the compile replaced by a stub that records it; a Nemotron-3-Super fp32
-    cache at L16, no GPU)."""
+    of a single launch (the compile replaced by a stub that records it; a Nemotron-3-Super
+    ``pair`` cache at L16, no GPU)."""
     import torch
 
     from replayssm_lp.pairs import parse_pair
@@ -395,7 +395,7 @@ def _launch_compile_kwarg(monkeypatch, name):
         buffer_len, ring = 16, 17
         nheads, headdim, dstate = 128, 64, 128
         row_order = torch.zeros(2, 1024, dtype=torch.int32)
-        pair = parse_pair("fp32")
+    _C.pair = parse_pair(pair)
 
     def kwarg(batch, hpc=None):
         x = torch.empty(batch, 128, 64, device="meta")
@@ -755,3 +755,39 @@ def test_make_launch_row_split_dispatch(monkeypatch):
 
     assert split(4) == 2 and split(8) == 2 and split(3) == 1 and split(100) == 1
     assert split(4, hpc=2) == 1
+
+
+def test_make_launch_early_read_dispatch(monkeypatch):
+    """16-bit read copies at <= EARLY_WIDE_ROWS rows (one CTA per head, no row order / split)
+    compile with their first read set before the preamble; fp32 / fp8 / nvfp4 and larger
+    launches keep the kernel's own rule (None); REPLAYSSM_M2_EARLY_READ forces either way."""
+    _clear_split_env(monkeypatch)
+    for name in (M.EARLY_READ_ENV, M.ROW_SPLIT_ENV, M.THREADS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for pair in ("bf16/fp32", "fp16sr", "fp16/fp32", "bf16sr"):
+        early = _launch_compile_kwarg(monkeypatch, "early_read", pair)
+        assert early(1) is True and early(M.EARLY_WIDE_ROWS) is True, pair
+        assert early(M.EARLY_WIDE_ROWS + 1) is None and early(1, hpc=2) is None, pair
+    for pair in ("fp32", "fp8/fp32", "nvfp4/fp16sr"):
+        assert _launch_compile_kwarg(monkeypatch, "early_read", pair)(1) is None, pair
+    monkeypatch.setenv(M.EARLY_READ_ENV, "0")
+    assert _launch_compile_kwarg(monkeypatch, "early_read", "bf16/fp32")(1) is False
+    monkeypatch.setenv(M.EARLY_READ_ENV, "1")
+    assert _launch_compile_kwarg(monkeypatch, "early_read", "fp32")(300) is True
+    assert M.EARLY_READ_ENV in M._ENV_NAMES
+
+
+def test_early_wide_read_builds_at_four_ctas_per_sm():
+    """The early 16-bit / fp32 read set (live through the preamble) takes the occupancy hint
+    EARLY_WIDE_MINB (the default 7 CTAs/SM would cap it at 72 registers: spills); without it
+    the 16-bit build keeps 7; an nvfp4 build keeps its hint either way."""
+    kw = dict(pair="bf16/fp32", act_dtype="bfloat16", dt_dtype="float32", nheads=128, headdim=64,
+              dstate=128, ngroups=8, buffer_len=16, ring=17, has_D=True, has_z=False,
+              has_dt_bias=True, dt_softplus=True)
+    assert M.Mamba2ReplayDecode(**kw, early_read=True).min_blocks_per_mp == M.EARLY_WIDE_MINB
+    assert M.Mamba2ReplayDecode(**kw, early_read=True).early
+    op = M.Mamba2ReplayDecode(**kw)
+    assert op.min_blocks_per_mp == 7 and not op.early
+    nv = M.Mamba2ReplayDecode(**dict(kw, pair="nvfp4/fp16sr"))
+    assert nv.min_blocks_per_mp == M.Mamba2ReplayDecode(
+        **dict(kw, pair="nvfp4/fp16sr"), early_read=True).min_blocks_per_mp
