@@ -414,10 +414,10 @@ EARLY_READ_ENV = "REPLAYSSM_M2_EARLY_READ"
 #: rows (first .. this) of a launch with one CTA per head, no row order / split, whose 16-bit
 #: read copy goes out before the preamble, built for 4 CTAs per SM (:data:`EARLY_WIDE_MINB`:
 #: 95-96 registers without spills; the default 7 would cap it at 72). At <= 2 CTAs per SM the
-#: cap costs nothing. H200 (session28_gpu/call2, Super / Nano-4B, L8 / L16): bf16/fp32 and
-#: fp16sr b2 1.02-1.05x, b1 1.00-1.03x; the hint alone 0.99-1.03x. fp32 read copies (110
-#: registers) do not gain (b1 0.95-1.00x, b2 0.95-1.02x): their 64 state words per thread
-#: (4 MiB per row) go out ahead of the preamble's own loads.
+#: cap costs nothing. H200 (session28_gpu/call4, Super / Nano-4B, L8 / L16): bf16/fp32,
+#: fp16/fp32, fp16sr, bf16sr b1 1.00-1.04x, b2 0.99-1.07x; the hint alone 0.99-1.03x (call2).
+#: fp32 read copies (110 registers) do not gain (b1 0.95-1.00x, b2 0.95-1.02x): their 4 MiB
+#: per row take as long from any issue point and delay the preamble's loads (call3's profile).
 EARLY_WIDE_ROWS = 2
 EARLY_WIDE_MINB = 4
 
