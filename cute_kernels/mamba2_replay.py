@@ -391,6 +391,12 @@ THREADS_ENV = "REPLAYSSM_M2_THREADS"
 #: the cursors). H200, off / on in one run (bench/results/session25_gpu/call7, Nemotron-3-Super
 #: L16): b1 fp32 5.4 -> 5.2 µs, fp8/fp32 4.7 -> 4.5, bf16/fp32 4.8 -> 4.6; b32 (ordered) 1.00x.
 DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
+#: experiment (session 28, not GPU-timed yet; default 0): 1 = a non-flush row's ring entries
+#: (dA, dt' per head, B_j per group) loaded at their physical ring index right after the slot,
+#: beside the cursors, and put in logical order (a warp shuffle; the cb dots over every physical
+#: entry) once the origin is known -- one dependent round trip fewer before the scan; 2 = also
+#: the heads' A and dt_bias loaded then. Launches without the row order, ring <= 32 entries.
+RING_PHYS_ENV = "REPLAYSSM_M2_RING_PHYS"
 
 
 #: k (1 = off): the decode's row split -- each head's P state rows over k CTAs of P / k rows
@@ -1041,6 +1047,12 @@ class Mamba2ReplayDecode:
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
         # (the decode only: the verify keeps its fenced arrive)
         self.dep_arrive = type(self) is Mamba2ReplayDecode and _env_flag(DEP_ARRIVE_ENV) is not False
+        rp = os.environ.get(RING_PHYS_ENV, "0") or "0"
+        if rp not in ("0", "1", "2"):
+            raise ValueError(f"{RING_PHYS_ENV} must be 0, 1 or 2, got {rp!r}")
+        # (one scan segment: every physical entry in one lane of a warp)
+        self.ring_phys = (int(rp) if type(self) is Mamba2ReplayDecode and not self.row_order
+                          and self.rows != 2 and self.R <= 32 else 0)
         self.fold_unroll = _fold_unroll(2 if self.rows == 2 else 1)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
@@ -1107,7 +1119,8 @@ class Mamba2ReplayDecode:
             k = default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
                                           self.split and self.read_sr and self.rec_sr,
                                           self._smem_ctas(), self.flush_impl == 2,
-                                          self.early and self.read_fmt in ("fp32", "fp16", "bf16"))
+                                          self.early and not self.prefetch
+                                          and self.read_fmt in ("fp32", "fp16", "bf16"))
             if k and c.nt != NUM_THREADS and not os.environ.get("REPLAYSSM_M2_MINBLOCKS"):
                 k = max(1, k * NUM_THREADS // c.nt)
             min_blocks_per_mp = k
@@ -1858,6 +1871,33 @@ class Mamba2ReplayDecode:
 
         if valid:
             # ------------------------------------------------------------ preamble
+            # ring_phys: the ring entries at their physical index, before the cursors (their
+            # origin) are known; A / dt_bias too (ring_phys 2)
+            NCBP = -(-R // NW)
+            ph_va = cute.make_rmem_tensor((NDT,), Float32)
+            ph_vd = cute.make_rmem_tensor((NDT,), Float32)
+            ph_a = cute.make_rmem_tensor((NDT,), Float32)
+            ph_bias = cute.make_rmem_tensor((NDT,), Float32)
+            ph_bb = cute.make_rmem_tensor((NCBP, NBL), Float32)
+            if const_expr(self.ring_phys):
+                for i in cutlass.range_constexpr(NDT):
+                    k = warp + NW * i
+                    if k < HPC:
+                        pj = cutlass.min(lane, R - 1)
+                        ph_va[i] = mDABuf[slot, hc * HPC + k, pj]
+                        ph_vd[i] = mDtBuf[slot, hc * HPC + k, pj]
+                        if const_expr(self.ring_phys == 2):
+                            ph_a[i] = mA[hc * HPC + k].to(Float32)
+                            if const_expr(self.has_dt_bias):
+                                ph_bias[i] = mDtBias[hc * HPC + k].to(Float32)
+                if const_expr(L > 1):
+                    for i in cutlass.range_constexpr(NCBP):
+                        pe0 = cutlass.min(warp + NW * i, R - 1)
+                        for m in cutlass.range_constexpr(NBL):
+                            pn0 = lane + 32 * m
+                            if const_expr(N % 32 != 0):
+                                pn0 = cutlass.min(pn0, N - 1)
+                            ph_bb[i, m] = mBBuf[slot, grp0, pe0, pn0].to(Float32)
             h, origin, gen, old = self._read_cursors(sCur, mWPos, mOrig, mFlushCnt, mArrive,
                                                      slot, tidx, ocur)
             h = cutlass.min(h, Int32(cfg.hm))   # any valid cache state is inside
@@ -1891,10 +1931,15 @@ class Mamba2ReplayDecode:
                     for s_ in cutlass.range_constexpr(NSEG):
                         jc = cutlass.min(lane + 32 * s_, R - 1)
                         ph = self._phys(origin, jc)
-                        pre_va[i, s_] = mDABuf[slot, head0 + k, ph]
-                        pre_vd[i, s_] = mDtBuf[slot, head0 + k, ph]
+                        if const_expr(self.ring_phys):
+                            # (NSEG = 1: lane ph holds physical entry ph)
+                            pre_va[i, s_] = cute.arch.shuffle_sync(ph_va[i], ph)
+                            pre_vd[i, s_] = cute.arch.shuffle_sync(ph_vd[i], ph)
+                        else:
+                            pre_va[i, s_] = mDABuf[slot, head0 + k, ph]
+                            pre_vd[i, s_] = mDtBuf[slot, head0 + k, ph]
             NCB = -(-(L - 1) // NW) if L > 1 else 0
-            PREB = NCB * NBL <= 16            # registers: at most 16 per lane
+            PREB = NCB * NBL <= 16 and not self.ring_phys   # registers: at most 16 per lane
             pre_bb = cute.make_rmem_tensor((max(NCB, 1), NBL), Float32)
             if const_expr(PREB and NCB > 0):
                 if not flush:
@@ -1950,7 +1995,27 @@ class Mamba2ReplayDecode:
             cbc = cute.arch.warp_reduction(cbc, operator.add)
             if tidx == 0:
                 sCB[LC] = cbc
-            if not flush:
+            if const_expr(self.ring_phys and L > 1):
+                if not flush:
+                    # the dot of every physical entry, stored at its logical index
+                    for i in cutlass.range_constexpr(NCBP):
+                        pe1 = warp + NW * i
+                        pacc = Float32(0.0)
+                        for m in cutlass.range_constexpr(NBL):
+                            pn1 = lane + 32 * m
+                            pn1c = pn1 if const_expr(N % 32 == 0) else cutlass.min(pn1, N - 1)
+                            pv = ph_bb[i, m] * sC[pn1c]
+                            if const_expr(N % 32 == 0):
+                                pacc = pacc + pv
+                            else:
+                                pacc = pacc + lp.sel_f32(pn1 < N, pv, Float32(0.0))
+                        pacc = cute.arch.warp_reduction(pacc, operator.add)
+                        pl1 = pe1 - origin
+                        pl1 = _sel_i32(pl1 < Int32(0), pl1 + Int32(R), pl1)
+                        if lane == 0:
+                            if pe1 < Int32(R) and pl1 < nb:
+                                sCB[pl1] = pacc
+            elif not flush:
                 for i in cutlass.range_constexpr(NCB):
                     e = warp + NW * i
                     ec = cutlass.min(e, L - 1)
@@ -1980,8 +2045,13 @@ class Mamba2ReplayDecode:
                 k = warp + NW * i
                 if k < HPC:
                     head = head0 + k
-                    dtv = self._dt_prime(dt_pre[i], mDtBias, head)
-                    dA_cur = mA[head].to(Float32) * dtv
+                    if const_expr(self.ring_phys == 2):
+                        dtv = self._dt_prime(dt_pre[i], mDtBias, head,
+                                             ph_bias[i] if const_expr(self.has_dt_bias) else None)
+                        dA_cur = ph_a[i] * dtv
+                    else:
+                        dtv = self._dt_prime(dt_pre[i], mDtBias, head)
+                        dA_cur = mA[head].to(Float32) * dtv
                     lam = cute.make_rmem_tensor((cfg.nseg,), Float32)
                     dts = cute.make_rmem_tensor((cfg.nseg,), Float32)
                     carry = Float32(0.0)
@@ -2932,7 +3002,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
            _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
-           os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(DEP_ARRIVE_ENV)) + tuple(kw.values())
+           os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(DEP_ARRIVE_ENV),
+           os.environ.get(RING_PHYS_ENV)) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3396,7 +3467,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_PREFETCH", EARLY_READ_ENV, common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
-              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV)
+              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

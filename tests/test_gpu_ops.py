@@ -281,7 +281,8 @@ def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4):
         c.init_from_state(slots.tolist(), S0)
     for step in range(3 * L + 3):
         pad = torch.rand(batch, device=dev) < 0.3
-        pad[0] = False                                # (batch 1: a row every step)
+        if batch == 1:                  # (one pad step; 14 steps of the row: 3 flushes at L4)
+            pad[0] = step == 2
         sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
         g = torch.Generator(device=dev).manual_seed(1000 + step)
         r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
@@ -290,6 +291,8 @@ def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4):
                r(batch, H, P).to(torch.bfloat16), r(H) * 0.3)
         outs = []
         for c, env in zip(caches, envs):
+            for name in set().union(*envs) - set(env):    # (the other side's switches unset)
+                monkeypatch.delenv(name, raising=False)
             for name, v in env.items():
                 monkeypatch.setenv(name, v)
             out = torch.full((batch, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
@@ -314,13 +317,31 @@ def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
 
 
 @pytest.mark.parametrize("batch", [1, 2])
-@pytest.mark.parametrize("pair", ["fp32", "bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr", "fp16rn"])
+@pytest.mark.parametrize("pair", ["bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr", "fp16rn"])
 def test_mamba2_decode_early_wide_read_bit_identical(pair, batch, seed, monkeypatch):
-    """A 16-bit / fp32 read copy issued before the preamble (``early_read``, 4 CTAs/SM) gives
-    the bytes of the build that loads it at the head start: outputs and every cache tensor."""
-    _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_EARLY_READ": "0", "REPLAYSSM_M2_MINBLOCKS": ""},
-                                    {"REPLAYSSM_M2_EARLY_READ": "1", "REPLAYSSM_M2_MINBLOCKS": "4"}),
-                         monkeypatch, batch=batch)
+    """The 16-bit read copy issued before the preamble at <= 2 rows (``early_read_for``'s
+    default: unset switches, 4 CTAs/SM) gives the bytes of the build that loads it at the head
+    start (forced off, 7 CTAs/SM): outputs and every cache tensor."""
+    from cute_kernels import mamba2_replay as MR
+    c = R.Mamba2ReplayCache(4, M2["H"], 64, M2["N"], M2["G"], precision=pair, buffer_len=4,
+                            device="cuda")
+    assert MR.early_read_for(c, batch, 1, 1, False) is True
+    _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_EARLY_READ": "0"}, {}), monkeypatch,
+                         batch=batch)
+
+
+@pytest.mark.parametrize("mode", ["1", "2"])
+@pytest.mark.parametrize("pair,batch,L", [("fp32", 1, 4), ("bf16/fp32", 2, 4), ("nvfp4/fp16sr", 1, 4),
+                                          ("fp8/fp32", 6, 4), ("fp16sr", 6, 4),
+                                          ("nvfp4/fp8sr", 2, 16), ("fp32", 2, 16)])
+def test_mamba2_decode_ring_phys_bit_identical(pair, batch, L, mode, seed, monkeypatch):
+    """REPLAYSSM_M2_RING_PHYS (ring entries loaded at their physical index before the cursors,
+    put in logical order after them; 2: A / dt_bias loaded then too) gives the bytes of the
+    default build: outputs and every cache tensor, over a ring origin that wraps (6 rows at
+    L = 4 take the default row split)."""
+    _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_RING_PHYS": "0"},
+                                    {"REPLAYSSM_M2_RING_PHYS": mode}), monkeypatch, batch=batch,
+                         L=L)
 
 
 @pytest.mark.parametrize("order,pair", [("0", "nvfp4/fp16sr"), ("1", "nvfp4/fp16sr"),
