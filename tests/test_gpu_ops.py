@@ -331,17 +331,19 @@ def test_mamba2_decode_early_wide_read_bit_identical(pair, batch, seed, monkeypa
 
 
 @pytest.mark.parametrize("mode", ["1", "2"])
-@pytest.mark.parametrize("pair,batch,L", [("fp32", 1, 4), ("bf16/fp32", 2, 4), ("nvfp4/fp16sr", 1, 4),
-                                          ("fp8/fp32", 6, 4), ("fp16sr", 6, 4),
-                                          ("nvfp4/fp8sr", 2, 16), ("fp32", 2, 16)])
-def test_mamba2_decode_ring_phys_bit_identical(pair, batch, L, mode, seed, monkeypatch):
+@pytest.mark.parametrize("pair,batch,L,hpc", [("fp32", 1, 4, 1), ("bf16/fp32", 2, 4, 1),
+                                              ("nvfp4/fp16sr", 1, 4, 1), ("fp8/fp32", 6, 4, 1),
+                                              ("fp16sr", 6, 4, 1), ("nvfp4/fp8sr", 2, 16, 1),
+                                              ("fp32", 2, 16, 1), ("fp8/fp32", 3, 16, 2)])
+def test_mamba2_decode_ring_phys_bit_identical(pair, batch, L, hpc, mode, seed, monkeypatch):
     """REPLAYSSM_M2_RING_PHYS (ring entries loaded at their physical index before the cursors,
     put in logical order after them; 2: A / dt_bias loaded then too) gives the bytes of the
     default build: outputs and every cache tensor, over a ring origin that wraps (6 rows at
-    L = 4 take the default row split)."""
-    _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_RING_PHYS": "0"},
-                                    {"REPLAYSSM_M2_RING_PHYS": mode}), monkeypatch, batch=batch,
-                         L=L)
+    L = 4 take the default row split; hpc 2: two heads per CTA, forced)."""
+    h = {"REPLAYSSM_M2_HEADS_PER_CTA": str(hpc)}
+    _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_RING_PHYS": "0", **h},
+                                    {"REPLAYSSM_M2_RING_PHYS": mode, **h}), monkeypatch,
+                         batch=batch, L=L)
 
 
 @pytest.mark.parametrize("order,pair", [("0", "nvfp4/fp16sr"), ("1", "nvfp4/fp16sr"),
