@@ -2,7 +2,7 @@
 # First device call of the next session (written in session 28; not run yet).
 # Run `tools/device_slim.sh out` first, carry .device; `tools/device_slim.sh in` after.
 #  A. GPU tests of what session 28 left un-run: REPLAYSSM_M2_RING_PHYS=1/2 bit-identical to the
-#     default (14 tests), the early-read test in its final form (the rule path, unset switches,
+#     default (16 tests), the early-read test in its final form (the rule path, unset switches,
 #     against EARLY_READ=0) and the row-split bit-identical test through the changed helper.
 #  B. timing alone, rp0 / rp1 / rp2, b1 / b2 / b4, Super + Nano-4B, L8 / L16, four pairs.
 #     Prediction: at b1 the non-flush CTA's preamble issue + cb + scan (1.07 us fp32, 1.26
