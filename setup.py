@@ -15,7 +15,7 @@ setup(
         "apache-tvm-ffi>=0.1.15",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout"],
+        "test": ["pytest>=8", "pytest-timeout", "pytest-xdist>=3"],
         "bench": ["matplotlib", "tqdm"],
         "transformers": ["transformers>=5.21,<6"],
     },

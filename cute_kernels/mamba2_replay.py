@@ -391,11 +391,15 @@ THREADS_ENV = "REPLAYSSM_M2_THREADS"
 #: the cursors). H200, off / on in one run (bench/results/session25_gpu/call7, Nemotron-3-Super
 #: L16): b1 fp32 5.4 -> 5.2 µs, fp8/fp32 4.7 -> 4.5, bf16/fp32 4.8 -> 4.6; b32 (ordered) 1.00x.
 DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
-#: experiment (session 28, not GPU-timed yet; default 0): 1 = a non-flush row's ring entries
-#: (dA, dt' per head, B_j per group) loaded at their physical ring index right after the slot,
-#: beside the cursors, and put in logical order (a warp shuffle; the cb dots over every physical
-#: entry) once the origin is known -- one dependent round trip fewer before the scan; 2 = also
-#: the heads' A and dt_bias loaded then. Launches without the row order, ring <= 32 entries.
+#: 0 / 1 forces; unset: on where the first 16-bit read set goes out before the preamble (the
+#: early-wide builds of :func:`early_read_for`). 1 = a non-flush row's ring entries (dA, dt' per
+#: head, B_j per group) loaded at their physical ring index right after the slot, beside the
+#: cursors, and put in logical order (a warp shuffle; the cb dots over every physical entry) once
+#: the origin is known: one dependent round trip fewer before the scan. Launches without the row
+#: order, ring <= 32 entries. H200, 0 / 1 in one run (bench/results/session29_gpu/call1,
+#: Nemotron-3-Super + Nano-4B L8 / L16): bf16/fp32 b1 4.4-4.7 -> 4.3-4.4 µs, b2 6.0-6.8 ->
+#: 5.8-6.5; fp32 b1 1.00-0.96x, nvfp4/fp16sr b1 0.94-1.00x, fp8/fp32 0.97-1.07x (not there).
+#: A and dt_bias loaded then too (session 28's mode 2): 0.88-1.02x at b1, removed.
 RING_PHYS_ENV = "REPLAYSSM_M2_RING_PHYS"
 
 
@@ -1047,12 +1051,6 @@ class Mamba2ReplayDecode:
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
         # (the decode only: the verify keeps its fenced arrive)
         self.dep_arrive = type(self) is Mamba2ReplayDecode and _env_flag(DEP_ARRIVE_ENV) is not False
-        rp = os.environ.get(RING_PHYS_ENV, "0") or "0"
-        if rp not in ("0", "1", "2"):
-            raise ValueError(f"{RING_PHYS_ENV} must be 0, 1 or 2, got {rp!r}")
-        # (one scan segment: every physical entry in one lane of a warp)
-        self.ring_phys = (int(rp) if type(self) is Mamba2ReplayDecode and not self.row_order
-                          and self.rows != 2 and self.R <= 32 else 0)
         self.fold_unroll = _fold_unroll(2 if self.rows == 2 else 1)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
@@ -1108,6 +1106,15 @@ class Mamba2ReplayDecode:
             self.early = (not self.snf) and (early_read or self.prefetch)
         if self.rows == 2:               # (no read set)
             self.early = False
+        rp = os.environ.get(RING_PHYS_ENV, "")
+        if rp not in ("", "0", "1"):
+            raise ValueError(f"{RING_PHYS_ENV} must be 0 or 1 (unset: the default rule), got {rp!r}")
+        ring_phys = rp == "1"
+        if not rp:            # the early-wide builds (16-bit read set, no prefetch)
+            ring_phys = self.early and not self.prefetch and self.read_fmt in ("fp16", "bf16")
+        # (one scan segment: every physical entry in one lane of a warp)
+        self.ring_phys = bool(ring_phys and type(self) is Mamba2ReplayDecode
+                              and not self.row_order and self.rows != 2 and self.R <= 32)
         # occupancy hint (CTAs of 128 threads per SM) -> .minnctapersm, i.e. a register cap of
         # 64K / (k * 128) for ptxas; 0 = ptxas' choice. See default_min_blocks_per_mp. Wider
         # CTAs keep the same register cap: k * 128 / num_threads of them (at 256 threads the
@@ -1872,12 +1879,10 @@ class Mamba2ReplayDecode:
         if valid:
             # ------------------------------------------------------------ preamble
             # ring_phys: the ring entries at their physical index, before the cursors (their
-            # origin) are known; A / dt_bias too (ring_phys 2)
+            # origin) are known
             NCBP = -(-R // NW)
             ph_va = cute.make_rmem_tensor((NDT,), Float32)
             ph_vd = cute.make_rmem_tensor((NDT,), Float32)
-            ph_a = cute.make_rmem_tensor((NDT,), Float32)
-            ph_bias = cute.make_rmem_tensor((NDT,), Float32)
             ph_bb = cute.make_rmem_tensor((NCBP, NBL), Float32)
             if const_expr(self.ring_phys):
                 for i in cutlass.range_constexpr(NDT):
@@ -1886,10 +1891,6 @@ class Mamba2ReplayDecode:
                         pj = cutlass.min(lane, R - 1)
                         ph_va[i] = mDABuf[slot, hc * HPC + k, pj]
                         ph_vd[i] = mDtBuf[slot, hc * HPC + k, pj]
-                        if const_expr(self.ring_phys == 2):
-                            ph_a[i] = mA[hc * HPC + k].to(Float32)
-                            if const_expr(self.has_dt_bias):
-                                ph_bias[i] = mDtBias[hc * HPC + k].to(Float32)
                 if const_expr(L > 1):
                     for i in cutlass.range_constexpr(NCBP):
                         pe0 = cutlass.min(warp + NW * i, R - 1)
@@ -2045,13 +2046,8 @@ class Mamba2ReplayDecode:
                 k = warp + NW * i
                 if k < HPC:
                     head = head0 + k
-                    if const_expr(self.ring_phys == 2):
-                        dtv = self._dt_prime(dt_pre[i], mDtBias, head,
-                                             ph_bias[i] if const_expr(self.has_dt_bias) else None)
-                        dA_cur = ph_a[i] * dtv
-                    else:
-                        dtv = self._dt_prime(dt_pre[i], mDtBias, head)
-                        dA_cur = mA[head].to(Float32) * dtv
+                    dtv = self._dt_prime(dt_pre[i], mDtBias, head)
+                    dA_cur = mA[head].to(Float32) * dtv
                     lam = cute.make_rmem_tensor((cfg.nseg,), Float32)
                     dts = cute.make_rmem_tensor((cfg.nseg,), Float32)
                     carry = Float32(0.0)

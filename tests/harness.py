@@ -1,5 +1,7 @@
 """Shared test drivers: run a replay cache against the exact fp64 recurrence with staggered rows,
 pad rows, scattered slots, random draft counts and acceptance."""
+import os
+
 import torch
 
 import replayssm_lp as R
@@ -7,6 +9,14 @@ from replayssm_lp.library import cache_tensors
 from replayssm_lp import reference as ref
 
 MAMBA2_SMALL = dict(H=4, P=8, N=32, G=2)
+
+
+def compile_workers(jobs: int) -> int:
+    """Processes for a module's batch of kernel compiles (single-threaded, seconds each): up to
+    2 on a machine with the cores, 1 inside a pytest-xdist worker (the workers hold the cores)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return 1
+    return max(1, min(2, os.cpu_count() or 1, jobs))
 GDN_SMALL = dict(H=2, HV=4, K=32, V=16)
 
 

@@ -26,6 +26,7 @@ pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi is not installed (tensor-f
 from cute_kernels import gdn_replay as GR  # noqa: E402
 from cute_kernels import gdn_verify as GV  # noqa: E402
 from replayssm_lp import precision_pairs  # noqa: E402
+from tests.harness import compile_workers  # noqa: E402
 
 PAIRS = list(precision_pairs(include_extra=True))
 TS = (1, 2, 8)
@@ -44,7 +45,9 @@ def _compile(args):
 
 @pytest.fixture(scope="module")
 def reports():
-    workers = min(2, os.cpu_count() or 1)
+    workers = compile_workers(len(VARIANTS))
+    if workers == 1:
+        return {(v[0], v[1], v[3]): _compile(v) for v in VARIANTS}
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
         out = list(ex.map(_compile, VARIANTS))

@@ -320,8 +320,9 @@ def test_mamba2_decode_row_split_bit_identical(pair, P, k, seed, monkeypatch):
 @pytest.mark.parametrize("pair", ["bf16/fp32", "fp16/fp32", "fp16sr", "bf16sr", "fp16rn"])
 def test_mamba2_decode_early_wide_read_bit_identical(pair, batch, seed, monkeypatch):
     """The 16-bit read copy issued before the preamble at <= 2 rows (``early_read_for``'s
-    default: unset switches, 4 CTAs/SM) gives the bytes of the build that loads it at the head
-    start (forced off, 7 CTAs/SM): outputs and every cache tensor."""
+    default: unset switches, 4 CTAs/SM, ring entries at their physical index) gives the bytes
+    of the build that loads it at the head start (forced off, 7 CTAs/SM, logical ring loads):
+    outputs and every cache tensor."""
     from cute_kernels import mamba2_replay as MR
     c = R.Mamba2ReplayCache(4, M2["H"], 64, M2["N"], M2["G"], precision=pair, buffer_len=4,
                             device="cuda")
@@ -330,19 +331,19 @@ def test_mamba2_decode_early_wide_read_bit_identical(pair, batch, seed, monkeypa
                          batch=batch)
 
 
-@pytest.mark.parametrize("mode", ["1", "2"])
 @pytest.mark.parametrize("pair,batch,L,hpc", [("fp32", 1, 4, 1), ("bf16/fp32", 2, 4, 1),
                                               ("nvfp4/fp16sr", 1, 4, 1), ("fp8/fp32", 6, 4, 1),
                                               ("fp16sr", 6, 4, 1), ("nvfp4/fp8sr", 2, 16, 1),
                                               ("fp32", 2, 16, 1), ("fp8/fp32", 3, 16, 2)])
-def test_mamba2_decode_ring_phys_bit_identical(pair, batch, L, hpc, mode, seed, monkeypatch):
-    """REPLAYSSM_M2_RING_PHYS (ring entries loaded at their physical index before the cursors,
-    put in logical order after them; 2: A / dt_bias loaded then too) gives the bytes of the
-    default build: outputs and every cache tensor, over a ring origin that wraps (6 rows at
-    L = 4 take the default row split; hpc 2: two heads per CTA, forced)."""
+def test_mamba2_decode_ring_phys_bit_identical(pair, batch, L, hpc, seed, monkeypatch):
+    """REPLAYSSM_M2_RING_PHYS=1 (ring entries loaded at their physical index before the
+    cursors, put in logical order after them) gives the bytes of the build without it: outputs
+    and every cache tensor, over a ring origin that wraps (6 rows at L = 4 take the default row
+    split; hpc 2: two heads per CTA, forced). The default rule's builds (early 16-bit read at
+    <= 2 rows) are covered by the early-wide test against EARLY_READ=0."""
     h = {"REPLAYSSM_M2_HEADS_PER_CTA": str(hpc)}
     _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_RING_PHYS": "0", **h},
-                                    {"REPLAYSSM_M2_RING_PHYS": mode, **h}), monkeypatch,
+                                    {"REPLAYSSM_M2_RING_PHYS": "1", **h}), monkeypatch,
                          batch=batch, L=L)
 
 

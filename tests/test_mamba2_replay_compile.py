@@ -788,7 +788,7 @@ def test_early_wide_read_builds_at_four_ctas_per_sm(monkeypatch):
     EARLY_WIDE_MINB (the default 7 CTAs/SM would cap it at 72 registers: spills); without it
     the build keeps 7; an nvfp4 build keeps its hint either way; a forced next-head prefetch
     (16-bit, 2 heads per CTA) keeps the default hint."""
-    for name in ("REPLAYSSM_M2_MINBLOCKS", M.EARLY_READ_ENV, "REPLAYSSM_M2_PREFETCH"):
+    for name in ("REPLAYSSM_M2_MINBLOCKS", M.EARLY_READ_ENV, "REPLAYSSM_M2_PREFETCH", M.RING_PHYS_ENV):
         monkeypatch.delenv(name, raising=False)
     kw = dict(pair="bf16/fp32", act_dtype="bfloat16", dt_dtype="float32", nheads=128, headdim=64,
               dstate=128, ngroups=8, buffer_len=16, ring=17, has_D=True, has_z=False,
@@ -803,31 +803,34 @@ def test_early_wide_read_builds_at_four_ctas_per_sm(monkeypatch):
     pf = M.Mamba2ReplayDecode(**kw, heads_per_cta=2, prefetch=True)
     assert pf.early and pf.min_blocks_per_mp == M.Mamba2ReplayDecode(
         **kw, heads_per_cta=2).min_blocks_per_mp
+    # the ring entries at their physical index follow the early 16-bit read set only
+    assert M.Mamba2ReplayDecode(**kw, early_read=True).ring_phys and not op.ring_phys
+    assert not M.Mamba2ReplayDecode(**fp32, early_read=True).ring_phys
+    assert not pf.ring_phys
     nv = M.Mamba2ReplayDecode(**dict(kw, pair="nvfp4/fp16sr"))
     assert nv.min_blocks_per_mp == M.Mamba2ReplayDecode(
         **dict(kw, pair="nvfp4/fp16sr"), early_read=True).min_blocks_per_mp
 
 
-@pytest.mark.parametrize("pair,L,mode,k", [("fp32", 16, "1", 1), ("bf16/fp32", 16, "2", 1),
-                                           ("nvfp4/fp16sr", 8, "2", 1), ("fp8/fp32", 4, "1", 2),
-                                           ("fp16sr", 8, "2", 1)])
-def test_compile_ring_phys(pair, L, mode, k, monkeypatch):
-    """REPLAYSSM_M2_RING_PHYS (experiment): the ring entries at their physical index before the
-    cursors compile for sm_90a (row split included) without local memory; the ordered build,
-    the split's flush half and rings past 32 entries keep the default path."""
+@pytest.mark.parametrize("pair,L,k", [("fp32", 16, 1), ("bf16/fp32", 16, 1), ("nvfp4/fp16sr", 8, 1),
+                                      ("fp8/fp32", 4, 2), ("fp16sr", 8, 1)])
+def test_compile_ring_phys(pair, L, k, monkeypatch):
+    """REPLAYSSM_M2_RING_PHYS: the ring entries at their physical index before the cursors
+    compile for sm_90a (row split included) without local memory; the ordered build, the
+    split's flush half and rings past 32 entries keep the default path."""
     monkeypatch.setenv(M.RING_PHYS_ENV, "0")
     _, ptx0 = M.compile_only(pair, L=L, row_split=k, keep_ptx=True)
-    monkeypatch.setenv(M.RING_PHYS_ENV, mode)
+    monkeypatch.setenv(M.RING_PHYS_ENV, "1")
     kern, ptx = M.compile_only(pair, L=L, row_split=k, keep_ptx=True)
     assert ptx and ".local" not in ptx
     # the two shuffles per head that put the scan entries in logical order
     assert ptx.count("shfl.sync.idx") > ptx0.count("shfl.sync.idx")
-    assert kern.meta["op"].ring_phys == int(mode)
+    assert kern.meta["op"].ring_phys
     base = ("fp32", "bfloat16", "float32", 128, 64, 128, 8)
     tail = (True, False, True, True)
-    assert M.Mamba2ReplayDecode(*base, 16, 17, *tail, row_order=True).ring_phys == 0
-    assert M.Mamba2ReplayDecode(*base, 32, 41, *tail).ring_phys == 0            # 41 entries
-    monkeypatch.setenv(M.RING_PHYS_ENV, "3")
+    assert not M.Mamba2ReplayDecode(*base, 16, 17, *tail, row_order=True).ring_phys
+    assert not M.Mamba2ReplayDecode(*base, 32, 41, *tail).ring_phys            # 41 entries
+    monkeypatch.setenv(M.RING_PHYS_ENV, "2")
     with pytest.raises(ValueError, match=M.RING_PHYS_ENV):
         M.Mamba2ReplayDecode(*base, 16, 17, *tail)
     assert M.RING_PHYS_ENV in M._ENV_NAMES

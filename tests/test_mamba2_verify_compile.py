@@ -21,6 +21,7 @@ from cute_kernels import common  # noqa: E402
 from cute_kernels import mamba2_verify as MV  # noqa: E402
 from replayssm_lp.pairs import precision_pairs  # noqa: E402
 
+from tests.harness import compile_workers  # noqa: E402
 from tests.test_mamba2_replay_compile import _cubin_info, _simt_emulation  # noqa: E402
 
 PAIRS = list(precision_pairs(include_extra=True))
@@ -102,7 +103,7 @@ def compiled(request):
            and str(it.fspath) == __file__.replace(".pyc", ".py") and hasattr(it, "callspec")]
     sel = sel or VARIANTS
     ids = [IDS[VARIANTS.index(v)] for v in sel]
-    n = max(1, min(2, os.cpu_count() or 1, len(sel)))
+    n = compile_workers(len(sel))
     if n == 1:
         return dict(zip(ids, map(_compile_one, sel)))
     with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as ex:
