@@ -1323,6 +1323,27 @@ class Mamba2ReplayDecode:
         return dtv
 
     @cute.jit
+    def _c_dot(self, sC: cute.Tensor, lane: Int32, bb: Optional[cute.Tensor] = None, i: int = 0,
+               gB=None) -> Float32:
+        """The warp's sum of B_j[n] * C[n] for one ring entry (C in smem; lanes past N add 0):
+        lane's B_j at n = lane + 32 m in registers, ``bb[i, m]``, or loaded here from
+        ``gB = (B buffer, slot, group, physical entry)``."""
+        N = self.N
+        acc = Float32(0.0)
+        for m in cutlass.range_constexpr(-(-N // 32)):
+            n = lane + 32 * m
+            nc = n if const_expr(N % 32 == 0) else cutlass.min(n, N - 1)
+            if const_expr(gB is None):
+                v = bb[i, m] * sC[nc]
+            else:
+                v = gB[0][gB[1], gB[2], gB[3], nc].to(Float32) * sC[nc]
+            if const_expr(N % 32 == 0):
+                acc = acc + v
+            else:
+                acc = acc + lp.sel_f32(n < N, v, Float32(0.0))
+        return cute.arch.warp_reduction(acc, operator.add)
+
+    @cute.jit
     def _read_cursors(self, sCur: cute.Tensor, mWPos: cute.Tensor, mOrig: cute.Tensor,
                       mFlushCnt: cute.Tensor, mArrive: cute.Tensor, slot: Int32, tidx: Int32,
                       pre=None):
@@ -2001,16 +2022,7 @@ class Mamba2ReplayDecode:
                     # the dot of every physical entry, stored at its logical index
                     for i in cutlass.range_constexpr(NCBP):
                         pe1 = warp + NW * i
-                        pacc = Float32(0.0)
-                        for m in cutlass.range_constexpr(NBL):
-                            pn1 = lane + 32 * m
-                            pn1c = pn1 if const_expr(N % 32 == 0) else cutlass.min(pn1, N - 1)
-                            pv = ph_bb[i, m] * sC[pn1c]
-                            if const_expr(N % 32 == 0):
-                                pacc = pacc + pv
-                            else:
-                                pacc = pacc + lp.sel_f32(pn1 < N, pv, Float32(0.0))
-                        pacc = cute.arch.warp_reduction(pacc, operator.add)
+                        pacc = self._c_dot(sC, lane, ph_bb, i)
                         pl1 = pe1 - origin
                         pl1 = _sel_i32(pl1 < Int32(0), pl1 + Int32(R), pl1)
                         if lane == 0:
@@ -2020,20 +2032,11 @@ class Mamba2ReplayDecode:
                 for i in cutlass.range_constexpr(NCB):
                     e = warp + NW * i
                     ec = cutlass.min(e, L - 1)
-                    ph = self._phys(origin, ec)
-                    acc = Float32(0.0)
-                    for m in cutlass.range_constexpr(-(-N // 32)):
-                        n = lane + 32 * m
-                        nn = n if const_expr(N % 32 == 0) else cutlass.min(n, N - 1)
-                        if const_expr(PREB):
-                            v = pre_bb[i, m] * sC[nn]
-                        else:
-                            v = mBBuf[slot, group, ph, nn].to(Float32) * sC[nn]
-                        if const_expr(N % 32 == 0):
-                            acc = acc + v
-                        else:
-                            acc = acc + lp.sel_f32(n < N, v, Float32(0.0))
-                    acc = cute.arch.warp_reduction(acc, operator.add)
+                    if const_expr(PREB):
+                        acc = self._c_dot(sC, lane, pre_bb, i)
+                    else:                        # (B_j loaded here: the preamble did not)
+                        acc = self._c_dot(sC, lane, gB=(mBBuf, slot, group,
+                                                        self._phys(origin, ec)))
                     if lane == 0:
                         if e < nb:
                             sCB[ec] = acc
