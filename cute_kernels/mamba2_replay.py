@@ -396,10 +396,11 @@ DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
 #: head, B_j per group) loaded at their physical ring index right after the slot, beside the
 #: cursors, and put in logical order (a warp shuffle; the cb dots over every physical entry) once
 #: the origin is known: one dependent round trip fewer before the scan. Launches without the row
-#: order, ring <= 32 entries. H200, 0 / 1 in one run (bench/results/session29_gpu/call1,
-#: Nemotron-3-Super + Nano-4B L8 / L16): bf16/fp32 b1 4.4-4.7 -> 4.3-4.4 µs, b2 6.0-6.8 ->
-#: 5.8-6.5; fp32 b1 1.00-0.96x, nvfp4/fp16sr b1 0.94-1.00x, fp8/fp32 0.97-1.07x (not there).
-#: A and dt_bias loaded then too (session 28's mode 2): 0.88-1.02x at b1, removed.
+#: order, ring <= 32 entries. H200, 0 / default in one run (bench/results/session29_gpu/call2,
+#: Nemotron-3-Super + Nano-4B L8 / L16): bf16/fp32, fp16/fp32, fp16sr, bf16sr b1 4.4-4.9 ->
+#: 4.2-4.6 µs, b2 5.7-7.1 -> 5.6-6.8. Forced on elsewhere (call1, call3): fp32 b1 0.96-0.98x,
+#: nvfp4/fp16sr b1 0.94-1.00x, fp8/fp32 0.96-1.07x, b3-b8 0.90-1.05x (not there). A and dt_bias
+#: loaded then too (session 28's mode 2): 0.88-0.98x at b1, removed.
 RING_PHYS_ENV = "REPLAYSSM_M2_RING_PHYS"
 
 
