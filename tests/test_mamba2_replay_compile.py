@@ -788,7 +788,8 @@ def test_early_wide_read_builds_at_four_ctas_per_sm(monkeypatch):
     EARLY_WIDE_MINB (the default 7 CTAs/SM would cap it at 72 registers: spills); without it
     the build keeps 7; an nvfp4 build keeps its hint either way; a forced next-head prefetch
     (16-bit, 2 heads per CTA) keeps the default hint."""
-    for name in ("REPLAYSSM_M2_MINBLOCKS", M.EARLY_READ_ENV, "REPLAYSSM_M2_PREFETCH", M.RING_PHYS_ENV):
+    for name in ("REPLAYSSM_M2_MINBLOCKS", M.EARLY_READ_ENV, "REPLAYSSM_M2_PREFETCH",
+                 M.RING_PHYS_ENV):
         monkeypatch.delenv(name, raising=False)
     kw = dict(pair="bf16/fp32", act_dtype="bfloat16", dt_dtype="float32", nheads=128, headdim=64,
               dstate=128, ngroups=8, buffer_len=16, ring=17, has_D=True, has_z=False,
