@@ -431,6 +431,13 @@ EARLY_READ_ENV = "REPLAYSSM_M2_EARLY_READ"
 #: per row take as long from any issue point and delay the preamble's loads (call3's profile).
 EARLY_WIDE_ROWS = 2
 EARLY_WIDE_MINB = 4
+#: read copies whose one-head builds at those rows (one CTA per head, no row order / split) take
+#: the hint EARLY_WIDE_MINB too (:func:`few_rows_hint_for`): their default hints (6 / 5) cap fp8
+#: at 80 registers and nvfp4 at 96 (fp8 at L16 and nvfp4 at L8 / L16 spill 32-116 B); at 4 they
+#: take 127-128 registers without spills. H200, default / REPLAYSSM_M2_MINBLOCKS=4 in one run
+#: (session29_gpu/call4/mb, Super / Nano-4B, L8 / L16): fp8/fp32 b1 1.03-1.06x (L16 4.5 -> 4.3
+#: µs), b2 1.04-1.08x (L16 6.0 -> 5.5); nvfp4/fp16sr 1.00-1.03x
+FEW_ROWS_MINB_FMTS = ("fp8", "nvfp4")
 
 
 def check_row_split(pair, P: int, k: int) -> None:
@@ -487,6 +494,15 @@ def early_read_for(cache, batch: int, heads_per_cta: int, row_split: int,
             and heads_per_cta == 1 and row_split == 1 and not ordered):
         return True
     return None
+
+
+def few_rows_hint_for(cache, batch: int, heads_per_cta: int, row_split: int,
+                      ordered: bool) -> bool:
+    """Whether a decode launch builds its fp8 / nvfp4 read path for :data:`EARLY_WIDE_MINB` CTAs
+    per SM (:data:`FEW_ROWS_MINB_FMTS`): up to :data:`EARLY_WIDE_ROWS` rows, one CTA per head,
+    no row order or split (``REPLAYSSM_M2_MINBLOCKS`` still overrides every hint)."""
+    return (cache.pair.read_fmt in FEW_ROWS_MINB_FMTS and batch <= EARLY_WIDE_ROWS
+            and heads_per_cta == 1 and row_split == 1 and not ordered)
 
 
 def launch_threads() -> int:
@@ -932,7 +948,8 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
     binds) allows fewer. The v2 flush's prefetches go through cp.async into smem (no registers
     held). Built at P = 64, N = 128 with z: <= 80 spill bytes, outside the fold / chunk / non-flush
     loops (their instruction counts move by < 5 % between 96 and 72 registers).
-    ``early_wide``: a 16-bit / fp32 read set issued before the preamble (live through it):
+    ``early_wide``: a 16-bit / fp32 read set issued before the preamble (live through it), or
+    an fp8 / nvfp4 one-head build for a launch of few rows (:func:`few_rows_hint_for`):
     :data:`EARLY_WIDE_MINB`. ``REPLAYSSM_M2_MINBLOCKS`` overrides (tuning runs)."""
     forced = os.environ.get("REPLAYSSM_M2_MINBLOCKS")    # tuning runs
     if forced:
@@ -974,7 +991,7 @@ class Mamba2ReplayDecode:
                  early_read: Optional[bool] = None, pdl: Optional[int] = None,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
                  pf_early: Optional[bool] = None, num_threads: int = NUM_THREADS,
-                 row_split: int = 1):
+                 row_split: int = 1, few_rows: bool = False):
         p: PrecisionPair = parse_pair(pair)
         self.pdl = common.pdl_mode(pdl)
         # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code or
@@ -1124,11 +1141,15 @@ class Mamba2ReplayDecode:
         if min_blocks_per_mp is None and self.rows:
             min_blocks_per_mp = split_min_blocks(self.rows, self.read_fmt, self._smem_ctas())
         if min_blocks_per_mp is None:
+            # (few_rows: a launch of <= EARLY_WIDE_ROWS rows, few_rows_hint_for)
             k = default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
                                           self.split and self.read_sr and self.rec_sr,
                                           self._smem_ctas(), self.flush_impl == 2,
-                                          self.early and not self.prefetch
-                                          and self.read_fmt in ("fp32", "fp16", "bf16"))
+                                          (self.early and not self.prefetch
+                                           and self.read_fmt in ("fp32", "fp16", "bf16"))
+                                          or (bool(few_rows) and self.hpc == 1
+                                              and self.read_fmt in FEW_ROWS_MINB_FMTS
+                                              and not self.row_order and not self.rows))
             if k and c.nt != NUM_THREADS and not os.environ.get("REPLAYSSM_M2_MINBLOCKS"):
                 k = max(1, k * NUM_THREADS // c.nt)
             min_blocks_per_mp = k
@@ -2974,7 +2995,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
              row_order=False, rows=0, flush_positions=0, pf_early=None,
-             num_threads=NUM_THREADS, row_split=1, early_read=None):
+             num_threads=NUM_THREADS, row_split=1, early_read=None, few_rows=False):
     pair = parse_pair(pair_name)
     # (a split's halves need the order's cursors, and run on two streams: no programmatic
     # launch edges)
@@ -2997,7 +3018,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         order_cursors=ocur, rows=int(rows), flush_positions=int(flush_positions) if rows == 2 else 0,
         pf_early=(bool(_env_flag(PF_EARLY_ENV)) if pf_early is None else bool(pf_early))
         and not row_order,
-        num_threads=int(num_threads), row_split=int(row_split),
+        num_threads=int(num_threads), row_split=int(row_split), few_rows=bool(few_rows),
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
@@ -3108,7 +3129,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           flush_positions: int = 0,
                           pf_early: Optional[bool] = None,
                           num_threads: int = NUM_THREADS, row_split: int = 1,
-                          early_read: Optional[bool] = None) -> CompiledKernel:
+                          early_read: Optional[bool] = None,
+                          few_rows: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -3121,7 +3143,9 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     register cap for ptxas; 0 = ptxas' choice; None = :func:`default_min_blocks_per_mp`;
     ``REPLAYSSM_M2_MINBLOCKS``), ``early_read`` (the first head's read set issued before the
     preamble; None: :data:`EARLY_READ_ENV`, else the kernel's rule -- launches pick
-    :func:`early_read_for`); from the environment only: ``REPLAYSSM_M2_MMA_FOLD`` (the flush's
+    :func:`early_read_for`), ``few_rows`` (fp8 / nvfp4 one-head builds for launches of few rows
+    take the occupancy hint :data:`EARLY_WIDE_MINB`; launches pick :func:`few_rows_hint_for`);
+    from the environment only: ``REPLAYSSM_M2_MMA_FOLD`` (the flush's
     fold on the tensor cores).
     Implementation switches (part of the key; None = the env default): ``flush_impl`` 2 (single
     fold pass, default; ``REPLAYSSM_M2_FLUSH``) or 1 (the original two-pass flush), ``staged``
@@ -3140,7 +3164,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
                        row_order, rows, flush_positions, pf_early, num_threads, row_split,
-                       early_read)
+                       early_read, few_rows)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -3491,6 +3515,8 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               pf_early=not ordered and use_pf_early(cache, batch),
                               num_threads=threads, row_split=split,
                               early_read=early_read_for(cache, batch, heads_per_cta, split,
-                                                        ordered))
+                                                        ordered),
+                              few_rows=few_rows_hint_for(cache, batch, heads_per_cta, split,
+                                                         ordered))
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

@@ -783,6 +783,43 @@ def test_make_launch_early_read_dispatch(monkeypatch):
     assert M.EARLY_READ_ENV in M._ENV_NAMES
 
 
+def test_few_rows_hint_dispatch_and_builds(monkeypatch):
+    """fp8 / nvfp4 read copies at <= EARLY_WIDE_ROWS rows (one CTA per head, no row order /
+    split) compile with ``few_rows``: their one-head build takes EARLY_WIDE_MINB CTAs/SM (the
+    default 6 / 5 would spill); other pairs, larger launches, several heads per CTA and the
+    ordered build keep their hint; REPLAYSSM_M2_MINBLOCKS still overrides."""
+    _clear_split_env(monkeypatch)
+    for name in (M.ROW_SPLIT_ENV, M.THREADS_ENV, "REPLAYSSM_M2_MINBLOCKS"):
+        monkeypatch.delenv(name, raising=False)
+    kern = M.compile_mamba2_replay("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17,
+                                   True, False, True, True, 1, True, few_rows=True)
+    assert kern.meta["op"].min_blocks_per_mp == M.EARLY_WIDE_MINB
+    for pair in ("fp8/fp32", "nvfp4/fp16sr", "fp8sr"):
+        few = _launch_compile_kwarg(monkeypatch, "few_rows", pair)
+        assert few(1) is True and few(M.EARLY_WIDE_ROWS) is True, pair
+        assert few(M.EARLY_WIDE_ROWS + 1) is False and few(1, hpc=2) is False, pair
+    for pair in ("fp32", "bf16/fp32"):
+        assert _launch_compile_kwarg(monkeypatch, "few_rows", pair)(1) is False, pair
+    monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")            # the row order at b1
+    assert _launch_compile_kwarg(monkeypatch, "few_rows", "fp8/fp32")(1) is False
+    monkeypatch.delenv("REPLAYSSM_M2_ORDER")
+    kw = dict(act_dtype="bfloat16", dt_dtype="float32", nheads=128, headdim=64, dstate=128,
+              ngroups=8, buffer_len=16, ring=17, has_D=True, has_z=False, has_dt_bias=True,
+              dt_softplus=True)
+    for pair in ("fp8/fp32", "nvfp4/fp16sr"):
+        base = M.Mamba2ReplayDecode(pair, **kw).min_blocks_per_mp
+        assert base > M.EARLY_WIDE_MINB, pair
+        assert M.Mamba2ReplayDecode(pair, **kw, few_rows=True).min_blocks_per_mp == M.EARLY_WIDE_MINB
+        assert M.Mamba2ReplayDecode(pair, **kw, few_rows=True,
+                                    row_order=True).min_blocks_per_mp != M.EARLY_WIDE_MINB
+        assert M.Mamba2ReplayDecode(pair, **kw, few_rows=True, heads_per_cta=2).min_blocks_per_mp \
+            == M.Mamba2ReplayDecode(pair, **kw, heads_per_cta=2).min_blocks_per_mp
+    assert M.Mamba2ReplayDecode("fp32", **kw, few_rows=True).min_blocks_per_mp == \
+        M.Mamba2ReplayDecode("fp32", **kw).min_blocks_per_mp
+    monkeypatch.setenv("REPLAYSSM_M2_MINBLOCKS", "6")
+    assert M.Mamba2ReplayDecode("fp8/fp32", **kw, few_rows=True).min_blocks_per_mp == 6
+
+
 def test_early_wide_read_builds_at_four_ctas_per_sm(monkeypatch):
     """The early 16-bit / fp32 read set (live through the preamble) takes the occupancy hint
     EARLY_WIDE_MINB (the default 7 CTAs/SM would cap it at 72 registers: spills); without it
