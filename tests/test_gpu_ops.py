@@ -331,6 +331,23 @@ def test_mamba2_decode_early_wide_read_bit_identical(pair, batch, seed, monkeypa
                          batch=batch)
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("pair", ["fp8/fp32", "nvfp4/fp16sr", "fp8sr", "nvfp4/fp8sr"])
+def test_mamba2_decode_few_rows_hint_bit_identical(pair, batch, seed, monkeypatch):
+    """The fp8 / nvfp4 one-head build of a launch of <= 2 rows at 4 CTAs/SM (``few_rows_hint_for``:
+    unset switches) gives the bytes of the build at the default hint (forced): outputs and every
+    cache tensor."""
+    from cute_kernels import mamba2_replay as MR
+    c = R.Mamba2ReplayCache(4, M2["H"], 64, M2["N"], M2["G"], precision=pair, buffer_len=4,
+                            device="cuda")
+    assert MR.few_rows_hint_for(c, batch, 1, 1, False)
+    base = MR.Mamba2ReplayDecode(pair, "bfloat16", "float32", M2["H"], 64, M2["N"], M2["G"], 4, 5,
+                                 True, True, True, True).min_blocks_per_mp
+    assert base != MR.EARLY_WIDE_MINB
+    _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_MINBLOCKS": str(base)}, {}), monkeypatch,
+                         batch=batch)
+
+
 @pytest.mark.parametrize("pair,batch,L,hpc", [("fp32", 1, 4, 1), ("bf16/fp32", 2, 4, 1),
                                               ("nvfp4/fp16sr", 1, 4, 1), ("fp8/fp32", 6, 4, 1),
                                               ("fp16sr", 6, 4, 1), ("nvfp4/fp8sr", 2, 16, 1),
