@@ -1118,6 +1118,7 @@ class Mamba2ReplayDecode:
         # <= 16 registers per thread); 16-bit / fp32 read sets (32 / 64 registers, live through
         # the preamble) would cost occupancy -- they load at the head start
         self.early = (not self.snf) and (self.cfg.rpt * self.cfg.cn * 4 <= 16 or self.prefetch)
+        early_wide_read = early_read is True     # (the launch's early_read_for, or forced)
         if early_read is None:
             early_read = _env_flag(EARLY_READ_ENV)  # tuning runs
         if early_read is not None:
@@ -1129,7 +1130,8 @@ class Mamba2ReplayDecode:
             raise ValueError(f"{RING_PHYS_ENV} must be 0 or 1 (unset: the default rule), got {rp!r}")
         ring_phys = rp == "1"
         if not rp:            # the early-wide builds (16-bit read set, no prefetch)
-            ring_phys = self.early and not self.prefetch and self.read_fmt in ("fp16", "bf16")
+            ring_phys = (early_wide_read and self.early and not self.prefetch
+                         and self.read_fmt in ("fp16", "bf16"))
         # (one scan segment: every physical entry in one lane of a warp)
         self.ring_phys = bool(ring_phys and type(self) is Mamba2ReplayDecode
                               and not self.row_order and self.rows != 2 and self.R <= 32)
@@ -1140,16 +1142,16 @@ class Mamba2ReplayDecode:
         c = self.cfg
         if min_blocks_per_mp is None and self.rows:
             min_blocks_per_mp = split_min_blocks(self.rows, self.read_fmt, self._smem_ctas())
+        # few_rows: a launch of <= EARLY_WIDE_ROWS rows (few_rows_hint_for)
+        self.few_rows = bool(few_rows and self.hpc == 1 and self.read_fmt in FEW_ROWS_MINB_FMTS
+                             and not self.row_order and not self.rows and self.row_split == 1)
         if min_blocks_per_mp is None:
-            # (few_rows: a launch of <= EARLY_WIDE_ROWS rows, few_rows_hint_for)
             k = default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
                                           self.split and self.read_sr and self.rec_sr,
                                           self._smem_ctas(), self.flush_impl == 2,
                                           (self.early and not self.prefetch
                                            and self.read_fmt in ("fp32", "fp16", "bf16"))
-                                          or (bool(few_rows) and self.hpc == 1
-                                              and self.read_fmt in FEW_ROWS_MINB_FMTS
-                                              and not self.row_order and not self.rows))
+                                          or self.few_rows)
             if k and c.nt != NUM_THREADS and not os.environ.get("REPLAYSSM_M2_MINBLOCKS"):
                 k = max(1, k * NUM_THREADS // c.nt)
             min_blocks_per_mp = k
@@ -3018,7 +3020,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         order_cursors=ocur, rows=int(rows), flush_positions=int(flush_positions) if rows == 2 else 0,
         pf_early=(bool(_env_flag(PF_EARLY_ENV)) if pf_early is None else bool(pf_early))
         and not row_order,
-        num_threads=int(num_threads), row_split=int(row_split), few_rows=bool(few_rows),
+        num_threads=int(num_threads), row_split=int(row_split),
+        few_rows=bool(few_rows) and min_blocks_per_mp is None,   # (an explicit hint wins)
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),

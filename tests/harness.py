@@ -9,6 +9,7 @@ from replayssm_lp.library import cache_tensors
 from replayssm_lp import reference as ref
 
 MAMBA2_SMALL = dict(H=4, P=8, N=32, G=2)
+GDN_SMALL = dict(H=2, HV=4, K=32, V=16)
 
 
 def compile_workers(jobs: int) -> int:
@@ -17,7 +18,6 @@ def compile_workers(jobs: int) -> int:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return 1
     return max(1, min(2, os.cpu_count() or 1, jobs))
-GDN_SMALL = dict(H=2, HV=4, K=32, V=16)
 
 
 def _bytes(t):

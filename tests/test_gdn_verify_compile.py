@@ -9,7 +9,8 @@ Hopper (sm_90a) on a machine without a GPU.
 * tiling / shared-memory budget and ``supports_cache`` over pairs x T x L (pure Python).
 
 The compiles run in two worker processes (``cute.compile`` is not thread-safe; processes are
-fine), so the file takes about half the serial time on 2 cores. Skips visibly when
+fine), so the file takes about half the serial time on 2 cores; in one inside a pytest-xdist
+worker (``tests.harness.compile_workers``). Skips visibly when
 nvidia-cutlass-dsl (or apache-tvm-ffi) is missing.
 """
 import multiprocessing as mp

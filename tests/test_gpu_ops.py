@@ -346,6 +346,10 @@ def test_mamba2_decode_few_rows_hint_bit_identical(pair, batch, seed, monkeypatc
     assert base != MR.EARLY_WIDE_MINB
     _bit_identical_steps(pair, 64, ({"REPLAYSSM_M2_MINBLOCKS": str(base)}, {}), monkeypatch,
                          batch=batch)
+    # the unset side's launch compiled the few-rows build, at 4 CTAs/SM
+    ops = [k.meta["op"] for k in MR._CACHE._d.values()]
+    assert any(op.few_rows and op.pair.name == c.pair.name and op.H == M2["H"]
+               and op.min_blocks_per_mp == MR.EARLY_WIDE_MINB for op in ops)
 
 
 @pytest.mark.parametrize("pair,batch,L,hpc", [("fp32", 1, 4, 1), ("bf16/fp32", 2, 4, 1),

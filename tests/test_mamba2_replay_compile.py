@@ -791,9 +791,9 @@ def test_few_rows_hint_dispatch_and_builds(monkeypatch):
     _clear_split_env(monkeypatch)
     for name in (M.ROW_SPLIT_ENV, M.THREADS_ENV, "REPLAYSSM_M2_MINBLOCKS"):
         monkeypatch.delenv(name, raising=False)
-    kern = M.compile_mamba2_replay("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17,
-                                   True, False, True, True, 1, True, few_rows=True)
-    assert kern.meta["op"].min_blocks_per_mp == M.EARLY_WIDE_MINB
+    kw, _ = M._resolve("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False,
+                       True, True, 1, True, few_rows=True)      # (the compile's own kwargs)
+    assert M.Mamba2ReplayDecode(**kw).min_blocks_per_mp == M.EARLY_WIDE_MINB
     for pair in ("fp8/fp32", "nvfp4/fp16sr", "fp8sr"):
         few = _launch_compile_kwarg(monkeypatch, "few_rows", pair)
         assert few(1) is True and few(M.EARLY_WIDE_ROWS) is True, pair
@@ -814,6 +814,8 @@ def test_few_rows_hint_dispatch_and_builds(monkeypatch):
                                     row_order=True).min_blocks_per_mp != M.EARLY_WIDE_MINB
         assert M.Mamba2ReplayDecode(pair, **kw, few_rows=True, heads_per_cta=2).min_blocks_per_mp \
             == M.Mamba2ReplayDecode(pair, **kw, heads_per_cta=2).min_blocks_per_mp
+    fp8_split = dict(kw, pair="fp8/fp32", buffer_len=8, ring=9, row_split=2)
+    assert not M.Mamba2ReplayDecode(**fp8_split, few_rows=True).few_rows
     assert M.Mamba2ReplayDecode("fp32", **kw, few_rows=True).min_blocks_per_mp == \
         M.Mamba2ReplayDecode("fp32", **kw).min_blocks_per_mp
     monkeypatch.setenv("REPLAYSSM_M2_MINBLOCKS", "6")
@@ -841,10 +843,13 @@ def test_early_wide_read_builds_at_four_ctas_per_sm(monkeypatch):
     pf = M.Mamba2ReplayDecode(**kw, heads_per_cta=2, prefetch=True)
     assert pf.early and pf.min_blocks_per_mp == M.Mamba2ReplayDecode(
         **kw, heads_per_cta=2).min_blocks_per_mp
-    # the ring entries at their physical index follow the early 16-bit read set only
+    # the ring entries at their physical index follow the early-wide read of early_read_for
+    # only: not the kernel's own early rule (a row split's 16-register 16-bit read set)
     assert M.Mamba2ReplayDecode(**kw, early_read=True).ring_phys and not op.ring_phys
     assert not M.Mamba2ReplayDecode(**fp32, early_read=True).ring_phys
     assert not pf.ring_phys
+    rs = M.Mamba2ReplayDecode(**dict(kw, buffer_len=8, ring=9, row_split=2))
+    assert rs.early and not rs.ring_phys
     nv = M.Mamba2ReplayDecode(**dict(kw, pair="nvfp4/fp16sr"))
     assert nv.min_blocks_per_mp == M.Mamba2ReplayDecode(
         **dict(kw, pair="nvfp4/fp16sr"), early_read=True).min_blocks_per_mp

@@ -7,6 +7,8 @@
 #     decode's reference tests at the final tree.
 #  B. the batch-1 / batch-2 table at the final tree, every Mamba-2 pair (default builds only).
 #  C. the Super b4 L16 16-bit cell, rp0 / rp1, twice each (session 29 found rp0 bimodal).
+#  D. the row split's 16-bit builds (Super b4-b6 L8) take the early-wide hint 4 since session 28
+#     (the kernel's own early rule: a 16-register read set); the default 7 against it.
 source .device/gpu_env.sh >/dev/null 2>&1
 export PYTHONPATH=$PWD:$PYTHONPATH
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
@@ -28,6 +30,11 @@ E="sweep --layer mamba2 --shapes nemotron3-super --batches 4 --L 16 --pairs bf16
 OUT=$OUT/b4 SETTINGS="rp0a:REPLAYSSM_M2_RING_PHYS=0 rp1a:REPLAYSSM_M2_RING_PHYS=1 rp0b:REPLAYSSM_M2_RING_PHYS=0 rp1b:REPLAYSSM_M2_RING_PHYS=1" \
   BENCH_ARGS="$E" REPLAYS=15 RUN_S=60 WARM_S=90 WARM_JOBS=2 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/b4.log" 2>&1
 tarball
+E="sweep --layer mamba2 --shapes nemotron3-super --batches 4,5,6 --L 8 --pairs bf16/fp32,fp16sr,bf16sr --no-peers --no-plots"
+OUT=$OUT/rs SETTINGS="def:- mb7:REPLAYSSM_M2_MINBLOCKS=7" BENCH_ARGS="$E" REPLAYS=9 RUN_S=60 WARM_S=90 \
+  WARM_JOBS=2 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/rs.log" 2>&1
+tarball
 echo "total $(( $(date +%s) - t0 )) s"
 grep -v "^|---" "$OUT/b1/knobs.md" | grep -v standard | cut -c1-110
 grep -v "^|---" "$OUT/b4/knobs.md" | grep -v standard | cut -c1-110
+grep -v "^|---" "$OUT/rs/knobs.md" | grep -v standard | cut -c1-110
