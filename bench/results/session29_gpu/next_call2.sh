@@ -6,7 +6,7 @@
 # Qwen3.5-4B, session 29 on the CPU): nvfp4/fp16sr 108-128 B (254 registers at cap 1: 24-48 B),
 # nvfp4/fp8sr 64 B (228: 0), fp16sr 8-28 B (243-246: 0), fp8/fp32 L16 16 B (196: 0); fp32 /
 # bf16/fp32 / fp8 L8 do not spill. The split pairs' b1 step is set by their flush
-# (15.6-17.4 us, session25_gpu/call3), which is where the spills sit.
+# (15.6-17.4 us, session25_gpu/call3); whether the spills sit there was not checked.
 # Prediction: nvfp4 pairs b1 / b2 1.02-1.10x, the others ~1.00x. FLA timed in the same run
 # (the GDN b1 target is >= 1.2x FLA).
 # Second grid: Mamba-2 b1 / b2 at hints 2 and 1 (fp32's one-head build runs at 72 registers,
