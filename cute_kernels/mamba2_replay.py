@@ -490,10 +490,16 @@ def early_read_for(cache, batch: int, heads_per_cta: int, row_split: int,
     forced = _env_flag(EARLY_READ_ENV)
     if forced is not None:
         return forced
-    if (cache.pair.read_fmt in ("fp16", "bf16") and batch <= EARLY_WIDE_ROWS
-            and heads_per_cta == 1 and row_split == 1 and not ordered):
+    if cache.pair.read_fmt in ("fp16", "bf16") and _few_rows_launch(batch, heads_per_cta,
+                                                                    row_split, ordered):
         return True
     return None
+
+
+def _few_rows_launch(batch: int, heads_per_cta: int, row_split: int, ordered: bool) -> bool:
+    """A launch of up to :data:`EARLY_WIDE_ROWS` rows, one CTA per head, no row order / split
+    (where :func:`early_read_for` and :func:`few_rows_hint_for` apply)."""
+    return batch <= EARLY_WIDE_ROWS and heads_per_cta == 1 and row_split == 1 and not ordered
 
 
 def few_rows_hint_for(cache, batch: int, heads_per_cta: int, row_split: int,
@@ -501,8 +507,8 @@ def few_rows_hint_for(cache, batch: int, heads_per_cta: int, row_split: int,
     """Whether a decode launch builds its fp8 / nvfp4 read path for :data:`EARLY_WIDE_MINB` CTAs
     per SM (:data:`FEW_ROWS_MINB_FMTS`): up to :data:`EARLY_WIDE_ROWS` rows, one CTA per head,
     no row order or split (``REPLAYSSM_M2_MINBLOCKS`` still overrides every hint)."""
-    return (cache.pair.read_fmt in FEW_ROWS_MINB_FMTS and batch <= EARLY_WIDE_ROWS
-            and heads_per_cta == 1 and row_split == 1 and not ordered)
+    return (cache.pair.read_fmt in FEW_ROWS_MINB_FMTS
+            and _few_rows_launch(batch, heads_per_cta, row_split, ordered))
 
 
 def launch_threads() -> int:
