@@ -1551,6 +1551,18 @@ def v2_supported(read_fmt, rec_fmt, K, V, L) -> bool:
 OCC_MIN_CTAS = 4096
 
 
+def few_ctas_full_cap(read_fmt: str, rec_fmt: str, ctas: Optional[int],
+                      verify: bool = False) -> bool:
+    """Whether a v2 decode launch of ``ctas`` CTAs with an NVFP4 copy is built for one CTA per
+    SM (255 registers): at most one CTA per SM runs anyway (batch 1 / 2: 32-128 CTAs), and the
+    default 128-register cap makes the flush spill (Qwen3.5-4B: nvfp4/fp16sr 108-128 B,
+    nvfp4/fp8sr 64 B; 0-48 B at cap 1). H200, default / REPLAYSSM_GDN_REPLAY_MINB=1 in one run
+    (bench/results/session30_gpu/call2/mb, Qwen3.5-4B + 122B, b1 / b2, L8 / L16): nvfp4/fp16sr
+    1.01-1.07x, nvfp4/fp8sr 1.06-1.10x; the other pairs 0.91-1.02x (not there)."""
+    return (not verify and ctas is not None and ctas <= common.num_sms()
+            and "nvfp4" in (read_fmt, rec_fmt))
+
+
 def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
                           ctas: Optional[int] = None, verify: bool = False) -> int:
     """CTAs per SM hint (.minnctapersm, i.e. the register cap) of a v2 decode / verify kernel
@@ -1563,6 +1575,8 @@ def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
     bf16/fp32 391 -> 359 (fp32 reads lose: 420 -> 461); b32 nvfp4/fp16sr 44.2 -> 56.9 (so not
     there); verify T = 4 b256 nvfp4/fp16sr 512 -> 456 (4 per SM: 572)."""
     base = max(1, 65536 // (tile.num_threads * tile.reg_cap))
+    if few_ctas_full_cap(read_fmt, rec_fmt, ctas, verify):
+        return 1
     if tile.tpw != 1 or read_fmt == "fp32" or (ctas is not None and ctas < OCC_MIN_CTAS):
         return base
     if not verify and read_fmt == "nvfp4" and rec_fmt in ("fp16", "bf16"):

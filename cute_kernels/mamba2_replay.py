@@ -1155,7 +1155,7 @@ class Mamba2ReplayDecode:
             k = default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
                                           self.split and self.read_sr and self.rec_sr,
                                           self._smem_ctas(), self.flush_impl == 2,
-                                          (self.early and not self.prefetch
+                                          (early_wide_read and self.early and not self.prefetch
                                            and self.read_fmt in ("fp32", "fp16", "bf16"))
                                           or self.few_rows)
             if k and c.nt != NUM_THREADS and not os.environ.get("REPLAYSSM_M2_MINBLOCKS"):

@@ -137,6 +137,13 @@ def test_gdn_replay_tiles():
     assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", big, verify=True) == 3
     assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", small) == 2
     assert GR.v2_default_min_blocks(t, "nvfp4", "fp16") == 4          # no batch: large
+    # nvfp4 launches of at most one CTA per SM (batch 1 / 2): the full register file
+    n_sm = common.num_sms()
+    assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", n_sm) == 1
+    assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", n_sm + 1) == 2
+    assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", n_sm, verify=True) == 2
+    t8 = GR.ReplayTileV2("fp8", "fp32", 128, 128, 64, 16, True)
+    assert GR.v2_default_min_blocks(t8, "fp8", "fp32", 32) == 4         # not other pairs
     t = GR.ReplayTileV2("fp8", "fp32", 128, 128, 128, 16, True)
     assert GR.v2_default_min_blocks(t, "fp8", "fp32", big) == 3
     t = GR.ReplayTileV2("fp32", "fp32", 128, 128, 128, 16, False)

@@ -259,6 +259,26 @@ def test_mamba2_decode_row_split_matches_reference(pair, P, k, seed, monkeypatch
     _twin_check("mamba2", pair, 4, dims=dict(M2, P=P), batch=6)
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp8sr"])
+def test_gdn_nvfp4_few_ctas_full_register_cap(pair, batch, seed, monkeypatch):
+    """An nvfp4 GDN decode of at most one CTA per SM (b1 / b2, unset switches) is built for one
+    CTA per SM (``few_ctas_full_cap``: 255 registers) and matches the torch reference over 3L + 3
+    staggered steps at L = 8."""
+    import inspect
+    from cute_kernels import gdn_replay as GR
+    monkeypatch.delenv(GR.MINB_ENV, raising=False)
+    seen, real = [], GR.compile_gdn_replay
+
+    def spy(*a, **kw):
+        seen.append(inspect.signature(real).bind(*a, **kw).arguments.get("min_blocks_per_mp"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(GR, "compile_gdn_replay", spy)
+    _twin_check("gdn", pair, 8, pool=4, batch=batch)
+    assert seen and set(seen) == {1}, seen
+
+
 @pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "fp16sr"])
 def test_mamba2_decode_default_row_split(pair, seed, monkeypatch):
     """Unset REPLAYSSM_M2_ROW_SPLIT: 6 rows at L = 4 (P = 64) take the default k = 2
