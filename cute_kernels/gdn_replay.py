@@ -97,7 +97,8 @@ previous kernel, still selectable: ``impl="v1"`` or ``REPLAYSSM_GDN_REPLAY_IMPL=
 * occupancy (:func:`v2_default_min_blocks`): read copies narrower than fp32 run 3 CTAs per SM (4
   for an nvfp4 read copy with a 16-bit recurrence) once a launch has ``OCC_MIN_CTAS`` CTAs -- the
   non-flush rows are latency-bound at 2; the flush path then spills, which costs less than it
-  gains there and more than it gains in smaller launches (which keep 2).
+  gains there and more than it gains in smaller launches (which keep 2); nvfp4 read copies in a
+  launch of at most one CTA per SM take the whole register file (:func:`few_ctas_full_cap`).
 
 * split launch (:func:`use_split`; read copies narrower than fp32, from ``SPLIT_MIN_BATCH``
   rows, L <= ``SPLIT_MAX_L``): after the flush-first order, the flush rows run in a build of their own (``rows`` = 2:
@@ -1554,11 +1555,12 @@ OCC_MIN_CTAS = 4096
 def few_ctas_full_cap(read_fmt: str, rec_fmt: str, ctas: Optional[int],
                       verify: bool = False) -> bool:
     """Whether a v2 decode launch of ``ctas`` CTAs with an NVFP4 copy is built for one CTA per
-    SM (255 registers): at most one CTA per SM runs anyway (batch 1 / 2: 32-128 CTAs), and the
-    default 128-register cap makes the flush spill (Qwen3.5-4B: nvfp4/fp16sr 108-128 B,
-    nvfp4/fp8sr 64 B; 0-48 B at cap 1). H200, default / REPLAYSSM_GDN_REPLAY_MINB=1 in one run
-    (bench/results/session30_gpu/call2/mb, Qwen3.5-4B + 122B, b1 / b2, L8 / L16): nvfp4/fp16sr
-    1.01-1.07x, nvfp4/fp8sr 1.06-1.10x; the other pairs 0.91-1.02x (not there)."""
+    SM (255 registers): at most one CTA per SM runs anyway (Qwen3.5-4B b1-b4, 122B b1-b2), and
+    the default 128-register cap makes the flush spill (Qwen3.5-4B: nvfp4/fp16sr 108-128 B,
+    nvfp4/fp8sr 64 B; 0-48 B at cap 1). H200, Qwen3.5-4B + 122B, L8 / L16, in one run each:
+    default / REPLAYSSM_GDN_REPLAY_MINB=1 (bench/results/session30_gpu/call2/mb, b1 / b2):
+    nvfp4/fp16sr 1.01-1.07x, nvfp4/fp8sr 1.06-1.10x, the other pairs 0.91-1.02x (not there);
+    this rule / MINB=2 (call3/gn): 1.02-1.12x; 4B b3 / b4 (call4/gn): 1.05-1.11x."""
     return (not verify and ctas is not None and ctas <= common.num_sms()
             and "nvfp4" in (read_fmt, rec_fmt))
 
@@ -1573,7 +1575,8 @@ def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
     spilling flush CTA lives long enough to set the step time. H200, Qwen3.5-4B, L = 16
     (bench/results/session6_gpu): decode b512 nvfp4/fp16sr 403 -> 336 us, fp8/fp32 375 -> 339,
     bf16/fp32 391 -> 359 (fp32 reads lose: 420 -> 461); b32 nvfp4/fp16sr 44.2 -> 56.9 (so not
-    there); verify T = 4 b256 nvfp4/fp16sr 512 -> 456 (4 per SM: 572)."""
+    there); verify T = 4 b256 nvfp4/fp16sr 512 -> 456 (4 per SM: 572). Decode launches of at
+    most one CTA per SM with an nvfp4 copy: 1 (:func:`few_ctas_full_cap`)."""
     base = max(1, 65536 // (tile.num_threads * tile.reg_cap))
     if few_ctas_full_cap(read_fmt, rec_fmt, ctas, verify):
         return 1

@@ -954,9 +954,11 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
     binds) allows fewer. The v2 flush's prefetches go through cp.async into smem (no registers
     held). Built at P = 64, N = 128 with z: <= 80 spill bytes, outside the fold / chunk / non-flush
     loops (their instruction counts move by < 5 % between 96 and 72 registers).
-    ``early_wide``: a 16-bit / fp32 read set issued before the preamble (live through it), or
-    an fp8 / nvfp4 one-head build for a launch of few rows (:func:`few_rows_hint_for`):
-    :data:`EARLY_WIDE_MINB`. ``REPLAYSSM_M2_MINBLOCKS`` overrides (tuning runs)."""
+    ``early_wide``: a 16-bit / fp32 read set issued before the preamble (live through it) at the
+    launch's request (:func:`early_read_for`; not a row split's 16-register set, which meets the
+    kernel's own early rule: at 4 it was 1.00-1.10x slower than at 7, Super b4-b7 L8,
+    bench/results/session30_gpu/call3/rs), or an fp8 / nvfp4 one-head build for a launch of few
+    rows (:func:`few_rows_hint_for`): :data:`EARLY_WIDE_MINB`. ``REPLAYSSM_M2_MINBLOCKS`` overrides (tuning runs)."""
     forced = os.environ.get("REPLAYSSM_M2_MINBLOCKS")    # tuning runs
     if forced:
         return int(forced)
