@@ -958,7 +958,8 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
     launch's request (:func:`early_read_for`; not a row split's 16-register set, which meets the
     kernel's own early rule: at 4 it was 1.00-1.10x slower than at 7, Super b4-b7 L8,
     bench/results/session30_gpu/call3/rs), or an fp8 / nvfp4 one-head build for a launch of few
-    rows (:func:`few_rows_hint_for`): :data:`EARLY_WIDE_MINB`. ``REPLAYSSM_M2_MINBLOCKS`` overrides (tuning runs)."""
+    rows (:func:`few_rows_hint_for`): :data:`EARLY_WIDE_MINB`. ``REPLAYSSM_M2_MINBLOCKS``
+    overrides (tuning runs)."""
     forced = os.environ.get("REPLAYSSM_M2_MINBLOCKS")    # tuning runs
     if forced:
         return int(forced)
