@@ -1134,13 +1134,14 @@ class Mamba2ReplayDecode:
             self.early = (not self.snf) and (early_read or self.prefetch)
         if self.rows == 2:               # (no read set)
             self.early = False
+        # the launch's early read set, live through the preamble (not the kernel's own rule)
+        early_wide = early_wide_read and self.early and not self.prefetch
         rp = os.environ.get(RING_PHYS_ENV, "")
         if rp not in ("", "0", "1"):
             raise ValueError(f"{RING_PHYS_ENV} must be 0 or 1 (unset: the default rule), got {rp!r}")
         ring_phys = rp == "1"
         if not rp:            # the early-wide builds (16-bit read set, no prefetch)
-            ring_phys = (early_wide_read and self.early and not self.prefetch
-                         and self.read_fmt in ("fp16", "bf16"))
+            ring_phys = early_wide and self.read_fmt in ("fp16", "bf16")
         # (one scan segment: every physical entry in one lane of a warp)
         self.ring_phys = bool(ring_phys and type(self) is Mamba2ReplayDecode
                               and not self.row_order and self.rows != 2 and self.R <= 32)
@@ -1158,7 +1159,7 @@ class Mamba2ReplayDecode:
             k = default_min_blocks_per_mp(self.read_fmt, self.hpc, c.rpt * c.cn * 4,
                                           self.split and self.read_sr and self.rec_sr,
                                           self._smem_ctas(), self.flush_impl == 2,
-                                          (early_wide_read and self.early and not self.prefetch
+                                          (early_wide
                                            and self.read_fmt in ("fp32", "fp16", "bf16"))
                                           or self.few_rows)
             if k and c.nt != NUM_THREADS and not os.environ.get("REPLAYSSM_M2_MINBLOCKS"):

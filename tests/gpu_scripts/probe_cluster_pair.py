@@ -89,7 +89,7 @@ def main():
     import torch
     k0, _ = build(False)
     k1, _ = build(True, exchange=False)
-    n = 2 * 132
+    n = 2 * common.num_sms()
     x = torch.randn(n, THREADS, device="cuda")
     for name, fn in (("cluster + DSMEM exchange", k), ("cluster launch, no exchange", k1),
                      ("no cluster", k0)):
