@@ -150,6 +150,7 @@ FMT_BITS = common.FMT_BITS
 CHUNK = 16                      # flush mapping: elements per thread chunk (one nvfp4 block)
 MAX_FLUSH_ELEMS = 64            # fp32 fold values per thread
 SMEM_LIMIT = 47 * 1024          # static shared memory budget (bytes)
+HALVES_SMEM_LIMIT = 100 * 1024  # v2 with flush column halves (one CTA per SM)
 MIN_CTAS_PER_SM = 2
 REG_CAP = 128                   # default register cap per thread (occupancy hint, see tile)
 
@@ -1454,6 +1455,18 @@ def _fidx(t, k: int):
     return Int32(64 * (k // 16) + (k % 16)) + Int32(16) * t
 
 
+def _fidx_h(t, k: int, qb):
+    """:func:`_fidx` of a lane holding one run (flush halves: k in 0..15, run ``qb``, its
+    warp's column half); ``qb`` None: both runs, :func:`_fidx` itself."""
+    return _fidx(t, k) if qb is None else _fidx(t, k) + Int32(64) * qb
+
+
+def _qg(q: int, qb):
+    """Run index (0 / 1: columns 64 q + 16 t ...) of a lane's local run ``q`` (``qb`` None: the
+    lane holds both runs; else run ``qb`` only)."""
+    return q if qb is None else qb + Int32(q)
+
+
 def _e2m1_pack_rn(xs, d14, rcp, sign_src):
     """8 fp32 x -> 8 packed e2m1 codes (element i at bits [4i, 4i+4)), RN, for a block with
     d14 = d * 2^14 > 0 in the fast-division range: q = x / d14 (IEEE, Markstein with the
@@ -1491,7 +1504,7 @@ class ReplayTileV2:
     (m16 mma tiles), lane (g, t) holds rows g and g + 8 of each tile."""
 
     def __init__(self, read_fmt: str, rec_fmt: str, K: int, V: int, block_v: int, L: int,
-                 split: bool, tpw: Optional[int] = None):
+                 split: bool, tpw: Optional[int] = None, halves: bool = False):
         if K != V2_K:
             raise ValueError(f"v2 needs K = {V2_K}, got {K}")
         if block_v not in V2_BLOCK_VS or V % block_v:
@@ -1511,9 +1524,14 @@ class ReplayTileV2:
             tpw = 1                           # one 16-row tile: nothing to pair
         if tpw not in (1, 2) or block_v % (16 * tpw):
             raise ValueError(f"v2 tiles per warp {tpw} invalid for block_v={block_v}")
+        if halves and tpw != 1:
+            raise ValueError("flush column halves need one row tile per warp")
         self.tpw = tpw
         self.block_v = block_v
-        self.nwarps = block_v // (16 * tpw)
+        # halves: two warps per 16-row tile, each the tile's 64-column half in the flush
+        self.halves = bool(halves)
+        self.rwarps = block_v // (16 * tpw)   # warps that own row tiles (all warps: rows)
+        self.nwarps = self.rwarps * (2 if self.halves else 1)
         self.num_threads = 32 * self.nwarps
         self.reg_cap = 128 * tpw - (1 if tpw == 2 else 0)
         self.nkt = (L + 7) // 8               # key tiles of 8 in the flush
@@ -1532,14 +1550,18 @@ class ReplayTileV2:
         nks = (1 + self.f5_pieces) if self.ks_split else 1
         words = (4 + 16 + 2 * (K + K // 8) + 512 + 3 * 32
                  + nks * self.lp * KS_PITCH + self.lp * self.lp + 5 * 32)
-        self.smem_bytes = 4 * words + 16 * 16
-        if self.smem_bytes > SMEM_LIMIT:
+        # halves: the exchanges between a tile's two warps (P partials, output partials, fp8
+        # row amaxes), one CTA per SM (:func:`flush_halves_for`): a larger budget
+        self.xch_words = (32 * self.nwarps * (4 * self.nkt + 4 + 2)) if self.halves else 0
+        self.smem_bytes = 4 * (words + self.xch_words) + 16 * (19 if self.halves else 16)
+        if self.smem_bytes > (HALVES_SMEM_LIMIT if self.halves else SMEM_LIMIT):
             raise ValueError("v2 shared memory over budget")
         self.elems_f = 64
 
     def __repr__(self):
         return (f"ReplayTileV2(block_v={self.block_v}, threads={self.num_threads}, "
-                f"tiles/warp={self.tpw}, mma={self.mma}, key tiles={self.nkt}, "
+                f"tiles/warp={self.tpw}, halves={self.halves}, mma={self.mma}, "
+                f"key tiles={self.nkt}, "
                 f"smem={self.smem_bytes})")
 
 
@@ -1565,6 +1587,31 @@ def few_ctas_full_cap(read_fmt: str, rec_fmt: str, ctas: Optional[int],
             and "nvfp4" in (read_fmt, rec_fmt))
 
 
+#: flush column halves (:func:`flush_halves_for`): 1 / 0 force on / off where the build allows
+FLUSH_HALVES_ENV = "REPLAYSSM_GDN_FLUSH_HALVES"
+
+
+def flush_halves_for(read_fmt: str, tpw: int, ctas: Optional[int], whole_rows: bool = False,
+                     flush_whole: bool = False, rows: int = 0) -> bool:
+    """Whether a v2 decode launch of ``ctas`` CTAs takes two warps per row tile, each a
+    64-column half of the flush (``ReplayTileV2(halves=True)``): by default fp8 / bf16 / fp16
+    read copies at most one CTA per SM (Qwen3.5-4B b1 / b2: 64 / 128 CTAs of 64 rows), where
+    a flush CTA of one warp per SM partition leaves issue slots idle. Possible for every read
+    copy on the mma path (fp32 reads fold the whole-row tile), one row tile per warp, not a
+    split launch's half; :data:`FLUSH_HALVES_ENV` 1 / 0 forces. H200, Qwen3.5-4B b1 / b2, L8 /
+    L16, against =0 in one run (bench/results/session31_gpu/call1/h): fp16sr 1.01-1.10x
+    (b2 L8 4.6 -> 4.2 us), fp8/fp32 and bf16/fp32 0.99-1.03x; nvfp4 pairs (128 rows: 512
+    threads at 128 registers) 0.80-0.98x, so not by default. The flush's per-row phases are
+    throughput-bound per SM partition there (call 2's profile: the encodes as long at 16
+    warps as at 8, the duplicated solve 2.3x longer)."""
+    if tpw != 1 or whole_rows or flush_whole or rows or read_fmt not in MMA_READ_FMTS:
+        return False
+    forced = _env_int(FLUSH_HALVES_ENV)
+    if forced is not None:
+        return forced == 1
+    return read_fmt != "nvfp4" and ctas is not None and ctas <= common.num_sms()
+
+
 def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
                           ctas: Optional[int] = None, verify: bool = False) -> int:
     """CTAs per SM hint (.minnctapersm, i.e. the register cap) of a v2 decode / verify kernel
@@ -1578,7 +1625,7 @@ def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
     there); verify T = 4 b256 nvfp4/fp16sr 512 -> 456 (4 per SM: 572). Decode launches of at
     most one CTA per SM with an nvfp4 copy: 1 (:func:`few_ctas_full_cap`)."""
     base = max(1, 65536 // (tile.num_threads * tile.reg_cap))
-    if few_ctas_full_cap(read_fmt, rec_fmt, ctas, verify):
+    if tile.halves or few_ctas_full_cap(read_fmt, rec_fmt, ctas, verify):
         return 1
     if tile.tpw != 1 or read_fmt == "fp32" or (ctas is not None and ctas < OCC_MIN_CTAS):
         return base
@@ -1644,8 +1691,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                  ring_gates_async: bool = False, v_late: bool = False,
                  flush_whole: bool = False, row_order: bool = False,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
-                 pf_early: bool = False, **kw):
+                 pf_early: bool = False, flush_halves: bool = False, **kw):
         self._tpw_req = tpw
+        # two warps per row tile, each a 64-column half of the flush (:func:`flush_halves_for`)
+        self._halves_req = bool(flush_halves)
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
         self.preamble = None if preamble is None else int(preamble)
@@ -1682,6 +1731,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         # writes maps grid positions to rows)
         self.pf_early = (bool(pf_early) and self.pdl != 0 and not self.row_order
                          and type(self) is GDNReplayDecodeV2)
+        if self.tile.halves and (self.flush_whole or self.rows or self.whole_rows
+                                 or type(self) is not GDNReplayDecodeV2):
+            raise ValueError("flush column halves are for the v2 decode's mma flush only (not "
+                             "the whole-row flush, a split launch or the verify)")
 
     def _owns_row(self, h):
         """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""
@@ -1721,7 +1774,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
         return ReplayTileV2(self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L,
-                            self.split, self._tpw_req)
+                            self.split, self._tpw_req, getattr(self, "_halves_req", False))
 
     def _default_min_blocks(self):
         return v2_default_min_blocks(self.tile, self.read_fmt, self.rec_fmt)
@@ -1746,6 +1799,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         """(first value row v0 of block ``vblk``, the lane's first row row0, its rows): warp w
         owns tpw tiles of 16 rows, lane (g4, t4) rows g4 and g4 + 8 of each."""
         v0 = vblk * self.block_v
+        if const_expr(self.tile.halves):
+            warp = warp % Int32(self.tile.rwarps)     # (both warps of a tile: its rows)
         row0 = v0 + warp * (16 * self.tile.tpw) + g4
         return v0, row0, [_row_of(row0, r) for r in range(2 * self.tile.tpw)]
 
@@ -1810,11 +1865,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         return sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm
 
     def _load_read_rows(self, wRd, slot, hv, rows, t4, whole_rows: bool = False, lane=None,
-                        g4=None):
+                        g4=None, into=None):
         """The read copy's words of this lane's rows: [RW, len(rows)], 16-byte chunks at byte
         64 i + 16 t of each row (RW = words per row per lane). ``whole_rows`` (fp32, one row
         tile per warp): [4, 16] instead, words 4 lane .. 4 lane + 3 of each of the warp's 16
-        rows -- each warp instruction reads a whole row (4 full 128-byte lines)."""
+        rows -- each warp instruction reads a whole row (4 full 128-byte lines). ``into``: an
+        [RW, len(rows)] tensor to load (not whole rows)."""
         K, R2 = self.K, len(rows)
         if whole_rows:
             rRd = cute.make_rmem_tensor((4, 16), Uint32)
@@ -1823,7 +1879,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                                   (lane,)), rRd[None, i])
             return rRd
         RW = 4 * (K * self.tile.rbits // 512)
-        rRd = cute.make_rmem_tensor((RW, R2), Uint32)
+        rRd = cute.make_rmem_tensor((RW, R2), Uint32) if into is None else into
         for r in range(R2):
             gRow = wRd[slot, hv, rows[r], None]
             for ii in range(RW // 4):
@@ -2101,6 +2157,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         sD = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sWn = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
+        sX = None
+        if const_expr(tl.halves):
+            sX = smem.allocate_tensor(Float32, cute.make_layout(tl.xch_words), byte_alignment=16)
 
         wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
 
@@ -2148,7 +2207,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
             rRd = None
-            if const_expr(self.rows != 2):            # (the split's flush launch: no read tile)
+            if const_expr(self.rows != 2 and tl.halves):
+                # flush halves: the tile's second warp reads nothing in a non-flush step
+                rRd = cute.make_rmem_tensor((RW, R2), Uint32)
+                rRd.fill(0)
+                if warp < Int32(tl.rwarps):
+                    self._load_read_rows(wRd, slot, hv, rows, t4, into=rRd)
+            elif const_expr(self.rows != 2):          # (the split's flush launch: no read tile)
                 rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4)
             rsc = [Float32(1.0)] * R2
             rsb = [Uint32(0)] * (2 * R2)
@@ -2233,7 +2298,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                     mSeed, wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv,
                                     sEG, sW, sBeta, sAm, rP,
                                     slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
-                                    rFs if const_expr(self.prof) else None)
+                                    rFs if const_expr(self.prof) else None, sX)
                     if const_expr(self.prof):
                         p3 = common.sreg64("clock64")
                         p4 = p3
@@ -2433,7 +2498,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             rP[c, r] = rP[c, r] + cute.arch.shuffle_sync_bfly(rP[c, r],
                                                                               offset=1 << o)
                 # ================= per value row: u, o, appends (lane t finishes row r = t) =======
-                if t4 < Int32(R2):
+                fin = t4 < Int32(R2)
+                if const_expr(tl.halves):
+                    fin = fin & (warp < Int32(tl.rwarps))    # (the tile's first warp finishes)
+                if fin:
                     sk = rP[0, 0]
                     sq = rP[1, 0]
                     # (v_late: converted after the row selects below, where the bits are used)
@@ -2496,38 +2564,41 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     @cute.jit
     def _load_hi_tile(self, mHiS: Optional[cute.Tensor], sgl: Float32,
                       wHi: cute.Tensor, S: cute.Tensor, slot: Int32, hv: Int32, rt: Int32,
-                      t4: Int32):
+                      t4: Int32, qb=None):
         """Rows rt, rt + 8 of the hi copy, runs of 16 at 64 q + 16 t, decoded exactly
-        (nvfp4: ``sgl`` = the global scale read before any write)."""
+        (nvfp4: ``sgl`` = the global scale read before any write; ``qb``: run qb only)."""
         HFMT = self.rec_fmt
         WH = 16 * FMT_BITS[HFMT] // 32
-        rHW = cute.make_rmem_tensor((WH, 2, 2), Uint32)
+        NQ = 2 if qb is None else 1
+        rHW = cute.make_rmem_tensor((WH, NQ, 2), Uint32)
         for r in cutlass.range_constexpr(2):
             gRow = wHi[slot, hv, rt + 8 * r, None]
-            for q in cutlass.range_constexpr(2):
-                cute.autovec_copy(cute.local_tile(gRow, (WH,), (4 * q + t4,)),
+            for q in cutlass.range_constexpr(NQ):
+                cute.autovec_copy(cute.local_tile(gRow, (WH,), (4 * _qg(q, qb) + t4,)),
                                   rHW[None, q, r])
-        hsc = [Float32(1.0)] * 4
+        hsc = [Float32(1.0)] * (2 * NQ)
         if const_expr(HFMT == "fp8"):
-            hsc = [mHiS[slot, hv, rt + 8 * (i // 2)] for i in range(4)]
+            hsc = [mHiS[slot, hv, rt + 8 * (i // NQ)] for i in range(2 * NQ)]
         if const_expr(HFMT == "nvfp4"):
-            hsc = [lp.mul_rn(lp.e4m3_byte_to_f32(Uint32(mHiS[slot, hv, rt + 8 * (i // 2),
-                                                             4 * (i % 2) + t4])), sgl)
-                   for i in range(4)]
+            hsc = [lp.mul_rn(lp.e4m3_byte_to_f32(Uint32(mHiS[slot, hv, rt + 8 * (i // NQ),
+                                                             4 * _qg(i % NQ, qb) + t4])), sgl)
+                   for i in range(2 * NQ)]
         for r in cutlass.range_constexpr(2):
-            for q in cutlass.range_constexpr(2):
-                vals = _decode_exact(HFMT, [rHW[w, q, r] for w in range(WH)], hsc[2 * r + q])
+            for q in cutlass.range_constexpr(NQ):
+                vals = _decode_exact(HFMT, [rHW[w, q, r] for w in range(WH)], hsc[NQ * r + q])
                 for e in cutlass.range_constexpr(16):
                     S[r, 16 * q + e] = vals[e]
 
     @cute.jit
     def _fold_tile(self, S: cute.Tensor, rUw: cute.Tensor, sKs: cute.Tensor, sKh: cute.Tensor,
                    sKm: cute.Tensor, sKl: cute.Tensor, eT: Float32, tr: cutlass.Constexpr,
-                   g4: Int32, t4: Int32):
-        """S = e^{G_tot} S + (U diag(w)) Kn for one row tile (3xTF32 mma)."""
+                   g4: Int32, t4: Int32, qb=None):
+        """S = e^{G_tot} S + (U diag(w)) Kn for one row tile (3xTF32 mma; ``qb``: the columns of
+        run qb only)."""
         NKT = self.tile.nkt
+        NQ = 2 if qb is None else 1
         for r in cutlass.range_constexpr(2):
-            for k in cutlass.range_constexpr(32):
+            for k in cutlass.range_constexpr(16 * NQ):
                 S[r, k] = eT * S[r, k]
         for kap in cutlass.range_constexpr(NKT):
             jb = Int32(8 * kap) + Int32(2) * t4
@@ -2540,9 +2611,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 apc[1].append(pcs[1])
                 if const_expr(P3):
                     apc[2].append(pcs[2])
-            for nu in cutlass.range_constexpr(16):
+            for nu in cutlass.range_constexpr(8 * NQ):
                 colB = Int32(64 * (nu // 8) + 2 * (nu % 8)) + (g4 % Int32(2)) \
                     + Int32(16) * (g4 // Int32(2))
+                if const_expr(qb is not None):
+                    colB = colB + Int32(64) * qb
                 a0 = _ks_addr(jb, colB)
                 a1 = _ks_addr(jb + Int32(1), colB)
                 cin = [S[0, 2 * nu], S[0, 2 * nu + 1], S[1, 2 * nu], S[1, 2 * nu + 1]]
@@ -2578,9 +2651,20 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                sA: cute.Tensor, sGv: cute.Tensor, sEG: cute.Tensor, sW: cute.Tensor,
                sBeta: cute.Tensor, sAm: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32,
                hk: Int32, row0: Int32, origin: Int32, hf: Int32, gen: Int32, tidx: Int32,
-               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None):
+               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None, sX=None):
         K, L, RING = self.K, self.L, self.ring
         NT, NW = self.num_threads, self.nwarps
+        # flush halves (tile.halves): warp w and w + RWN share a row tile, each holding the
+        # columns of run qb (64 qb + 16 t ...): P and the output partials are summed over the
+        # pair, the fp8 row amax maxed over it, through ``sX``; the rest is per half
+        HALVES = self.tile.halves
+        NQ = 1 if HALVES else 2
+        RWN = self.tile.rwarps
+        qb = None
+        partner = None
+        if const_expr(HALVES):
+            qb = warp // Int32(RWN)
+            partner = (warp + Int32(RWN)) % Int32(NW)
         NKT, LP = self.tile.nkt, self.tile.lp
         _fstamp(rFs, 0)                                 # profiling build: flush sub-phases
         TPW = self.tile.tpw
@@ -2702,17 +2786,17 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             cute.arch.barrier()
         _fstamp(rFs, 2)                                 # Gram matrix (split pairs)
         eT = sScal[8]
-        S = cute.make_rmem_tensor((2, 32), Float32)
+        S = cute.make_rmem_tensor((2, 16 * NQ), Float32)
         amx = Float32(0.0)
         for tr in cutlass.range_constexpr(TPW):
             rt = rows[2 * tr]
-            self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4)
+            self._load_hi_tile(mHiS, sgl_old, wHi, S, slot, hv, rt, t4, qb)
             if const_expr(self.split):
                 # ---- F3: P = S_hi Kn^T (3xTF32), keys 8 tau + 2 t + e; R = beta (v - e^G P)
                 P = cute.make_rmem_tensor((4, NKT), Float32)
                 P.fill(0.0)
                 P3 = self.tile.f5_pieces == 3
-                for kap in cutlass.range_constexpr(16):
+                for kap in cutlass.range_constexpr(8 * NQ):
                     ah = []
                     am = []
                     al = []
@@ -2725,7 +2809,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             hh, ll = _split_tf32(x)
                         ah.append(hh)
                         al.append(ll)
-                    col = _fidx(t4, 2 * kap)
+                    col = _fidx_h(t4, 2 * kap, qb)
                     for tau in cutlass.range_constexpr(NKT):
                         ad = _ks_addr(g4 + Int32(8 * tau), col)
                         if const_expr(P3):
@@ -2760,6 +2844,16 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                              [P[0, tau], P[1, tau], P[2, tau], P[3, tau]])
                             for i in cutlass.range_constexpr(4):
                                 P[i, tau] = acc[i]
+                if const_expr(HALVES):
+                    # the pair's partial P over its column halves (a + b: the same in both)
+                    for i in cutlass.range_constexpr(4):
+                        for tau in cutlass.range_constexpr(NKT):
+                            sX[((warp * 4 + i) * NKT + tau) * 32 + lane] = P[i, tau]
+                    cute.arch.barrier()
+                    for i in cutlass.range_constexpr(4):
+                        for tau in cutlass.range_constexpr(NKT):
+                            P[i, tau] = P[i, tau] + sX[((partner * 4 + i) * NKT + tau) * 32
+                                                       + lane]
                 for tau in cutlass.range_constexpr(NKT):
                     for e in cutlass.range_constexpr(2):
                         j = Int32(8 * tau + e) + Int32(2) * t4
@@ -2790,21 +2884,27 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     wj = sW[Int32(8 * tau + e) + Int32(2) * t4]
                     for rr in cutlass.range_constexpr(2):
                         rU[e, tau, 2 * tr + rr] = rU[e, tau, 2 * tr + rr] * wj
-            self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
+            if const_expr(HALVES):
+                self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4, qb)
+            else:
+                self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
             _fstamp(rFs, 5)                             # fold
             # ---- output partials S_new kn, S_new qn (this lane's 32 columns of each row)
-            self._flush_out_partials(S, rP, sKn, sQn, tr, t4)
+            if const_expr(HALVES):
+                self._flush_out_partials(S, rP, sKn, sQn, tr, t4, qb)
+            else:
+                self._flush_out_partials(S, rP, sKn, sQn, tr, t4)
             _fstamp(rFs, 6)                             # output hook
             if const_expr(two_pass):
                 for r in cutlass.range_constexpr(2):
-                    for k in cutlass.range_constexpr(32):
+                    for k in cutlass.range_constexpr(16 * NQ):
                         amx = _amax_acc(amx, S[r, k])
             else:
                 for ci in cutlass.range_constexpr(len(copies)):
                     fmt, sr, sid = copies[ci]
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                 Float32(0.0), rFs)
+                                 Float32(0.0), rFs, qb, sX, (warp, partner, lane))
                     _fstamp(rFs, 8 + ci)                # encode + stores of copy ci issued
         if const_expr(two_pass):
             # ---- the nvfp4 global scale needs the whole fold: CTA amax, then encode every copy
@@ -2834,8 +2934,22 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     fmt, sr, sid = copies[ci]
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                 s_glob, rFs)
+                                 s_glob, rFs, qb, sX, (warp, partner, lane))
                     _fstamp(rFs, 8 + ci)
+        if const_expr(HALVES):
+            # the output partials of the tile's second warp to its first (which finishes)
+            off = 32 * NW * 4 * NKT
+            if warp >= Int32(RWN):
+                for ci_ in cutlass.range_constexpr(2):
+                    for ri_ in cutlass.range_constexpr(2):
+                        sX[off + ((warp - Int32(RWN)) * 4 + 2 * ci_ + ri_) * 32 + lane] = \
+                            rP[ci_, ri_]
+            cute.arch.barrier()
+            if warp < Int32(RWN):
+                for ci_ in cutlass.range_constexpr(2):
+                    for ri_ in cutlass.range_constexpr(2):
+                        rP[ci_, ri_] = rP[ci_, ri_] + sX[off + (warp * 4 + 2 * ci_ + ri_) * 32
+                                                         + lane]
 
     @cute.jit
     def _scaled_key8(self, mKb: cute.Tensor, mKinvb: cute.Tensor, slot: Int32, hk: Int32,
@@ -2955,16 +3069,17 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                                       + Int32(i), None], (4,), (lane,)))
         _fstamp(rFs, 8)                                 # stores issued
 
-    def _flush_out_partials(self, S, rP, sKn, sQn, tr, t4):
+    def _flush_out_partials(self, S, rP, sKn, sQn, tr, t4, qb=None):
         """rP[0 / 1, rows of tile tr] = this lane's partial dots of the fresh fold S with kn / qn
-        (a hook: the speculative-verify kernel dots every draft's kn / qn instead)."""
+        (a hook: the speculative-verify kernel dots every draft's kn / qn instead; ``qb``: the
+        lane holds run qb only)."""
         for rr in range(2):
             rP[0, 2 * tr + rr] = Float32(0.0)
             rP[1, 2 * tr + rr] = Float32(0.0)
-        for k4 in range(8):
+        for k4 in range(8 if qb is None else 4):
             kk = cute.make_rmem_tensor((4,), Float32)
             qq = cute.make_rmem_tensor((4,), Float32)
-            a4 = _kq_addr(_fidx(t4, 4 * k4)) // Int32(4)
+            a4 = _kq_addr(_fidx_h(t4, 4 * k4, qb)) // Int32(4)
             cute.autovec_copy(cute.local_tile(sKn, (4,), (a4,)), kk)
             cute.autovec_copy(cute.local_tile(sQn, (4,), (a4,)), qq)
             for e in range(4):
@@ -2978,11 +3093,14 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def _encode(self, S: cute.Tensor, fmt: cutlass.Constexpr, sr: cutlass.Constexpr,
                 stream_id: cutlass.Constexpr, wDst: cute.Tensor, mDS: Optional[cute.Tensor],
                 mSeed: Optional[cute.Tensor], slot: Int32, hv: Int32, rt: Int32, gen: Int32,
-                t4: Int32, s_glob: Float32, rFs=None):
+                t4: Int32, s_glob: Float32, rFs=None, qb=None, sX=None, xw=None):
         """Encode rows rt, rt + 8 (S[r, 16 q + e] = column 64 q + 16 t + e) into ``fmt``
-        (formats.encode bit for bit; nvfp4: ``s_glob`` = the matrix's global scale)."""
+        (formats.encode bit for bit; nvfp4: ``s_glob`` = the matrix's global scale). ``qb``
+        (flush halves): the lane holds run qb only; the fp8 row amax is maxed with the partner
+        warp's through ``sX`` (``xw`` = (warp, partner, lane))."""
         K = self.K
-        NRUN = 4
+        NQ = 2 if qb is None else 1
+        NRUN = 2 * NQ
         WC = 16 * FMT_BITS[fmt] // 32
         PW = 4 if WC >= 4 else WC
         rows = [rt, rt + 8]
@@ -3002,12 +3120,36 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             # NaN / inf anywhere in the lane's values -> the generic path for its warp
             nacc = Float32(0.0)
             for r in cutlass.range_constexpr(2):
-                for k in cutlass.range_constexpr(32):
+                for k in cutlass.range_constexpr(16 * NQ):
                     nacc = _fma_rn(S[r, k], Float32(0.0), nacc)
             special = nacc != nacc
         # scales: fp8 row scale, nvfp4 block scales; run i = (row i // 2, half i % 2)
         dsc = [Float32(1.0)] * NRUN
-        if const_expr(fmt == "fp8"):
+        if const_expr(fmt == "fp8" and qb is not None):
+            # halves: the row amax over both warps of the tile (max: the same in both)
+            ams = []
+            for r in cutlass.range_constexpr(2):
+                am = Float32(0.0)
+                for k in cutlass.range_constexpr(16):
+                    am = _amax_acc(am, S[r, k])
+                am = _amax_fin(am)
+                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
+                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
+                ams.append(am)
+            warp, partner, lane = xw
+            aoff = 32 * self.nwarps * (4 * self.tile.nkt + 4)
+            for r in cutlass.range_constexpr(2):
+                sX[aoff + (warp * 2 + r) * 32 + lane] = ams[r]
+            cute.arch.barrier()
+            for r in cutlass.range_constexpr(2):
+                am = lp.fmax_nq(ams[r], sX[aoff + (partner * 2 + r) * 32 + lane])
+                rsc = lp.fp8_row_scale(am)
+                if (t4 == 0) & (qb == 0):
+                    mDS[slot, hv, rows[r]] = rsc
+                dsc[r] = rsc
+                special = special | ((rsc != Float32(0.0)) & ((rsc < Float32(2.0 ** -100))
+                                                              | (rsc > Float32(2.0 ** 100))))
+        if const_expr(fmt == "fp8" and qb is None):
             for r in cutlass.range_constexpr(2):
                 am = Float32(0.0)
                 for k in cutlass.range_constexpr(32):
@@ -3024,17 +3166,17 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                                               | (rsc > Float32(2.0 ** 100))))
         if const_expr(fmt == "fp16" and sr and not exact16):
             for r in cutlass.range_constexpr(2):
-                for k in cutlass.range_constexpr(32):
+                for k in cutlass.range_constexpr(16 * NQ):
                     mg = lp.f32_bits(S[r, k]) & Uint32(0x7FFFFFFF)
                     special = special | ((mg - Uint32(1)) < Uint32(0x387FFFFF))
         if const_expr(fmt == "nvfp4"):
             for i in cutlass.range_constexpr(NRUN):
                 a_ = Float32(0.0)
                 for e in cutlass.range_constexpr(16):
-                    a_ = _amax_acc(a_, S[i // 2, 16 * (i % 2) + e])
+                    a_ = _amax_acc(a_, S[i // NQ, 16 * (i % NQ) + e])
                 s_blk = lp.nvfp4_block_scale(_amax_fin(a_), s_glob)
                 dsc[i] = lp.mul_rn(s_blk, s_glob)
-                mDS[slot, hv, rows[i // 2], 4 * (i % 2) + t4] = (
+                mDS[slot, hv, rows[i // NQ], 4 * _qg(i % NQ, qb) + t4] = (
                     lp.pack_e4m3x4(s_blk, 0.0, 0.0, 0.0) & Uint32(0xFF)).to(Uint8)
                 d14 = dsc[i] * Float32(16384.0)
                 special = special | ((dsc[i] != Float32(0.0)) & ((d14 < Float32(2.0 ** -100))
@@ -3049,13 +3191,16 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         if use_generic:
             # generic per-element path (formats.encode bit for bit), runs in a run-time loop
             for rq in cutlass.range(NRUN, unroll=1):
-                r = rq // 2
-                q = rq % 2
+                r = rq // NQ
+                q = rq % NQ
+                if const_expr(qb is not None):
+                    q = q + qb                      # (the run's column half)
                 xs = []
                 for e in cutlass.range_constexpr(16):
                     x = S[0, e]
                     for alt in cutlass.range_constexpr(1, NRUN):
-                        x = Float32(_sel(rq == Int32(alt), S[alt // 2, 16 * (alt % 2) + e], x))
+                        x = Float32(_sel(rq == Int32(alt), S[alt // NQ, 16 * (alt % NQ) + e],
+                                         x))
                     xs.append(x)
                 dd = dsc[0]
                 for alt in cutlass.range_constexpr(1, NRUN):
@@ -3078,9 +3223,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         else:
             if const_expr(not generic):
                 for rq in cutlass.range_constexpr(NRUN):
-                    r, q = divmod(rq, 2)
+                    r, ql = divmod(rq, NQ)
+                    q = _qg(ql, qb)
                     row = rows[r]
-                    xs = [S[r, 16 * q + e] for e in range(16)]
+                    xs = [S[r, 16 * ql + e] for e in range(16)]
                     wds = None
                     if const_expr(sr):
                         quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16 * q) \
@@ -3198,11 +3344,12 @@ def make_op(kw):
     rows = kw.pop("rows", 0)
     fpos = kw.pop("flush_positions", 0)
     pfe = kw.pop("pf_early", False)
+    fh = kw.pop("flush_halves", False)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
                                  ring_gates_async=rga, v_late=vl, flush_whole=fw,
                                  row_order=ro, order_cursors=oc, rows=rows,
-                                 flush_positions=fpos, pf_early=pfe)
+                                 flush_positions=fpos, pf_early=pfe, flush_halves=fh)
     return GDNReplayDecode(**kw)
 
 
@@ -3225,7 +3372,7 @@ def _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, 
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads,
              min_blocks_per_mp=None, impl=None, row_order=False, rows=0, flush_positions=0,
-             pf_early=None):
+             pf_early=None, flush_halves=False):
     rf, rr, cf, cr, split = pair_key(pair)
     impl = resolve_impl(rf, cf, K, V, L, impl)
     tpw = None
@@ -3239,7 +3386,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
             if min_blocks_per_mp is None:
                 min_blocks_per_mp = split_min_blocks(rows, rf)
         tile = ReplayTileV2(rf, cf, K, V, V if block_v is None else int(block_v), L, split,
-                            tpw_req)
+                            tpw_req, halves=bool(flush_halves))
         tpw = tile.tpw
         if min_blocks_per_mp is None:
             min_blocks_per_mp = _env_int(MINB_ENV)
@@ -3272,6 +3419,10 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     pfe = os.environ.get(PF_EARLY_ENV, "") == "1" if pf_early is None else bool(pf_early)
     if impl == "v2" and not ro and pfe:
         kw.update(pf_early=True)
+    if impl == "v2" and flush_halves:
+        if kw["flush_whole"] or kw["whole_rows"] or rows:
+            raise ValueError("flush halves need the mma flush (not fp32 reads or a split launch)")
+        kw.update(flush_halves=True)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -3361,8 +3512,8 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        num_threads: Optional[int] = None,
                        min_blocks_per_mp: Optional[int] = None,
                        impl: Optional[str] = None, row_order: bool = False, rows: int = 0,
-                       flush_positions: int = 0,
-                       pf_early: Optional[bool] = None) -> CompiledKernel:
+                       flush_positions: int = 0, pf_early: Optional[bool] = None,
+                       flush_halves: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN replay decode kernel for precision
     ``pair`` (name or PrecisionPair), buffer length ``L`` and ring capacity ``ring``.
 
@@ -3376,13 +3527,14 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     ``rows`` (v2, with ``row_order``): one half of a split launch (:func:`use_split`): 1 = the
     non-flush rows, 2 = the flush rows over a persistent grid of ``flush_positions``
     positions. ``pf_early`` (v2, without ``row_order``): L2 prefetches before the PDL wait
-    (:func:`use_pf_early`; None: :data:`PF_EARLY_ENV` = 1, else off)."""
+    (:func:`use_pf_early`; None: :data:`PF_EARLY_ENV` = 1, else off). ``flush_halves`` (v2):
+    two warps per row tile, each a column half of the flush (:func:`flush_halves_for`)."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
-                       flush_positions, pf_early)
+                       flush_positions, pf_early, flush_halves)
     return common.compile_tvm_ffi_cached(_CACHE, key, lambda: make_op(kw), _fake_args, _kernel_meta)
 
 
@@ -3392,7 +3544,8 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  use_qk_l2norm=True, has_state_batch_indices=True, block_v=None,
                  num_threads=None, min_blocks_per_mp=None, keep_ptx: bool = False,
                  dump_dir: Optional[str] = None, impl: Optional[str] = None,
-                 row_order: bool = False, rows: int = 0, flush_positions: int = 0):
+                 row_order: bool = False, rows: int = 0, flush_positions: int = 0,
+                 flush_halves: bool = False):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + 1 if ring is None else ring
@@ -3404,11 +3557,11 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                                   alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
                                   has_state_batch_indices, block_v, num_threads,
                                   min_blocks_per_mp, impl, row_order, rows,
-                                  flush_positions), None
+                                  flush_positions, flush_halves=flush_halves), None
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
-                       flush_positions)
+                       flush_positions, flush_halves=flush_halves)
     op = make_op(kw)
     return _compile_keep_ptx(op, key, _fake_args(op), dump_dir)
 
@@ -3474,7 +3627,7 @@ _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cac
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
               WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV,
               ORDER_ENV, ORDER_CURSORS_ENV, SPLIT_ENV, SPLIT_TPW_ENV, SPLIT_MINB1_ENV,
-              SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV, PF_EARLY_ENV)
+              SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV, PF_EARLY_ENV, FLUSH_HALVES_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3618,17 +3771,26 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     im = resolve_impl(rf, cf, K, Vd, L, impl)
     honoured = _split_honours(num_threads, min_blocks_per_mp)    # (the caller's request)
     bv = block_v if block_v is not None else launch_block_v(batch, HV, K, Vd, rf, cf, L, im)
-    if min_blocks_per_mp is None and im == "v2" and _env_int(MINB_ENV) is None:
-        tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
-        min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
+    ctas = batch * HV * (Vd // bv)
     ro = im == "v2" and use_row_order(cache, batch)
+    halves = False
+    if im == "v2":
+        tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
+        # (a caller's thread count is the one-warp-per-tile kernel's: no halves)
+        halves = num_threads is None and flush_halves_for(
+            rf, tile.tpw, ctas, whole_rows_default(rf, tile.tpw),
+            flush_whole_default(rf, cf, split, whole_rows_default(rf, tile.tpw), L))
+        if halves:
+            tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, tile.tpw, halves=True)
+        if min_blocks_per_mp is None and _env_int(MINB_ENV) is None:
+            min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, ctas)
     if honoured and ((ro and use_split(cache, batch))
                      or (im == "v2" and use_small_split(cache, batch))):
         return _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bv)
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
         state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im, ro,
-        pf_early=not ro and use_pf_early(cache, batch))
+        pf_early=not ro and use_pf_early(cache, batch), flush_halves=halves)
     order = order_entry(cache, 1, state_batch_indices is not None, kern) if ro else None
     return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split),
                      order)

@@ -208,11 +208,11 @@ def _twin_steps(kind, pair, L, steps, act=torch.bfloat16, dims=None, pool=24, ba
     return ct, cc, outs, stats
 
 
-def _twin_check(kind, pair, L, **kw):
-    """:func:`_twin_steps` over 3L + 3 steps: the outputs within bf16 rounding of the reference's
-    (the same fp32 math: equal up to an occasional bf16 rounding flip) and at least 3 flushes.
-    Returns ``(kernel cache, worst output rel, stored-copy stats)``."""
-    ct, cc, outs, stats = _twin_steps(kind, pair, L, 3 * L + 3, **kw)
+def _twin_check(kind, pair, L, steps=None, **kw):
+    """:func:`_twin_steps` over ``steps`` (default 3L + 3) steps: the outputs within bf16 rounding
+    of the reference's (the same fp32 math: equal up to an occasional bf16 rounding flip) and at
+    least 3 flushes. Returns ``(kernel cache, worst output rel, stored-copy stats)``."""
+    ct, cc, outs, stats = _twin_steps(kind, pair, L, 3 * L + 3 if steps is None else steps, **kw)
     worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
     assert worst < 1e-2, worst
     assert int(cc.flush_count.max()) >= 3
@@ -278,11 +278,43 @@ def test_gdn_nvfp4_few_ctas_full_register_cap(pair, seed, monkeypatch):
     c = R.GDNReplayCache(8, GDN["H"], GDN["HV"], GDN["K"], GDN["V"], precision=pair, buffer_len=4,
                          device="cuda")
     assert not GR.use_small_split(c, 4)
-    _, cc, outs, _ = _twin_steps("gdn", pair, 4, 30, pool=8, batch=4)
-    worst = max(((a - b).norm() / b.norm().clamp(min=1e-30)).item() for b, a in outs)
-    assert worst < 1e-2, worst
-    assert int(cc.flush_count.max()) >= 3
+    _twin_check("gdn", pair, 4, steps=30, pool=8, batch=4)
     assert seen and set(seen) == {1}, seen
+
+
+#: GDN pairs whose read copy takes the mma path (the flush halves apply to them)
+GDN_MMA_PAIRS = [p for p in ALL_PAIRS if not p.startswith("fp32")]
+
+
+@pytest.mark.parametrize("L", [4, 16])
+@pytest.mark.parametrize("pair", GDN_MMA_PAIRS)
+def test_gdn_decode_flush_halves(pair, L, seed, monkeypatch):
+    """A GDN decode of at most one CTA per SM (4 rows x 4 value heads, below the small split;
+    unset switches; nvfp4 read copies with REPLAYSSM_GDN_FLUSH_HALVES=1, not their default)
+    takes the flush column halves (two warps per row tile, ``flush_halves_for``) and matches
+    the torch reference over 3L + 3 steps with random pad rows (>= 3 flushes): the P partials,
+    output partials and fp8 row amaxes summed / maxed over each warp pair; L = 16 (two key
+    tiles) for the pairs whose partials cover most formats."""
+    import inspect
+    from cute_kernels import gdn_replay as GR
+    if L == 16 and pair not in ("nvfp4/fp16sr", "nvfp4/fp8sr", "fp8/fp32", "fp16sr"):
+        pytest.skip("L = 16 runs on four pairs (the exchange code is per key tile, not per pair)")
+    for e in (GR.FLUSH_HALVES_ENV, GR.MINB_ENV, GR.TPW_ENV):
+        monkeypatch.delenv(e, raising=False)
+    if pair.startswith("nvfp4"):
+        monkeypatch.setenv(GR.FLUSH_HALVES_ENV, "1")
+    seen, real = [], GR.compile_gdn_replay
+
+    def spy(*a, **kw):
+        seen.append(bool(inspect.signature(real).bind(*a, **kw).arguments.get("flush_halves")))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(GR, "compile_gdn_replay", spy)
+    c = R.GDNReplayCache(8, GDN["H"], GDN["HV"], GDN["K"], GDN["V"], precision=pair, buffer_len=L,
+                         device="cuda")
+    assert not GR.use_small_split(c, 4) and not GR.use_row_order(c, 4)
+    _twin_check("gdn", pair, L, pool=8, batch=4)
+    assert seen and set(seen) == {True}, seen
 
 
 @pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "fp16sr"])
