@@ -453,6 +453,7 @@ class GDNReplayDecode:
         # cute_kernels.row_order, run right before this launch
         self.row_order = self.order_cursors = False
         self.rows = self.flush_positions = 0      # (v2: a split launch's half)
+        self.npair = 1                            # (v2: 2 = each CTA one of a cluster pair)
 
     def _default_min_blocks(self):
         return max(1, 65536 // (self.num_threads * REG_CAP))
@@ -510,13 +511,14 @@ class GDNReplayDecode:
             # flush-first order (row_order): the heads of a grid position adjacent, so the
             # flushing rows' CTAs are dispatched first
             grid=([self.HV * self.nsplit, npos, 1] if self.row_order
-                  else [batch, self.HV, self.nsplit]),
+                  else [batch, self.HV, self.nsplit * self.npair]),
             block=[self.num_threads, 1, 1],
             stream=stream,
             use_pdl=bool(self.pdl),
             min_blocks_per_mp=self.min_blocks_per_mp,
             # an explicit carveout stops the DSL from querying the device (GPU-less compiles)
             preferred_smem_carveout=-1 if self.min_blocks_per_mp > 1 else None,
+            **({"cluster": [1, 1, 2]} if self.npair == 2 else {}),
         )
 
     # ---------------------------------------------------------------- device side
@@ -1461,6 +1463,80 @@ def _fidx_h(t, k: int, qb):
     return _fidx(t, k) if qb is None else _fidx(t, k) + Int32(64) * qb
 
 
+def _cluster_sync():
+    """``barrier.cluster`` arrive (release) + wait (acquire): every thread of both CTAs."""
+    cute.arch.cluster_arrive()
+    cute.arch.cluster_wait()
+
+
+def _push_peer(sX: cute.Tensor, idx, v, peer):
+    """``st.shared::cluster.f32``: ``v`` into element ``idx`` of ``sX`` in CTA ``peer`` of the
+    cluster (a mapped DSMEM tensor cannot be indexed in 4.8.1; after a :func:`_cluster_sync`
+    that both CTAs have passed: the peer is running)."""
+    ptr = cute.arch.map_dsmem_ptr(sX.iterator + idx, peer)
+    llvm.inline_asm(None, [ptr.toint().ir_value(), Float32(v).ir_value()],
+                    "st.shared::cluster.f32 [$0], $1;", "r,f", has_side_effects=True,
+                    is_align_stack=False)
+
+
+def _ld_peer(sX: cute.Tensor, idx, peer) -> Float32:
+    """``ld.shared::cluster.f32``: element ``idx`` of ``sX`` in CTA ``peer`` of the cluster."""
+    ptr = cute.arch.map_dsmem_ptr(sX.iterator + idx, peer)
+    return Float32(llvm.inline_asm(T.f32(), [ptr.toint().ir_value()],
+                                   "ld.shared::cluster.f32 $0, [$1];", "=f,r",
+                                   has_side_effects=True, is_align_stack=False))
+
+
+class _PairExchange:
+    """The flush's exchanges between the two CTAs of a cluster (flush halves over a CTA pair),
+    planned while tracing (the flush is straight-line code, the same in both CTAs): values are
+    posted, a cluster barrier passes, each CTA combines its own with the peer's. Before the
+    first barrier a CTA writes its own buffer and reads the peer's after it (which proves the
+    peer has started: a CTA may only store into a running peer); later posts are pushed into
+    the peer and read locally. Posts wait for the next barrier (:meth:`take` adds one only
+    when none has passed since), so values ready early ride on a later exchange's barrier. A
+    read of the peer's memory after the last barrier gets one more (:meth:`close`) before
+    either CTA may exit. No run-time branch: both CTAs post and combine everything."""
+
+    def __init__(self, sX: cute.Tensor, rank):
+        self.sX, self.peer = sX, Int32(1) - rank
+        self.nsync = 0               # barriers passed (while tracing)
+        self.exit_guard = False      # the peer's memory read after the last barrier
+
+    def sync(self):
+        _cluster_sync()
+        self.nsync += 1
+        self.exit_guard = False
+
+    def post(self, vals, idxs):
+        """Post ``vals`` at elements ``idxs`` of the exchange buffer; returns the ticket."""
+        pushed = self.nsync > 0
+        for v, ix in zip(vals, idxs):
+            if pushed:
+                _push_peer(self.sX, ix, v, self.peer)
+            else:
+                self.sX[ix] = v
+        return (pushed, self.nsync, idxs)
+
+    def take(self, ticket, vals, op):
+        """``op(own, peer's)`` of each posted value (the same in both CTAs for a commutative
+        ``op``)."""
+        pushed, at, idxs = ticket
+        if self.nsync == at:
+            self.sync()
+        if pushed:
+            return [op(v, self.sX[ix]) for v, ix in zip(vals, idxs)]
+        self.exit_guard = True
+        return [op(v, _ld_peer(self.sX, ix, self.peer)) for v, ix in zip(vals, idxs)]
+
+    def combine(self, vals, idxs, op):
+        return self.take(self.post(vals, idxs), vals, op)
+
+    def close(self):
+        if self.exit_guard:
+            self.sync()
+
+
 def _qg(q: int, qb):
     """Run index (0 / 1: columns 64 q + 16 t ...) of a lane's local run ``q`` (``qb`` None: the
     lane holds both runs; else run ``qb`` only)."""
@@ -1504,7 +1580,8 @@ class ReplayTileV2:
     (m16 mma tiles), lane (g, t) holds rows g and g + 8 of each tile."""
 
     def __init__(self, read_fmt: str, rec_fmt: str, K: int, V: int, block_v: int, L: int,
-                 split: bool, tpw: Optional[int] = None, halves: bool = False):
+                 split: bool, tpw: Optional[int] = None, halves: bool = False,
+                 pair: bool = False):
         if K != V2_K:
             raise ValueError(f"v2 needs K = {V2_K}, got {K}")
         if block_v not in V2_BLOCK_VS or V % block_v:
@@ -1524,12 +1601,17 @@ class ReplayTileV2:
             tpw = 1                           # one 16-row tile: nothing to pair
         if tpw not in (1, 2) or block_v % (16 * tpw):
             raise ValueError(f"v2 tiles per warp {tpw} invalid for block_v={block_v}")
-        if halves and tpw != 1:
+        if (halves or pair) and tpw != 1:
             raise ValueError("flush column halves need one row tile per warp")
+        if halves and pair:
+            raise ValueError("flush column halves are over warps or over a CTA pair, not both")
         self.tpw = tpw
         self.block_v = block_v
         # halves: two warps per 16-row tile, each the tile's 64-column half in the flush
         self.halves = bool(halves)
+        # pair: the halves over a 2-CTA cluster (CTA rank r: the columns of run r), exchanged
+        # through distributed shared memory
+        self.pair = bool(pair)
         self.rwarps = block_v // (16 * tpw)   # warps that own row tiles (all warps: rows)
         self.nwarps = self.rwarps * (2 if self.halves else 1)
         self.num_threads = 32 * self.nwarps
@@ -1552,15 +1634,17 @@ class ReplayTileV2:
                  + nks * self.lp * KS_PITCH + self.lp * self.lp + 5 * 32)
         # halves: the exchanges between a tile's two warps (P partials, output partials, fp8
         # row amaxes), one CTA per SM (:func:`flush_halves_for`): a larger budget
-        self.xch_words = (32 * self.nwarps * (4 * self.nkt + 4 + 2)) if self.halves else 0
-        self.smem_bytes = 4 * (words + self.xch_words) + 16 * (19 if self.halves else 16)
-        if self.smem_bytes > (HALVES_SMEM_LIMIT if self.halves else SMEM_LIMIT):
+        cols = self.halves or self.pair
+        self.xch_words = (32 * self.nwarps * (4 * self.nkt + 4 + 2) + 32) if cols else 0
+        self.smem_bytes = 4 * (words + self.xch_words) + 16 * (19 if cols else 16)
+        if self.smem_bytes > (HALVES_SMEM_LIMIT if cols else SMEM_LIMIT):
             raise ValueError("v2 shared memory over budget")
         self.elems_f = 64
 
     def __repr__(self):
         return (f"ReplayTileV2(block_v={self.block_v}, threads={self.num_threads}, "
-                f"tiles/warp={self.tpw}, halves={self.halves}, mma={self.mma}, "
+                f"tiles/warp={self.tpw}, halves={self.halves}, pair={self.pair}, "
+                f"mma={self.mma}, "
                 f"key tiles={self.nkt}, "
                 f"smem={self.smem_bytes})")
 
@@ -1592,24 +1676,34 @@ FLUSH_HALVES_ENV = "REPLAYSSM_GDN_FLUSH_HALVES"
 
 
 def flush_halves_for(read_fmt: str, tpw: int, ctas: Optional[int], whole_rows: bool = False,
-                     flush_whole: bool = False, rows: int = 0) -> bool:
-    """Whether a v2 decode launch of ``ctas`` CTAs takes two warps per row tile, each a
-    64-column half of the flush (``ReplayTileV2(halves=True)``): by default fp8 / bf16 / fp16
-    read copies at most one CTA per SM (Qwen3.5-4B b1 / b2: 64 / 128 CTAs of 64 rows), where
-    a flush CTA of one warp per SM partition leaves issue slots idle. Possible for every read
-    copy on the mma path (fp32 reads fold the whole-row tile), one row tile per warp, not a
-    split launch's half; :data:`FLUSH_HALVES_ENV` 1 / 0 forces. H200, Qwen3.5-4B b1 / b2, L8 /
-    L16, against =0 in one run (bench/results/session31_gpu/call1/h): fp16sr 1.01-1.10x
-    (b2 L8 4.6 -> 4.2 us), fp8/fp32 and bf16/fp32 0.99-1.03x; nvfp4 pairs (128 rows: 512
-    threads at 128 registers) 0.80-0.98x, so not by default. The flush's per-row phases are
-    throughput-bound per SM partition there (call 2's profile: the encodes as long at 16
-    warps as at 8, the duplicated solve 2.3x longer)."""
+                     flush_whole: bool = False, rows: int = 0, row_order: bool = False) -> int:
+    """How a v2 decode launch of ``ctas`` CTAs splits each row tile's flush into two 64-column
+    halves: 0 = not, 1 = over two warps (``ReplayTileV2(halves=True)``), 2 = over the two CTAs
+    of a cluster (``pair=True``: two SMs, DSMEM exchanges). Possible for read copies on the mma
+    path (fp32 reads fold the whole-row tile), one row tile per warp, not a split launch's half
+    (2: the plain grid, no row order). :data:`FLUSH_HALVES_ENV` 0 / 1 / 2 forces (2 only where
+    the doubled grid fits one CTA per SM). Default:
+
+    * nvfp4 read copies: 2 where 2 ``ctas`` <= the SM count (Qwen3.5-4B b1 / b2, 122B b1);
+    * fp8 / bf16 / fp16 read copies: 1 at <= 1 CTA per SM (4B b1 / b2, 122B b1 at 64 rows).
+
+    The flush's per-row phases (hi tile + P, fold, encodes) are throughput-bound per SM
+    partition (session31_gpu/call2: at 16 warps the encodes are as long as at 8), so for the
+    128-row nvfp4 tiles only more SMs shorten them. H200, in one run each (call3/h, call1/h):
+    nvfp4/fp16sr and nvfp4/fp8sr, 2 against 0: 4B b1 L8 4.7 -> 4.2 / 4.3 us, L16 4.4 -> 4.1,
+    b2 L8 6.2 -> 5.4, 6.5 -> 5.6, 122B b1 L8 4.8 -> 4.3 / 4.4 (1.05-1.16x); mode 1 loses
+    there (512 threads at 128 registers: 0.80-0.98x). fp8/fp32, bf16/fp32, fp16sr: 1 against
+    0 1.00-1.10x (fp16sr 4B b2 L8 4.7 -> 4.2), 2 against 0 0.94-1.02x."""
     if tpw != 1 or whole_rows or flush_whole or rows or read_fmt not in MMA_READ_FMTS:
-        return False
+        return 0
     forced = _env_int(FLUSH_HALVES_ENV)
+    n_sm = common.num_sms()
+    pair_fits = not row_order and ctas is not None and 2 * ctas <= n_sm
     if forced is not None:
-        return forced == 1
-    return read_fmt != "nvfp4" and ctas is not None and ctas <= common.num_sms()
+        return (2 if pair_fits else 0) if forced == 2 else (1 if forced == 1 else 0)
+    if read_fmt == "nvfp4":
+        return 2 if pair_fits else 0
+    return int(ctas is not None and ctas <= n_sm)
 
 
 def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
@@ -1625,7 +1719,7 @@ def v2_default_min_blocks(tile: "ReplayTileV2", read_fmt: str, rec_fmt: str,
     there); verify T = 4 b256 nvfp4/fp16sr 512 -> 456 (4 per SM: 572). Decode launches of at
     most one CTA per SM with an nvfp4 copy: 1 (:func:`few_ctas_full_cap`)."""
     base = max(1, 65536 // (tile.num_threads * tile.reg_cap))
-    if tile.halves or few_ctas_full_cap(read_fmt, rec_fmt, ctas, verify):
+    if tile.halves or tile.pair or few_ctas_full_cap(read_fmt, rec_fmt, ctas, verify):
         return 1
     if tile.tpw != 1 or read_fmt == "fp32" or (ctas is not None and ctas < OCC_MIN_CTAS):
         return base
@@ -1691,10 +1785,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                  ring_gates_async: bool = False, v_late: bool = False,
                  flush_whole: bool = False, row_order: bool = False,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
-                 pf_early: bool = False, flush_halves: bool = False, **kw):
+                 pf_early: bool = False, flush_halves: int = 0, **kw):
         self._tpw_req = tpw
-        # two warps per row tile, each a 64-column half of the flush (:func:`flush_halves_for`)
-        self._halves_req = bool(flush_halves)
+        # the flush's 64-column halves (:func:`flush_halves_for`): 1 = two warps per row tile,
+        # 2 = a cluster of two CTAs per (row, head, value block)
+        self._halves_req = int(flush_halves)
+        if self._halves_req not in (0, 1, 2):
+            raise ValueError(f"flush_halves must be 0, 1 or 2, got {flush_halves}")
         self.prof = bool(prof)
         # CTA preamble level (see PREAMBLE_ENV); None: preamble_level(read_fmt, whole_rows)
         self.preamble = None if preamble is None else int(preamble)
@@ -1731,10 +1828,14 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         # writes maps grid positions to rows)
         self.pf_early = (bool(pf_early) and self.pdl != 0 and not self.row_order
                          and type(self) is GDNReplayDecodeV2)
-        if self.tile.halves and (self.flush_whole or self.rows or self.whole_rows
-                                 or type(self) is not GDNReplayDecodeV2):
+        if (self.tile.halves or self.tile.pair) and (
+                self.flush_whole or self.rows or self.whole_rows
+                or type(self) is not GDNReplayDecodeV2):
             raise ValueError("flush column halves are for the v2 decode's mma flush only (not "
                              "the whole-row flush, a split launch or the verify)")
+        if self.tile.pair and self.row_order:
+            raise ValueError("flush halves over a CTA pair need the plain grid (no row order)")
+        self.npair = 2 if self.tile.pair else 1
 
     def _owns_row(self, h):
         """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""
@@ -1774,7 +1875,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     def _make_tile(self, block_v, num_threads):
         bv = self.V if block_v is None else int(block_v)
         return ReplayTileV2(self.read_fmt, self.rec_fmt, self.K, self.V, bv, self.L,
-                            self.split, self._tpw_req, getattr(self, "_halves_req", False))
+                            self.split, self._tpw_req, getattr(self, "_halves_req", 0) == 1,
+                            getattr(self, "_halves_req", 0) == 2)
 
     def _default_min_blocks(self):
         return v2_default_min_blocks(self.tile, self.read_fmt, self.rec_fmt)
@@ -1792,6 +1894,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         g4 = lane // 4
         t4 = lane % 4
         hk = hv // self.group
+        if const_expr(self.tile.pair):
+            vblk = vblk // Int32(2)                 # (grid z: value block x CTA rank)
         v0, row0, rows = self._block_rows(vblk, warp, g4)
         return tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows
 
@@ -2035,6 +2139,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         kernel reads it again after the wait. Pad rows: nothing but q / k / v."""
         tidx, _, _ = cute.arch.thread_idx()
         row_b, hv, vblk = cute.arch.block_idx()
+        if const_expr(self.tile.pair):
+            vblk = vblk // Int32(2)                 # (grid z: value block x CTA rank)
         K, V, BV, R = self.K, self.V, self.block_v, self.ring
         hk = hv // self.group
         v0 = vblk * BV
@@ -2140,6 +2246,16 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         KP = K + K // 8
 
         tidx, row_b, hv, vblk, lane, warp, g4, t4, hk, v0, row0, rows = self._lane_coords()
+        # flush halves: the column half (run) this warp / CTA holds in the flush, and whether it
+        # is the one that finishes the rows (the other reads nothing in a non-flush step)
+        rank = None
+        first = None
+        if const_expr(tl.halves):
+            first = warp < Int32(tl.rwarps)
+        if const_expr(tl.pair):
+            _, _, bz = cute.arch.block_idx()
+            rank = bz % Int32(2)
+            first = rank == Int32(0)
         gpos = row_b
         slot_o = Int32(0)
         if const_expr(self.row_order):
@@ -2158,7 +2274,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         sWn = smem.allocate_tensor(Float32, cute.make_layout(32), byte_alignment=16)
         sKs, sKh, sKl, sKm, sA, sGv, sEG, sW, sBeta, sAm = self._alloc_flush_smem(smem)
         sX = None
-        if const_expr(tl.halves):
+        if const_expr(tl.halves or tl.pair):
             sX = smem.allocate_tensor(Float32, cute.make_layout(tl.xch_words), byte_alignment=16)
 
         wHi, wLo, wRd, mRdS, mRdG = self._copy_word_views(mHi, mHiS, mHiG, mLo, mLoS, mLoG)
@@ -2207,11 +2323,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     rV[r] = mV[row_b, hv, rows[r]].to(Float32)
             RW = 4 * (K * tl.rbits // 512)            # words per row per lane (16 B chunks)
             rRd = None
-            if const_expr(self.rows != 2 and tl.halves):
-                # flush halves: the tile's second warp reads nothing in a non-flush step
+            if const_expr(self.rows != 2 and (tl.halves or tl.pair)):
+                # flush halves: the tile's second warp / CTA reads nothing in a non-flush step
                 rRd = cute.make_rmem_tensor((RW, R2), Uint32)
                 rRd.fill(0)
-                if warp < Int32(tl.rwarps):
+                if first:
                     self._load_read_rows(wRd, slot, hv, rows, t4, into=rRd)
             elif const_expr(self.rows != 2):          # (the split's flush launch: no read tile)
                 rRd = self._load_read_rows(wRd, slot, hv, rows, t4, self.whole_rows, lane, g4)
@@ -2298,7 +2414,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                     mSeed, wHi, wLo, sScal, sKn, sQn, sKs, sKh, sKm, sKl, sA, sGv,
                                     sEG, sW, sBeta, sAm, rP,
                                     slot, hv, hk, row0, origin, hf, gen, tidx, lane, warp, g4, t4,
-                                    rFs if const_expr(self.prof) else None, sX)
+                                    rFs if const_expr(self.prof) else None, sX, rank)
                     if const_expr(self.prof):
                         p3 = common.sreg64("clock64")
                         p4 = p3
@@ -2499,8 +2615,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                                                                               offset=1 << o)
                 # ================= per value row: u, o, appends (lane t finishes row r = t) =======
                 fin = t4 < Int32(R2)
-                if const_expr(tl.halves):
-                    fin = fin & (warp < Int32(tl.rwarps))    # (the tile's first warp finishes)
+                if const_expr(tl.halves or tl.pair):
+                    fin = fin & first              # (the tile's first warp / CTA finishes)
                 if fin:
                     sk = rP[0, 0]
                     sq = rP[1, 0]
@@ -2526,7 +2642,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                             mVb[slot, hv, phys_new, vrow] = vraw.to(mVb.element_type)
                         else:
                             mVb[slot, hv, phys_new, vrow] = mV[row_b, hv, vrow]
-                if vblk == 0:
+                app = vblk == 0
+                if const_expr(tl.pair):
+                    app = app & first                # (one CTA of the pair appends)
+                if app:
                     if hv % self.group == 0:
                         if tidx < Int32(K // 8):
                             cute.autovec_copy(cute.local_tile(mK[row_b, hk, None], (8,), (tidx,)),
@@ -2539,7 +2658,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     pc5 = common.sreg64("clock64")          # 5: outputs, appends issued
                 # ================= the last-arriving CTA of the row moves the cursors ==========
                 if tidx == 0:
-                    if old == Int32(self.HV * self.nsplit - 1):
+                    if old == Int32(self.HV * self.nsplit * self.npair - 1):
                         cute.arch.fence_acq_rel_gpu()
                         mWpos[slot] = m + Int32(1)
                         mOrig[slot] = origin2
@@ -2551,7 +2670,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     pc6 = common.sreg64("clock64")          # 6: cursors published (end)
                     pg1 = common.sreg64("globaltimer")
                     cute.arch.barrier()                     # every output store of the CTA is out
-                    if tidx == 0:
+                    rec = tidx == 0
+                    if const_expr(tl.pair):
+                        rec = rec & first                   # (CTA 0 of the pair records)
+                    if rec:
                         # (5 and 6 as scalars: a list grown inside this dynamic branch would
                         # change its type at the join)
                         _prof_record(mOut[row_b, hv, None], v0, flush,
@@ -2651,20 +2773,29 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                sA: cute.Tensor, sGv: cute.Tensor, sEG: cute.Tensor, sW: cute.Tensor,
                sBeta: cute.Tensor, sAm: cute.Tensor, rP: cute.Tensor, slot: Int32, hv: Int32,
                hk: Int32, row0: Int32, origin: Int32, hf: Int32, gen: Int32, tidx: Int32,
-               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None, sX=None):
+               lane: Int32, warp: Int32, g4: Int32, t4: Int32, rFs=None, sX=None, rank=None):
         K, L, RING = self.K, self.L, self.ring
         NT, NW = self.num_threads, self.nwarps
-        # flush halves (tile.halves): warp w and w + RWN share a row tile, each holding the
-        # columns of run qb (64 qb + 16 t ...): P and the output partials are summed over the
-        # pair, the fp8 row amax maxed over it, through ``sX``; the rest is per half
+        # flush halves: warp w and w + RWN (tile.halves) or warp w of the two CTAs of a cluster
+        # (tile.pair, CTA ``rank``) share a row tile, each holding the columns of run qb (64 qb
+        # + 16 t ...): P and the output partials are summed over the two, the fp8 row amax and
+        # the nvfp4 matrix amax maxed, through ``sX`` (pair: each pushes into the other's, then
+        # one cluster barrier; the first barrier, after staging, proves both CTAs running); the
+        # rest is per half (the pair: the stage, Gram and solve in both CTAs)
         HALVES = self.tile.halves
-        NQ = 1 if HALVES else 2
+        PAIR = self.tile.pair
+        NQ = 1 if (HALVES or PAIR) else 2
         RWN = self.tile.rwarps
         qb = None
         partner = None
+        xw = None
         if const_expr(HALVES):
             qb = warp // Int32(RWN)
             partner = (warp + Int32(RWN)) % Int32(NW)
+            xw = (None, warp, partner, lane)
+        if const_expr(PAIR):
+            qb = rank
+            xw = (_PairExchange(sX, rank), warp, None, lane)
         NKT, LP = self.tile.nkt, self.tile.lp
         _fstamp(rFs, 0)                                 # profiling build: flush sub-phases
         TPW = self.tile.tpw
@@ -2854,6 +2985,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         for tau in cutlass.range_constexpr(NKT):
                             P[i, tau] = P[i, tau] + sX[((partner * 4 + i) * NKT + tau) * 32
                                                        + lane]
+                if const_expr(PAIR):
+                    ks = [(i, tau) for i in range(4) for tau in range(NKT)]
+                    got = xw[0].combine([P[i, tau] for i, tau in ks],
+                                        [((warp * 4 + i) * NKT + tau) * 32 + lane
+                                         for i, tau in ks], lambda a, b: a + b)
+                    for n_, (i, tau) in enumerate(ks):
+                        P[i, tau] = got[n_]
                 for tau in cutlass.range_constexpr(NKT):
                     for e in cutlass.range_constexpr(2):
                         j = Int32(8 * tau + e) + Int32(2) * t4
@@ -2884,16 +3022,22 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     wj = sW[Int32(8 * tau + e) + Int32(2) * t4]
                     for rr in cutlass.range_constexpr(2):
                         rU[e, tau, 2 * tr + rr] = rU[e, tau, 2 * tr + rr] * wj
-            if const_expr(HALVES):
+            if const_expr(HALVES or PAIR):
                 self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4, qb)
             else:
                 self._fold_tile(S, rU, sKs, sKh, sKm, sKl, eT, tr, g4, t4)
             _fstamp(rFs, 5)                             # fold
             # ---- output partials S_new kn, S_new qn (this lane's 32 columns of each row)
-            if const_expr(HALVES):
+            if const_expr(HALVES or PAIR):
                 self._flush_out_partials(S, rP, sKn, sQn, tr, t4, qb)
             else:
                 self._flush_out_partials(S, rP, sKn, sQn, tr, t4)
+            rp_ticket = None
+            if const_expr(PAIR):
+                # (posted now: they ride on the encodes' amax barrier where there is one)
+                rp_ticket = xw[0].post([rP[k // 2, k % 2] for k in range(4)],
+                                       [32 * NW * 4 * NKT + (warp * 4 + k) * 32 + lane
+                                        for k in range(4)])
             _fstamp(rFs, 6)                             # output hook
             if const_expr(two_pass):
                 for r in cutlass.range_constexpr(2):
@@ -2904,7 +3048,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     fmt, sr, sid = copies[ci]
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                 Float32(0.0), rFs, qb, sX, (warp, partner, lane))
+                                 Float32(0.0), rFs, qb, sX, xw)
                     _fstamp(rFs, 8 + ci)                # encode + stores of copy ci issued
         if const_expr(two_pass):
             # ---- the nvfp4 global scale needs the whole fold: CTA amax, then encode every copy
@@ -2916,9 +3060,15 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             amx = sAm[0]
             for w in cutlass.range_constexpr(1, NW):
                 amx = lp.fmax_nq(amx, sAm[w])
+            if const_expr(PAIR):
+                # the matrix amax over both CTAs (max: the same in both)
+                amx = xw[0].combine([amx], [32 * NW * (4 * NKT + 6) + lane], lp.fmax_nq)[0]
             s_glob = lp.nvfp4_global_scale(amx)
             _fstamp(rFs, 7)                             # CTA amax (two-pass)
-            if tidx == 0:
+            gw = tidx == 0
+            if const_expr(PAIR):
+                gw = gw & (rank == Int32(0))
+            if gw:
                 if const_expr(HFMT == "nvfp4"):
                     mHiG[slot, hv] = s_glob
                 else:
@@ -2934,7 +3084,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     fmt, sr, sid = copies[ci]
                     wDst, mDS = (wHi, mHiS) if sid == 0 else (wLo, mLoS)
                     self._encode(S, fmt, sr, sid, wDst, mDS, mSeed, slot, hv, rt, gen, t4,
-                                 s_glob, rFs, qb, sX, (warp, partner, lane))
+                                 s_glob, rFs, qb, sX, xw)
                     _fstamp(rFs, 8 + ci)
         if const_expr(HALVES):
             # the output partials of the tile's second warp to its first (which finishes)
@@ -2950,6 +3100,13 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     for ri_ in cutlass.range_constexpr(2):
                         rP[ci_, ri_] = rP[ci_, ri_] + sX[off + (warp * 4 + 2 * ci_ + ri_) * 32
                                                          + lane]
+        if const_expr(PAIR):
+            # the output partials summed over the pair (CTA 0 finishes the rows), then the exit
+            # barrier if the peer's memory was read after the last one
+            got = xw[0].take(rp_ticket, [rP[k // 2, k % 2] for k in range(4)], lambda a, b: a + b)
+            for k in cutlass.range_constexpr(4):
+                rP[k // 2, k % 2] = got[k]
+            xw[0].close()
 
     @cute.jit
     def _scaled_key8(self, mKb: cute.Tensor, mKinvb: cute.Tensor, slot: Int32, hk: Int32,
@@ -3096,8 +3253,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 t4: Int32, s_glob: Float32, rFs=None, qb=None, sX=None, xw=None):
         """Encode rows rt, rt + 8 (S[r, 16 q + e] = column 64 q + 16 t + e) into ``fmt``
         (formats.encode bit for bit; nvfp4: ``s_glob`` = the matrix's global scale). ``qb``
-        (flush halves): the lane holds run qb only; the fp8 row amax is maxed with the partner
-        warp's through ``sX`` (``xw`` = (warp, partner, lane))."""
+        (flush halves): the lane holds run qb only; the fp8 row amax is maxed with the other
+        half's through ``sX`` (``xw`` = (the CTA pair's :class:`_PairExchange` or None, warp,
+        partner warp, lane))."""
         K = self.K
         NQ = 2 if qb is None else 1
         NRUN = 2 * NQ
@@ -3136,13 +3294,19 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
                 am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
                 ams.append(am)
-            warp, partner, lane = xw
+            xch, warp, partner, lane = xw
             aoff = 32 * self.nwarps * (4 * self.tile.nkt + 4)
+            if const_expr(xch is not None):         # (over a CTA pair)
+                ams = xch.combine(ams, [aoff + (warp * 2 + r) * 32 + lane for r in range(2)],
+                                  lp.fmax_nq)
+            else:
+                for r in cutlass.range_constexpr(2):
+                    sX[aoff + (warp * 2 + r) * 32 + lane] = ams[r]
+                cute.arch.barrier()
+                ams = [lp.fmax_nq(ams[r], sX[aoff + (partner * 2 + r) * 32 + lane])
+                       for r in range(2)]
             for r in cutlass.range_constexpr(2):
-                sX[aoff + (warp * 2 + r) * 32 + lane] = ams[r]
-            cute.arch.barrier()
-            for r in cutlass.range_constexpr(2):
-                am = lp.fmax_nq(ams[r], sX[aoff + (partner * 2 + r) * 32 + lane])
+                am = ams[r]
                 rsc = lp.fp8_row_scale(am)
                 if (t4 == 0) & (qb == 0):
                     mDS[slot, hv, rows[r]] = rsc
@@ -3386,7 +3550,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
             if min_blocks_per_mp is None:
                 min_blocks_per_mp = split_min_blocks(rows, rf)
         tile = ReplayTileV2(rf, cf, K, V, V if block_v is None else int(block_v), L, split,
-                            tpw_req, halves=bool(flush_halves))
+                            tpw_req, halves=int(flush_halves) == 1, pair=int(flush_halves) == 2)
         tpw = tile.tpw
         if min_blocks_per_mp is None:
             min_blocks_per_mp = _env_int(MINB_ENV)
@@ -3422,7 +3586,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     if impl == "v2" and flush_halves:
         if kw["flush_whole"] or kw["whole_rows"] or rows:
             raise ValueError("flush halves need the mma flush (not fp32 reads or a split launch)")
-        kw.update(flush_halves=True)
+        kw.update(flush_halves=int(flush_halves))
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -3513,7 +3677,7 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        min_blocks_per_mp: Optional[int] = None,
                        impl: Optional[str] = None, row_order: bool = False, rows: int = 0,
                        flush_positions: int = 0, pf_early: Optional[bool] = None,
-                       flush_halves: bool = False) -> CompiledKernel:
+                       flush_halves: int = 0) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN replay decode kernel for precision
     ``pair`` (name or PrecisionPair), buffer length ``L`` and ring capacity ``ring``.
 
@@ -3528,7 +3692,8 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     non-flush rows, 2 = the flush rows over a persistent grid of ``flush_positions``
     positions. ``pf_early`` (v2, without ``row_order``): L2 prefetches before the PDL wait
     (:func:`use_pf_early`; None: :data:`PF_EARLY_ENV` = 1, else off). ``flush_halves`` (v2):
-    two warps per row tile, each a column half of the flush (:func:`flush_halves_for`)."""
+    each row tile's flush in two column halves, 1 = over two warps, 2 = over the two CTAs of a
+    cluster (:func:`flush_halves_for`)."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
@@ -3545,7 +3710,7 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  num_threads=None, min_blocks_per_mp=None, keep_ptx: bool = False,
                  dump_dir: Optional[str] = None, impl: Optional[str] = None,
                  row_order: bool = False, rows: int = 0, flush_positions: int = 0,
-                 flush_halves: bool = False):
+                 flush_halves: int = 0):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + 1 if ring is None else ring
@@ -3773,15 +3938,18 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     bv = block_v if block_v is not None else launch_block_v(batch, HV, K, Vd, rf, cf, L, im)
     ctas = batch * HV * (Vd // bv)
     ro = im == "v2" and use_row_order(cache, batch)
-    halves = False
+    halves = 0
     if im == "v2":
         tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
         # (a caller's thread count is the one-warp-per-tile kernel's: no halves)
-        halves = num_threads is None and flush_halves_for(
-            rf, tile.tpw, ctas, whole_rows_default(rf, tile.tpw),
-            flush_whole_default(rf, cf, split, whole_rows_default(rf, tile.tpw), L))
+        if num_threads is None:
+            halves = flush_halves_for(
+                rf, tile.tpw, ctas, whole_rows_default(rf, tile.tpw),
+                flush_whole_default(rf, cf, split, whole_rows_default(rf, tile.tpw), L),
+                row_order=ro)
         if halves:
-            tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, tile.tpw, halves=True)
+            tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, tile.tpw, halves=halves == 1,
+                                pair=halves == 2)
         if min_blocks_per_mp is None and _env_int(MINB_ENV) is None:
             min_blocks_per_mp = v2_default_min_blocks(tile, rf, cf, ctas)
     if honoured and ((ro and use_split(cache, batch))

@@ -157,54 +157,77 @@ def test_gdn_replay_tiles():
     assert GR.resolve_impl("fp32", "fp32", 128, 128, 48) == "v1"     # v2 needs L <= 32
 
 
-HALVES_PAIRS = ["nvfp4/fp16sr", "nvfp4/fp8sr", "fp8/fp32", "fp16sr"]
+HALVES_BUILDS = [("fp8/fp32", 1), ("fp16sr", 1), ("fp8/fp32", 2), ("nvfp4/fp16sr", 2)]
 
 
-@pytest.mark.parametrize("pair", HALVES_PAIRS)
-def test_gdn_replay_flush_halves_compiles(pair):
-    """The flush column halves (two warps per row tile): twice the warps, half the flush mma
-    (each warp's 64 columns: P = S_hi Kn^T for split pairs, the fold), the pair exchanges through
-    shared memory behind CTA barriers, no local memory in the PTX; the one-warp-per-tile build of
-    the same tile keeps its thread count."""
+@pytest.mark.parametrize("pair,mode", HALVES_BUILDS)
+def test_gdn_replay_flush_halves_compiles(pair, mode):
+    """The flush column halves, each warp's 64 columns: half the flush mma per warp (P = S_hi
+    Kn^T for split pairs, the fold), no local memory in the PTX. Mode 1 (two warps per row tile):
+    twice the warps, the exchanges through shared memory behind CTA barriers. Mode 2 (a CTA pair
+    of a cluster): the warps of the one-warp-per-tile build, the exchanges through distributed
+    shared memory behind two cluster barriers."""
     bv = 128 if "nvfp4" in pair else 64
     k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, block_v=bv,
-                             min_blocks_per_mp=1, flush_halves=True)
+                             min_blocks_per_mp=1, flush_halves=mode)
     k1, ptx1 = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, block_v=bv,
                                min_blocks_per_mp=1)
     t, t1 = k.meta["tile"], k1.meta["tile"]
-    assert t.halves and not t1.halves
-    assert t.num_threads == 2 * t1.num_threads == 2 * 32 * (bv // 16)
+    assert (t.halves, t.pair) == (mode == 1, mode == 2) and not (t1.halves or t1.pair)
+    assert t.num_threads == (2 if mode == 1 else 1) * t1.num_threads == \
+        (2 if mode == 1 else 1) * 32 * (bv // 16)
     st = common.ptx_stats(ptx)
     assert st["ld.local"] == 0 and st["st.local"] == 0, st
     mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
     # (the fold: 3 or 6 tf32 products per n-tile of 8 columns and key tile, half the n-tiles)
     assert 0 < ptx.count(mma) < ptx1.count(mma), (ptx.count(mma), ptx1.count(mma))
-    split = GR.pair_key(pair)[4]
-    fp8 = "fp8" in GR.pair_key(pair)[::2]
-    # P exchange (split pairs) + output partials (+ the fp8 row amax) behind bar.sync
-    assert ptx.count("bar.sync") >= ptx1.count("bar.sync") + 1 + int(split) + int(fp8)
+    rf, _, cf, _, split = GR.pair_key(pair)
+    amax = int("fp8" in (rf, cf) or "nvfp4" in (rf, cf))
+    if mode == 1:
+        # P exchange (split pairs) + output partials (+ the fp8 row amax) behind bar.sync
+        assert ptx.count("bar.sync") >= ptx1.count("bar.sync") + 1 + int(split) + amax
+        assert "barrier.cluster" not in ptx
+    else:
+        # two barriers: the first exchange (P, else the output partials) reads the peer's
+        # buffer; the rest push into it, the output partials riding on the amax's barrier
+        assert ptx.count("barrier.cluster.arrive") == ptx.count("barrier.cluster.wait") == 2
+        assert ptx.count("ld.shared::cluster.f32") > 0 and "barrier.cluster" not in ptx1
+        assert (ptx.count("st.shared::cluster.f32") > 0) == bool(split)
 
 
 def test_gdn_flush_halves_rule(monkeypatch):
-    """Flush halves by default for fp8 / 16-bit read copies at <= 1 CTA per SM (their build at
-    the full register file), never for nvfp4 / fp32 reads, two tiles per warp, or a split
-    launch's half; REPLAYSSM_GDN_FLUSH_HALVES forces; the tile refuses two tiles per warp."""
+    """Flush halves by default: nvfp4 read copies over a CTA pair where the doubled grid fits
+    one CTA per SM (no row order), fp8 / 16-bit read copies over two warps at <= 1 CTA per SM;
+    never fp32 reads, two tiles per warp, or a split launch's half; REPLAYSSM_GDN_FLUSH_HALVES
+    0 / 1 / 2 forces; the tile refuses two tiles per warp and both modes at once."""
     monkeypatch.delenv(GR.FLUSH_HALVES_ENV, raising=False)
     n_sm = common.num_sms()
-    assert GR.flush_halves_for("fp8", 1, n_sm) and GR.flush_halves_for("bf16", 1, 32)
-    assert not GR.flush_halves_for("nvfp4", 1, 32)        # (measured slower: 512 threads)
+    assert GR.flush_halves_for("fp8", 1, n_sm) == 1 and GR.flush_halves_for("bf16", 1, 32) == 1
+    assert GR.flush_halves_for("nvfp4", 1, n_sm // 2) == 2
+    assert GR.flush_halves_for("nvfp4", 1, n_sm // 2 + 1) == 0
+    assert GR.flush_halves_for("nvfp4", 1, 32, row_order=True) == 0
     assert not GR.flush_halves_for("fp8", 1, n_sm + 1) and not GR.flush_halves_for("fp8", 1, None)
     assert not GR.flush_halves_for("fp32", 1, 32)
     assert not GR.flush_halves_for("fp8", 2, 32) and not GR.flush_halves_for("fp8", 1, 32, rows=2)
     monkeypatch.setenv(GR.FLUSH_HALVES_ENV, "0")
-    assert not GR.flush_halves_for("fp8", 1, 32)
+    assert not GR.flush_halves_for("fp8", 1, 32) and not GR.flush_halves_for("nvfp4", 1, 32)
     monkeypatch.setenv(GR.FLUSH_HALVES_ENV, "1")
-    assert GR.flush_halves_for("bf16", 1, 10 ** 6) and not GR.flush_halves_for("fp32", 1, 32)
+    assert GR.flush_halves_for("bf16", 1, 10 ** 6) == 1 and GR.flush_halves_for("nvfp4", 1, 32) == 1
+    assert not GR.flush_halves_for("fp32", 1, 32)
+    monkeypatch.setenv(GR.FLUSH_HALVES_ENV, "2")
+    assert GR.flush_halves_for("fp8", 1, n_sm // 2) == 2
+    assert GR.flush_halves_for("fp8", 1, n_sm // 2 + 1) == 0
+    assert GR.flush_halves_for("fp8", 1, 32, row_order=True) == 0
     t = GR.ReplayTileV2("fp8", "fp32", 128, 128, 64, 16, True, halves=True)
     assert (t.nwarps, t.rwarps, t.num_threads) == (8, 4, 256)
     assert GR.v2_default_min_blocks(t, "fp8", "fp32", 10 ** 6) == 1
+    t = GR.ReplayTileV2("nvfp4", "fp16", 128, 128, 128, 16, True, pair=True)
+    assert (t.nwarps, t.num_threads, t.pair) == (8, 256, True)
+    assert GR.v2_default_min_blocks(t, "nvfp4", "fp16", 10 ** 6) == 1
     with pytest.raises(ValueError, match="one row tile per warp"):
         GR.ReplayTileV2("fp8", "fp32", 128, 128, 64, 16, True, tpw=2, halves=True)
+    with pytest.raises(ValueError, match="not both"):
+        GR.ReplayTileV2("fp8", "fp32", 128, 128, 64, 16, True, halves=True, pair=True)
 
 
 def _arrive_fences(ptx: str) -> int:

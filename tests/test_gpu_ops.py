@@ -286,27 +286,29 @@ def test_gdn_nvfp4_few_ctas_full_register_cap(pair, seed, monkeypatch):
 GDN_MMA_PAIRS = [p for p in ALL_PAIRS if not p.startswith("fp32")]
 
 
+@pytest.mark.parametrize("mode", [1, 2])
 @pytest.mark.parametrize("L", [4, 16])
 @pytest.mark.parametrize("pair", GDN_MMA_PAIRS)
-def test_gdn_decode_flush_halves(pair, L, seed, monkeypatch):
-    """A GDN decode of at most one CTA per SM (4 rows x 4 value heads, below the small split;
-    unset switches; nvfp4 read copies with REPLAYSSM_GDN_FLUSH_HALVES=1, not their default)
-    takes the flush column halves (two warps per row tile, ``flush_halves_for``) and matches
-    the torch reference over 3L + 3 steps with random pad rows (>= 3 flushes): the P partials,
-    output partials and fp8 row amaxes summed / maxed over each warp pair; L = 16 (two key
-    tiles) for the pairs whose partials cover most formats."""
+def test_gdn_decode_flush_halves(pair, L, mode, seed, monkeypatch):
+    """A GDN decode of at most one CTA per SM (4 rows x 4 value heads, below the small split)
+    with the flush column halves (``flush_halves_for``) -- mode 1: two warps per row tile (the
+    default for fp8 / 16-bit reads), mode 2: the two CTAs of a cluster (the default for nvfp4
+    reads); the other mode by REPLAYSSM_GDN_FLUSH_HALVES -- matches the torch reference over
+    3L + 3 steps with random pad rows (>= 3 flushes): the P partials, output partials, fp8 row
+    amaxes and the nvfp4 matrix amax summed / maxed over the two halves; L = 16 (two key
+    tiles) on four pairs."""
     import inspect
     from cute_kernels import gdn_replay as GR
     if L == 16 and pair not in ("nvfp4/fp16sr", "nvfp4/fp8sr", "fp8/fp32", "fp16sr"):
         pytest.skip("L = 16 runs on four pairs (the exchange code is per key tile, not per pair)")
     for e in (GR.FLUSH_HALVES_ENV, GR.MINB_ENV, GR.TPW_ENV):
         monkeypatch.delenv(e, raising=False)
-    if pair.startswith("nvfp4"):
-        monkeypatch.setenv(GR.FLUSH_HALVES_ENV, "1")
+    if mode != (2 if pair.startswith("nvfp4") else 1):      # (not the pair's default)
+        monkeypatch.setenv(GR.FLUSH_HALVES_ENV, str(mode))
     seen, real = [], GR.compile_gdn_replay
 
     def spy(*a, **kw):
-        seen.append(bool(inspect.signature(real).bind(*a, **kw).arguments.get("flush_halves")))
+        seen.append(int(inspect.signature(real).bind(*a, **kw).arguments.get("flush_halves", 0)))
         return real(*a, **kw)
 
     monkeypatch.setattr(GR, "compile_gdn_replay", spy)
@@ -314,7 +316,7 @@ def test_gdn_decode_flush_halves(pair, L, seed, monkeypatch):
                          device="cuda")
     assert not GR.use_small_split(c, 4) and not GR.use_row_order(c, 4)
     _twin_check("gdn", pair, L, pool=8, batch=4)
-    assert seen and set(seen) == {True}, seen
+    assert seen and set(seen) == {mode}, seen
 
 
 @pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "fp16sr"])
