@@ -454,6 +454,7 @@ class GDNReplayDecode:
         self.row_order = self.order_cursors = False
         self.rows = self.flush_positions = 0      # (v2: a split launch's half)
         self.npair = 1                            # (v2: 2 = each CTA one of a cluster pair)
+        self.flush_pf = False                     # (v2: the flush's L2 prefetch of the hi rows)
 
     def _default_min_blocks(self):
         return max(1, 65536 // (self.num_threads * REG_CAP))
@@ -1671,8 +1672,24 @@ def few_ctas_full_cap(read_fmt: str, rec_fmt: str, ctas: Optional[int],
             and "nvfp4" in (read_fmt, rec_fmt))
 
 
-#: flush column halves (:func:`flush_halves_for`): 1 / 0 force on / off where the build allows
+#: flush column halves (:func:`flush_halves_for`): 0 / 1 / 2 force where the build allows
 FLUSH_HALVES_ENV = "REPLAYSSM_GDN_FLUSH_HALVES"
+#: the flush's L2 prefetch of the CTA's hi rows at its start (:func:`flush_pf_for`): 0 / 1 forces
+FLUSH_PF_ENV = "REPLAYSSM_GDN_FLUSH_PF"
+
+
+def flush_pf_for(ctas: Optional[int], rows: int = 0) -> bool:
+    """Whether a v2 decode's flush issues one L2 prefetch of the CTA's hi rows before staging
+    (their loads come after the stage, Gram and solve, ~3-4 us later, and otherwise wait on
+    DRAM: the hi tile + P sub-phase did not shorten when the pair halved its bytes, call 4's
+    profile). Default: launches of at most one CTA per SM (not a split launch's half);
+    :data:`FLUSH_PF_ENV` 0 / 1 forces."""
+    if rows:
+        return False
+    forced = _env_int(FLUSH_PF_ENV)
+    if forced is not None:
+        return forced == 1
+    return ctas is not None and ctas <= common.num_sms()
 
 
 def flush_halves_for(read_fmt: str, tpw: int, ctas: Optional[int], whole_rows: bool = False,
@@ -1785,7 +1802,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                  ring_gates_async: bool = False, v_late: bool = False,
                  flush_whole: bool = False, row_order: bool = False,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
-                 pf_early: bool = False, flush_halves: int = 0, **kw):
+                 pf_early: bool = False, flush_halves: int = 0, flush_pf: bool = False, **kw):
         self._tpw_req = tpw
         # the flush's 64-column halves (:func:`flush_halves_for`): 1 = two warps per row tile,
         # 2 = a cluster of two CTAs per (row, head, value block)
@@ -1836,6 +1853,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         if self.tile.pair and self.row_order:
             raise ValueError("flush halves over a CTA pair need the plain grid (no row order)")
         self.npair = 2 if self.tile.pair else 1
+        # the flush's L2 prefetch of the hi rows (:func:`flush_pf_for`; not the whole-row flush)
+        self.flush_pf = bool(flush_pf) and not self.flush_whole and self.rows == 0
 
     def _owns_row(self, h):
         """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""
@@ -2801,6 +2820,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         TPW = self.tile.tpw
         R2 = 2 * TPW
         HFMT = self.rec_fmt
+        if const_expr(self.flush_pf):
+            # the CTA's hi rows into L2 now: their loads come after the stage, Gram and solve
+            if tidx == 0:                               # (row0 = the CTA's first row there)
+                common.prefetch_l2_span(wHi[slot, hv, row0, None].iterator,
+                                        self.block_v * K * FMT_BITS[HFMT] // 8)
         copies = [(HFMT, self.rec_sr, 0)]
         if const_expr(self.split):
             copies.append((self.read_fmt, self.read_sr, 1))
@@ -3509,11 +3533,13 @@ def make_op(kw):
     fpos = kw.pop("flush_positions", 0)
     pfe = kw.pop("pf_early", False)
     fh = kw.pop("flush_halves", False)
+    fpf = kw.pop("flush_pf", False)
     if impl == "v2":
         return GDNReplayDecodeV2(**kw, tpw=tpw, prof=prof, preamble=pre, whole_rows=whole,
                                  ring_gates_async=rga, v_late=vl, flush_whole=fw,
                                  row_order=ro, order_cursors=oc, rows=rows,
-                                 flush_positions=fpos, pf_early=pfe, flush_halves=fh)
+                                 flush_positions=fpos, pf_early=pfe, flush_halves=fh,
+                                 flush_pf=fpf)
     return GDNReplayDecode(**kw)
 
 
@@ -3536,7 +3562,7 @@ def _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, 
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads,
              min_blocks_per_mp=None, impl=None, row_order=False, rows=0, flush_positions=0,
-             pf_early=None, flush_halves=False):
+             pf_early=None, flush_halves=False, flush_pf=False):
     rf, rr, cf, cr, split = pair_key(pair)
     impl = resolve_impl(rf, cf, K, V, L, impl)
     tpw = None
@@ -3587,6 +3613,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
         if kw["flush_whole"] or kw["whole_rows"] or rows:
             raise ValueError("flush halves need the mma flush (not fp32 reads or a split launch)")
         kw.update(flush_halves=int(flush_halves))
+    if impl == "v2" and flush_pf and not rows and not kw["flush_whole"]:
+        kw.update(flush_pf=True)
     # encode_mode() is read while tracing (not a constructor argument): part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
     return kw, key
@@ -3677,7 +3705,7 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        min_blocks_per_mp: Optional[int] = None,
                        impl: Optional[str] = None, row_order: bool = False, rows: int = 0,
                        flush_positions: int = 0, pf_early: Optional[bool] = None,
-                       flush_halves: int = 0) -> CompiledKernel:
+                       flush_halves: int = 0, flush_pf: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN replay decode kernel for precision
     ``pair`` (name or PrecisionPair), buffer length ``L`` and ring capacity ``ring``.
 
@@ -3693,13 +3721,14 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     positions. ``pf_early`` (v2, without ``row_order``): L2 prefetches before the PDL wait
     (:func:`use_pf_early`; None: :data:`PF_EARLY_ENV` = 1, else off). ``flush_halves`` (v2):
     each row tile's flush in two column halves, 1 = over two warps, 2 = over the two CTAs of a
-    cluster (:func:`flush_halves_for`)."""
+    cluster (:func:`flush_halves_for`). ``flush_pf`` (v2): the flush's L2 prefetch of the hi
+    rows (:func:`flush_pf_for`)."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
-                       flush_positions, pf_early, flush_halves)
+                       flush_positions, pf_early, flush_halves, flush_pf)
     return common.compile_tvm_ffi_cached(_CACHE, key, lambda: make_op(kw), _fake_args, _kernel_meta)
 
 
@@ -3710,7 +3739,7 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  num_threads=None, min_blocks_per_mp=None, keep_ptx: bool = False,
                  dump_dir: Optional[str] = None, impl: Optional[str] = None,
                  row_order: bool = False, rows: int = 0, flush_positions: int = 0,
-                 flush_halves: int = 0):
+                 flush_halves: int = 0, flush_pf: bool = False):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + 1 if ring is None else ring
@@ -3722,11 +3751,12 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                                   alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
                                   has_state_batch_indices, block_v, num_threads,
                                   min_blocks_per_mp, impl, row_order, rows,
-                                  flush_positions, flush_halves=flush_halves), None
+                                  flush_positions, flush_halves=flush_halves,
+                                  flush_pf=flush_pf), None
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
-                       flush_positions, flush_halves=flush_halves)
+                       flush_positions, flush_halves=flush_halves, flush_pf=flush_pf)
     op = make_op(kw)
     return _compile_keep_ptx(op, key, _fake_args(op), dump_dir)
 
@@ -3792,7 +3822,8 @@ _LAUNCH: dict = {}   # kept for compatibility; the launch memo lives on each cac
 _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_ENV,
               WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV,
               ORDER_ENV, ORDER_CURSORS_ENV, SPLIT_ENV, SPLIT_TPW_ENV, SPLIT_MINB1_ENV,
-              SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV, PF_EARLY_ENV, FLUSH_HALVES_ENV)
+              SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV, PF_EARLY_ENV, FLUSH_HALVES_ENV,
+              FLUSH_PF_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3958,7 +3989,8 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     kern = compile_gdn_replay(
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
         state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im, ro,
-        pf_early=not ro and use_pf_early(cache, batch), flush_halves=halves)
+        pf_early=not ro and use_pf_early(cache, batch), flush_halves=halves,
+        flush_pf=im == "v2" and flush_pf_for(ctas))
     order = order_entry(cache, 1, state_batch_indices is not None, kern) if ro else None
     return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split),
                      order)

@@ -166,10 +166,10 @@ def test_gdn_replay_flush_halves_compiles(pair, mode):
     Kn^T for split pairs, the fold), no local memory in the PTX. Mode 1 (two warps per row tile):
     twice the warps, the exchanges through shared memory behind CTA barriers. Mode 2 (a CTA pair
     of a cluster): the warps of the one-warp-per-tile build, the exchanges through distributed
-    shared memory behind two cluster barriers."""
+    shared memory behind two cluster barriers. Both with the flush's L2 prefetch of the hi rows."""
     bv = 128 if "nvfp4" in pair else 64
     k, ptx = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, block_v=bv,
-                             min_blocks_per_mp=1, flush_halves=mode)
+                             min_blocks_per_mp=1, flush_halves=mode, flush_pf=True)
     k1, ptx1 = GR.compile_only(pair, "bfloat16", H, HV, K, V, L, keep_ptx=True, block_v=bv,
                                min_blocks_per_mp=1)
     t, t1 = k.meta["tile"], k1.meta["tile"]
@@ -178,6 +178,9 @@ def test_gdn_replay_flush_halves_compiles(pair, mode):
         (2 if mode == 1 else 1) * 32 * (bv // 16)
     st = common.ptx_stats(ptx)
     assert st["ld.local"] == 0 and st["st.local"] == 0, st
+    # (with the flush's L2 prefetch of the hi rows: one bulk prefetch, none without)
+    pf = "cp.async.bulk.prefetch.L2"
+    assert ptx.count(pf) == 1 and ptx1.count(pf) == 0
     mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
     # (the fold: 3 or 6 tf32 products per n-tile of 8 columns and key tile, half the n-tiles)
     assert 0 < ptx.count(mma) < ptx1.count(mma), (ptx.count(mma), ptx1.count(mma))
@@ -228,6 +231,12 @@ def test_gdn_flush_halves_rule(monkeypatch):
         GR.ReplayTileV2("fp8", "fp32", 128, 128, 64, 16, True, tpw=2, halves=True)
     with pytest.raises(ValueError, match="not both"):
         GR.ReplayTileV2("fp8", "fp32", 128, 128, 64, 16, True, halves=True, pair=True)
+    # the flush's L2 prefetch of the hi rows: <= 1 CTA per SM, not a split launch's half
+    monkeypatch.delenv(GR.FLUSH_PF_ENV, raising=False)
+    assert GR.flush_pf_for(n_sm) and not GR.flush_pf_for(n_sm + 1) and not GR.flush_pf_for(None)
+    assert not GR.flush_pf_for(32, rows=2)
+    monkeypatch.setenv(GR.FLUSH_PF_ENV, "0")
+    assert not GR.flush_pf_for(32)
 
 
 def _arrive_fences(ptx: str) -> int:
