@@ -1683,7 +1683,9 @@ def flush_pf_for(ctas: Optional[int], rows: int = 0) -> bool:
     (their loads come after the stage, Gram and solve, ~3-4 us later, and otherwise wait on
     DRAM: the hi tile + P sub-phase did not shorten when the pair halved its bytes, call 4's
     profile). Default: launches of at most one CTA per SM (not a split launch's half);
-    :data:`FLUSH_PF_ENV` 0 / 1 forces."""
+    :data:`FLUSH_PF_ENV` 0 / 1 forces. H200, against =0 in one run (session31_gpu/call6/pf,
+    4B b1 / b2, 122B b1 / b2, L8 / L16): the split pairs 1.00-1.02x (fp8/fp32 4B b2 L8 5.2 ->
+    5.1 us), fp16sr and nvfp4/fp8sr 0.99-1.01x."""
     if rows:
         return False
     forced = _env_int(FLUSH_PF_ENV)
@@ -1705,12 +1707,13 @@ def flush_halves_for(read_fmt: str, tpw: int, ctas: Optional[int], whole_rows: b
     * fp8 / bf16 / fp16 read copies: 1 at <= 1 CTA per SM (4B b1 / b2, 122B b1 at 64 rows).
 
     The flush's per-row phases (hi tile + P, fold, encodes) are throughput-bound per SM
-    partition (session31_gpu/call2: at 16 warps the encodes are as long as at 8), so for the
-    128-row nvfp4 tiles only more SMs shorten them. H200, in one run each (call3/h, call1/h):
-    nvfp4/fp16sr and nvfp4/fp8sr, 2 against 0: 4B b1 L8 4.7 -> 4.2 / 4.3 us, L16 4.4 -> 4.1,
-    b2 L8 6.2 -> 5.4, 6.5 -> 5.6, 122B b1 L8 4.8 -> 4.3 / 4.4 (1.05-1.16x); mode 1 loses
-    there (512 threads at 128 registers: 0.80-0.98x). fp8/fp32, bf16/fp32, fp16sr: 1 against
-    0 1.00-1.10x (fp16sr 4B b2 L8 4.7 -> 4.2), 2 against 0 0.94-1.02x."""
+    partition (bench/results/session31_gpu/call2: at 16 warps the encodes are as long as at 8),
+    so for the 128-row nvfp4 tiles only more SMs shorten them (call 4's profile: the b1 flush
+    span 16.6 -> 12.5 us). H200, in one run each: nvfp4/fp16sr and nvfp4/fp8sr, 2 against 0
+    (call4/h): 4B b1 L8 4.7 -> 4.2 us, L16 4.4 -> 4.1, b2 L8 6.2 -> 5.2 / 6.5 -> 5.4, 122B b1
+    L8 4.7 -> 4.2 / 4.3 (1.05-1.19x); mode 1 loses there (call1/h: 512 threads at 128
+    registers, 0.80-0.98x). fp8/fp32, bf16/fp32, fp16sr: 1 against 0 1.00-1.10x (fp16sr 4B b2
+    L8 4.6 -> 4.2), 2 against 0 0.92-1.02x (call4/h), 2 at 128 rows 0.89-0.97x (call5/bv)."""
     if tpw != 1 or whole_rows or flush_whole or rows or read_fmt not in MMA_READ_FMTS:
         return 0
     forced = _env_int(FLUSH_HALVES_ENV)
