@@ -1538,6 +1538,23 @@ class _PairExchange:
             self.sync()
 
 
+def _quad_row_amax(S: cute.Tensor, r: int, n: int) -> Float32:
+    """amax of flush row ``r`` (registers S[r, 0:n]) over the quad's lanes (the lane's part
+    of the row: n of its columns)."""
+    am = Float32(0.0)
+    for k in range(n):
+        am = _amax_acc(am, S[r, k])
+    am = _amax_fin(am)
+    am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
+    return lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
+
+
+def _fp8_scale_special(special, rsc):
+    """``special`` or'ed with an fp8 row scale outside the fast division's range."""
+    return special | ((rsc != Float32(0.0)) & ((rsc < Float32(2.0 ** -100))
+                                               | (rsc > Float32(2.0 ** 100))))
+
+
 def _qg(q: int, qb):
     """Run index (0 / 1: columns 64 q + 16 t ...) of a lane's local run ``q`` (``qb`` None: the
     lane holds both runs; else run ``qb`` only)."""
@@ -1706,6 +1723,12 @@ def flush_halves_for(read_fmt: str, tpw: int, ctas: Optional[int], whole_rows: b
     * nvfp4 read copies: 2 where 2 ``ctas`` <= the SM count (Qwen3.5-4B b1 / b2, 122B b1);
     * fp8 / bf16 / fp16 read copies: 1 at <= 1 CTA per SM (4B b1 / b2, 122B b1 at 64 rows).
 
+    Not bit-identical to the kernel without halves (P and the output partials are two 64-column
+    sums added). Mode 2's CTAs both read the row's cursors: with two rows on one slot (the
+    caller's contract on CUDA tensors, as in vLLM, forbids it) the row counter can publish in
+    mid-launch and the two CTAs disagree on the flush, which hangs the pair at its cluster
+    barrier instead of racing on the slot.
+
     The flush's per-row phases (hi tile + P, fold, encodes) are throughput-bound per SM
     partition (bench/results/session31_gpu/call2: at 16 warps the encodes are as long as at 8),
     so for the 128-row nvfp4 tiles only more SMs shorten them (call 4's profile: the b1 flush
@@ -1855,6 +1878,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                              "the whole-row flush, a split launch or the verify)")
         if self.tile.pair and self.row_order:
             raise ValueError("flush halves over a CTA pair need the plain grid (no row order)")
+        if (self.tile.halves or self.tile.pair) and self.split and \
+                self.read_fmt == self.rec_fmt == "fp8":
+            # (the fp8 row amax exchange has one slot per row: a second fp8 copy's could land
+            # before the other half has read the first's)
+            raise ValueError("flush halves take at most one fp8 copy")
         self.npair = 2 if self.tile.pair else 1
         # the flush's L2 prefetch of the hi rows (:func:`flush_pf_for`; not the whole-row flush)
         self.flush_pf = bool(flush_pf) and not self.flush_whole and self.rows == 0
@@ -3312,15 +3340,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         dsc = [Float32(1.0)] * NRUN
         if const_expr(fmt == "fp8" and qb is not None):
             # halves: the row amax over both warps of the tile (max: the same in both)
-            ams = []
-            for r in cutlass.range_constexpr(2):
-                am = Float32(0.0)
-                for k in cutlass.range_constexpr(16):
-                    am = _amax_acc(am, S[r, k])
-                am = _amax_fin(am)
-                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
-                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
-                ams.append(am)
+            ams = [_quad_row_amax(S, r, 16) for r in range(2)]
             xch, warp, partner, lane = xw
             aoff = 32 * self.nwarps * (4 * self.tile.nkt + 4)
             if const_expr(xch is not None):         # (over a CTA pair)
@@ -3338,23 +3358,16 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 if (t4 == 0) & (qb == 0):
                     mDS[slot, hv, rows[r]] = rsc
                 dsc[r] = rsc
-                special = special | ((rsc != Float32(0.0)) & ((rsc < Float32(2.0 ** -100))
-                                                              | (rsc > Float32(2.0 ** 100))))
+                special = _fp8_scale_special(special, rsc)
         if const_expr(fmt == "fp8" and qb is None):
             for r in cutlass.range_constexpr(2):
-                am = Float32(0.0)
-                for k in cutlass.range_constexpr(32):
-                    am = _amax_acc(am, S[r, k])
-                am = _amax_fin(am)
-                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=1))
-                am = lp.fmax_nq(am, cute.arch.shuffle_sync_bfly(am, offset=2))
+                am = _quad_row_amax(S, r, 32)
                 rsc = lp.fp8_row_scale(am)
                 if t4 == 0:
                     mDS[slot, hv, rows[r]] = rsc
                 dsc[2 * r] = rsc
                 dsc[2 * r + 1] = rsc
-                special = special | ((rsc != Float32(0.0)) & ((rsc < Float32(2.0 ** -100))
-                                                              | (rsc > Float32(2.0 ** 100))))
+                special = _fp8_scale_special(special, rsc)
         if const_expr(fmt == "fp16" and sr and not exact16):
             for r in cutlass.range_constexpr(2):
                 for k in cutlass.range_constexpr(16 * NQ):
@@ -3975,8 +3988,10 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     halves = 0
     if im == "v2":
         tile = ReplayTileV2(rf, cf, K, Vd, bv, L, split, _env_int(TPW_ENV))
-        # (a caller's thread count is the one-warp-per-tile kernel's: no halves)
-        if num_threads is None:
+        # (a caller's thread count or occupancy hint, or REPLAYSSM_GDN_REPLAY_MINB, is the
+        # one-warp-per-tile kernel's: no halves -- mode 1 at hint 2 would cap 256 threads at 128
+        # registers, its flush needs ~145)
+        if num_threads is None and min_blocks_per_mp is None and _env_int(MINB_ENV) is None:
             halves = flush_halves_for(
                 rf, tile.tpw, ctas, whole_rows_default(rf, tile.tpw),
                 flush_whole_default(rf, cf, split, whole_rows_default(rf, tile.tpw), L),
