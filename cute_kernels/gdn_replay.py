@@ -1735,7 +1735,7 @@ def flush_halves_for(read_fmt: str, tpw: int, ctas: Optional[int], whole_rows: b
     span 16.6 -> 12.5 us). H200, in one run each: nvfp4/fp16sr and nvfp4/fp8sr, 2 against 0
     (call4/h): 4B b1 L8 4.7 -> 4.2 us, L16 4.4 -> 4.1, b2 L8 6.2 -> 5.2 / 6.5 -> 5.4, 122B b1
     L8 4.7 -> 4.2 / 4.3 (1.05-1.19x); mode 1 loses there (call1/h: 512 threads at 128
-    registers, 0.80-0.98x). fp8/fp32, bf16/fp32, fp16sr: 1 against 0 1.00-1.10x (fp16sr 4B b2
+    registers, 0.80-0.98x). fp8/fp32, bf16/fp32, fp16sr: 1 against 0 0.99-1.10x (fp16sr 4B b2
     L8 4.6 -> 4.2), 2 against 0 0.92-1.02x (call4/h), 2 at 128 rows 0.89-0.97x (call5/bv)."""
     if tpw != 1 or whole_rows or flush_whole or rows or read_fmt not in MMA_READ_FMTS:
         return 0
