@@ -455,6 +455,7 @@ class GDNReplayDecode:
         self.rows = self.flush_positions = 0      # (v2: a split launch's half)
         self.npair = 1                            # (v2: 2 = each CTA one of a cluster pair)
         self.flush_pf = False                     # (v2: the flush's L2 prefetch of the hi rows)
+        self.late_arrive_check = self.k_append_regs = False     # (v2: the step tail, TAIL_ENV)
 
     def _default_min_blocks(self):
         return max(1, 65536 // (self.num_threads * REG_CAP))
@@ -1691,6 +1692,10 @@ def few_ctas_full_cap(read_fmt: str, rec_fmt: str, ctas: Optional[int],
 
 #: flush column halves (:func:`flush_halves_for`): 0 / 1 / 2 force where the build allows
 FLUSH_HALVES_ENV = "REPLAYSSM_GDN_FLUSH_HALVES"
+#: the v2 decode's step tail, bit mask (read at compile time, part of the key): 1 = the row
+#: counter's publish check after the CTA's last barrier, 2 = the appends from registers (k from
+#: the q / k warp's bits, a split pair's v from the finishing lane's); unset = 3 (both)
+TAIL_ENV = "REPLAYSSM_GDN_TAIL"
 #: the flush's L2 prefetch of the CTA's hi rows at its start (:func:`flush_pf_for`): 0 / 1 forces
 FLUSH_PF_ENV = "REPLAYSSM_GDN_FLUSH_PF"
 
@@ -1886,6 +1891,12 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         self.npair = 2 if self.tile.pair else 1
         # the flush's L2 prefetch of the hi rows (:func:`flush_pf_for`; not the whole-row flush)
         self.flush_pf = bool(flush_pf) and not self.flush_whole and self.rows == 0
+        # the step's tail (TAIL_ENV): the publish check after the last barrier, the appends
+        # from registers
+        tail = _env_int(TAIL_ENV)
+        tail = 3 if tail is None else tail
+        self.late_arrive_check = bool(tail & 1)
+        self.k_append_regs = bool(tail & 2)
 
     def _owns_row(self, h):
         """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""
@@ -2424,6 +2435,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                         sScal[3] = Float32(1.0)
                         sScal[4] = Float32(1.0)
                         sScal[5] = Float32(1.0)
+            if const_expr(self.late_arrive_check):
+                if tidx == 0:
+                    sCur[3] = Int32(0)               # (the opaque zero of the publish check)
             cute.arch.barrier()
             if const_expr(RFMT == "nvfp4" and EARLY):
                 rsg = rsg * Float32(16384.0)
@@ -2687,7 +2701,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     mOut[row_b, hv, vrow] = o.to(self.act_dtype)
                     mUb[slot, hv, phys_new, vrow] = u
                     if const_expr(self.split):
-                        if const_expr(self.v_late):
+                        if const_expr(self.v_late or self.k_append_regs):
                             # v itself (exact in fp32), not a second load of it
                             mVb[slot, hv, phys_new, vrow] = vraw.to(mVb.element_type)
                         else:
@@ -2697,7 +2711,18 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     app = app & first                # (one CTA of the pair appends)
                 if app:
                     if hv % self.group == 0:
-                        if tidx < Int32(K // 8):
+                        if const_expr(self.k_append_regs and qkpre is not None):
+                            # the q / k warp's own bits of k: one store per lane, no reload
+                            # (warp 0's 16 threads of 8 loads + stores ran them one round trip
+                            # at a time at the CTA's end)
+                            if warp == Int32(self.qk_warp):
+                                kb = cute.make_rmem_tensor((K // 32,), self.act_dtype)
+                                for i in cutlass.range_constexpr(K // 32):
+                                    kb[i] = lp.bits_u32_to_f32(qkpre[0, i],
+                                                               self.act_dtype).to(self.act_dtype)
+                                cute.autovec_copy(kb, cute.local_tile(
+                                    mKb[slot, hk, phys_new, None], (K // 32,), (lane,)))
+                        elif tidx < Int32(K // 8):
                             cute.autovec_copy(cute.local_tile(mK[row_b, hk, None], (8,), (tidx,)),
                                               cute.local_tile(mKb[slot, hk, phys_new, None], (8,),
                                                               (tidx,)))
@@ -2708,6 +2733,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     pc5 = common.sreg64("clock64")          # 5: outputs, appends issued
                 # ================= the last-arriving CTA of the row moves the cursors ==========
                 if tidx == 0:
+                    if const_expr(self.late_arrive_check):
+                        # + an opaque zero read after the CTA's last barrier: ptxas otherwise
+                        # hoists this compare up to the atomic, and warp 0 waits out the
+                        # atomic's round trip before the first barrier (the whole CTA with it)
+                        old = old + sCur[3]
                     if old == Int32(self.HV * self.nsplit * self.npair - 1):
                         cute.arch.fence_acq_rel_gpu()
                         mWpos[slot] = m + Int32(1)
@@ -3631,8 +3661,9 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
         kw.update(flush_halves=int(flush_halves))
     if impl == "v2" and flush_pf and not rows and not kw["flush_whole"]:
         kw.update(flush_pf=True)
-    # encode_mode() is read while tracing (not a constructor argument): part of the key
-    key = ("gdn_replay", common.arch_key(), encode_mode()) + tuple(kw.values())
+    # encode_mode() is read while tracing, TAIL_ENV by the constructor: part of the key
+    key = ("gdn_replay", common.arch_key(), encode_mode(),
+           os.environ.get(TAIL_ENV, "")) + tuple(kw.values())
     return kw, key
 
 
@@ -3697,7 +3728,8 @@ def _fake_args(op: GDNReplayDecode, T: Optional[int] = None):
 
 def _kernel_meta(op) -> dict:
     return {"tile": op.tile, "any_sr": op.any_sr, "split": op.split,
-            "order_cursors": op.order_cursors}
+            "order_cursors": op.order_cursors,
+            "tail": (op.late_arrive_check, op.k_append_regs)}
 
 
 def _compile_keep_ptx(op, key, fake_args, dump_dir: Optional[str]):
@@ -3839,7 +3871,7 @@ _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_EN
               WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV,
               ORDER_ENV, ORDER_CURSORS_ENV, SPLIT_ENV, SPLIT_TPW_ENV, SPLIT_MINB1_ENV,
               SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV, PF_EARLY_ENV, FLUSH_HALVES_ENV,
-              FLUSH_PF_ENV)
+              FLUSH_PF_ENV, TAIL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -319,6 +319,62 @@ def test_gdn_decode_flush_halves(pair, L, mode, seed, monkeypatch):
     assert seen and set(seen) == {mode}, seen
 
 
+def _gdn_bit_identical_steps(pair, envs, monkeypatch, batch=4, L=4, max_draft=0, pool=8):
+    """Two GDN caches through the same 3L + 3 steps with random pad rows (poisoned outputs), one
+    under each environment of ``envs`` (two dicts of switches): outputs, stored copies, scales,
+    ring buffers and cursors bit-identical after every step; at least 3 flushes. Returns the
+    second cache."""
+    H, HV, K, Vd, dev = GDN["H"], GDN["HV"], GDN["K"], GDN["V"], "cuda"
+    caches = [R.GDNReplayCache(pool, H, HV, K, Vd, precision=pair, buffer_len=L,
+                               max_draft=max_draft, act_dtype=torch.bfloat16, device=dev, seed=99)
+              for _ in range(2)]
+    slots = torch.randperm(pool, device=dev)[:batch]
+    S0 = torch.randn(batch, HV, Vd, K, device=dev) * 0.3
+    for c in caches:
+        c.init_from_state(slots.tolist(), S0)
+    for step in range(3 * L + 3):
+        pad = torch.rand(batch, device=dev) < 0.3
+        sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
+        g = torch.Generator(device=dev).manual_seed(2000 + step)
+        r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+        q, k, v = (r(batch, H, K).to(torch.bfloat16), r(batch, H, K).to(torch.bfloat16),
+                   r(batch, HV, Vd).to(torch.bfloat16))
+        gates = dict(A_log=r(HV) * 0.5, a=r(batch, HV), dt_bias=r(HV) * 0.3, b=r(batch, HV))
+        outs = []
+        for c, env in zip(caches, envs):
+            for name in set().union(*envs) - set(env):    # (the other side's switches unset)
+                monkeypatch.delenv(name, raising=False)
+            for name, val in env.items():
+                monkeypatch.setenv(name, val)
+            out = torch.full((batch, HV, Vd), float("nan"), device=dev, dtype=torch.bfloat16)
+            R.gdn_decode(c, q, k, v, **gates, state_batch_indices=sbi, out=out, backend="cute")
+            outs.append(out)
+        assert torch.isnan(outs[1][pad]).all(), "pad rows must stay untouched"
+        assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), step
+        for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
+            assert torch.equal(a, b), step
+    assert int(caches[1].flush_count.max()) >= 3
+    return caches[1]
+
+
+@pytest.mark.parametrize("L,batch,max_draft", [(4, 4, 0), (16, 4, 0), (4, 4, 3), (8, 8, 0)])
+@pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "bf16/fp32", "fp16sr", "nvfp4/fp16sr",
+                                  "nvfp4/fp8sr"])
+def test_gdn_decode_tail_bit_identical(pair, L, batch, max_draft, seed, monkeypatch):
+    """The v2 decode's step tail (unset REPLAYSSM_GDN_TAIL = 3: the publish check after the
+    CTA's last barrier, the key append from the q / k warp's bits, a split pair's v from the
+    finishing lane's) gives the bytes of the build without it (0): outputs and every cache
+    tensor over 3 flushes, for one-CTA rows (batch 4), a cache with draft capacity and, for the
+    narrow read copies, the small split of 8 rows at L = 8 (``use_small_split``)."""
+    from cute_kernels import gdn_replay as GR
+    monkeypatch.delenv(GR.TAIL_ENV, raising=False)
+    c = R.GDNReplayCache(2 * batch, GDN["H"], GDN["HV"], GDN["K"], GDN["V"], precision=pair,
+                         buffer_len=L, max_draft=max_draft, device="cuda")
+    assert GR.use_small_split(c, batch) == (batch == 8 and pair != "fp32"), (pair, batch)
+    _gdn_bit_identical_steps(pair, ({GR.TAIL_ENV: "0"}, {}), monkeypatch, batch=batch, L=L,
+                             max_draft=max_draft, pool=2 * batch)
+
+
 @pytest.mark.parametrize("pair", ["fp32", "fp8/fp32", "fp16sr"])
 def test_mamba2_decode_default_row_split(pair, seed, monkeypatch):
     """Unset REPLAYSSM_M2_ROW_SPLIT: 6 rows at L = 4 (P = 64) take the default k = 2

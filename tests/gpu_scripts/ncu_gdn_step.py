@@ -1,0 +1,92 @@
+"""One GDN decode configuration under Nsight Compute: the launches to profile run between
+``cudaProfilerStart`` / ``Stop`` (run ncu with ``--profile-from-start off``), every row's cursor
+pinned non-flush (h = L // 2) or flush (h = L), one slot set per step from a pool larger than L2
+(as ``prof_mamba2_replay.py``), the release build (no in-kernel stamps).
+
+    ncu --profile-from-start off --clock-control none --kernel-name regex:GDNReplayDecodeV2 \\
+        --section SourceCounters --section WarpStateStats -o rep \\
+        python tests/gpu_scripts/ncu_gdn_step.py --pair fp8/fp32 --batch 1 --mode nonflush
+
+Per-instruction stall samples: ``ncu -i rep.ncu-rep --page source --csv --print-source sass``;
+``tests/gpu_scripts/ncu_stalls.py`` sums them per code region.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+import torch  # noqa: E402
+
+from bench import traffic  # noqa: E402
+from bench.sweep import _gdn_inputs  # noqa: E402
+from bench.timing import pool_rotation  # noqa: E402
+from replayssm_lp import GDNReplayCache, ops  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pair", default="fp8/fp32")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--mode", default="nonflush", choices=("nonflush", "flush", "graph"),
+                    help="graph: the sweep's timed graph (rows staggered over the L-cycle, rot x L "
+                         "steps), one replay profiled (ncu --graph-profiling graph)")
+    ap.add_argument("--L", type=int, default=16)
+    ap.add_argument("--shape", default="qwen3.5-4b")
+    ap.add_argument("--steps", type=int, default=4, help="profiled launches")
+    a = ap.parse_args()
+    d = traffic.SHAPES[a.shape]
+    H, HV, K, V = d["H"], d["HV"], d["K"], d["V"]
+    dev, act = torch.device("cuda"), torch.bfloat16
+    tb = traffic.gdn_bytes(a.pair, H, HV, K, V, a.L)
+    rot = max(pool_rotation(tb.amortized, a.batch), a.steps + 2)
+    cache = GDNReplayCache(rot * a.batch, H, HV, K, V, precision=a.pair, buffer_len=a.L,
+                           act_dtype=act, device=dev, seed=1234)
+    cache.init_from_state(list(range(cache.num_slots)),
+                          torch.randn(cache.num_slots, HV, V, K, device=dev) * 0.1)
+    h = {"nonflush": a.L // 2, "flush": a.L}.get(a.mode)
+    inp = _gdn_inputs(a.batch, H, HV, K, V, act, dev)
+    gates = dict(A_log=inp["A_log"], a=inp["a"], dt_bias=inp["dt_bias"], b=inp["b"])
+    sets = [torch.arange(r * a.batch, (r + 1) * a.batch, device=dev, dtype=torch.int32)
+            for r in range(rot)]
+    out = torch.empty(a.batch, HV, V, dtype=act, device=dev)
+
+    def step(i):
+        ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates,
+                       state_batch_indices=sets[i % rot], out=out, backend="cute")
+    if a.mode == "graph":
+        from bench.sweep import _stagger
+        _stagger(cache, a.L)
+        g = torch.cuda.CUDAGraph()
+        for i in range(rot * a.L):          # compile + warm outside the capture
+            step(i)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):
+            for i in range(rot * a.L):
+                step(i)
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        g.replay()
+        torch.cuda.profiler.stop()
+        torch.cuda.synchronize()
+        print(f"profiled one replay of {rot * a.L} steps: {a.pair} b{a.batch} L{a.L}", flush=True)
+        return
+    held = torch.full_like(cache.write_pos, h)   # (the ring's entries: zeros, as the prof script)
+    cache.write_pos.copy_(held)
+    step(0)                                 # the profiled build compiled and warm
+    torch.cuda.synchronize()
+    cache.write_pos.copy_(held)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for i in range(1, a.steps + 1):
+        step(i)
+    torch.cuda.profiler.stop()
+    torch.cuda.synchronize()
+    print(f"profiled {a.steps} launches: {a.pair} b{a.batch} L{a.L} {a.mode} (h = {h}), "
+          f"{cache.num_slots} slots", flush=True)
+
+
+if __name__ == "__main__":
+    main()
