@@ -319,6 +319,14 @@ def test_gdn_decode_flush_halves(pair, L, mode, seed, monkeypatch):
     assert seen and set(seen) == {mode}, seen
 
 
+def _switch_env(monkeypatch, envs, env):
+    """Set the switches of ``env`` (one dict of ``envs``), unset the other dicts' switches."""
+    for name in set().union(*envs) - set(env):
+        monkeypatch.delenv(name, raising=False)
+    for name, val in env.items():
+        monkeypatch.setenv(name, val)
+
+
 def _gdn_bit_identical_steps(pair, envs, monkeypatch, batch=4, L=4, max_draft=0, pool=8):
     """Two GDN caches through the same 3L + 3 steps with random pad rows (poisoned outputs), one
     under each environment of ``envs`` (two dicts of switches): outputs, stored copies, scales,
@@ -342,10 +350,7 @@ def _gdn_bit_identical_steps(pair, envs, monkeypatch, batch=4, L=4, max_draft=0,
         gates = dict(A_log=r(HV) * 0.5, a=r(batch, HV), dt_bias=r(HV) * 0.3, b=r(batch, HV))
         outs = []
         for c, env in zip(caches, envs):
-            for name in set().union(*envs) - set(env):    # (the other side's switches unset)
-                monkeypatch.delenv(name, raising=False)
-            for name, val in env.items():
-                monkeypatch.setenv(name, val)
+            _switch_env(monkeypatch, envs, env)
             out = torch.full((batch, HV, Vd), float("nan"), device=dev, dtype=torch.bfloat16)
             R.gdn_decode(c, q, k, v, **gates, state_batch_indices=sbi, out=out, backend="cute")
             outs.append(out)
@@ -407,10 +412,7 @@ def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4):
                r(batch, H, P).to(torch.bfloat16), r(H) * 0.3)
         outs = []
         for c, env in zip(caches, envs):
-            for name in set().union(*envs) - set(env):    # (the other side's switches unset)
-                monkeypatch.delenv(name, raising=False)
-            for name, v in env.items():
-                monkeypatch.setenv(name, v)
+            _switch_env(monkeypatch, envs, env)
             out = torch.full((batch, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
             R.mamba2_decode(c, *inp, True, sbi, out=out, backend="cute")
             outs.append(out)
