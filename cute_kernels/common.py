@@ -750,9 +750,22 @@ def load_cursors(mWpos: cute.Tensor, mOrig: cute.Tensor, mFcnt: cute.Tensor, slo
     return rc
 
 
-def _dep_arrive(mArr: cute.Tensor, slot: Int32, w: Int32, o: Int32, f: Int32) -> Int32:
+def _dep_arrive(mArr: cute.Tensor, slot: Int32, w: Int32, o: Int32, f: Int32,
+                no_agg: bool = False) -> Int32:
     """The row's arrive without a fence: its increment (1 for cursors below 2^30) is computed
-    from the three cursor values, so the atomic cannot be performed before they are read."""
+    from the three cursor values, so the atomic cannot be performed before they are read.
+
+    ``no_agg``: the same arrive as ``atom.inc`` with a bound of at least 2^31 - 1 (computed from
+    the cursors, the same dependency; the counter never gets near it, so it is old + 1). ptxas
+    warp-aggregates an ``atom.add`` it cannot prove single-lane (vote, popc, then a SHFL of the
+    result right after the atomic: the issuing warp waits out the round trip there); it cannot
+    aggregate an ``inc``."""
+    if no_agg:
+        bound = (w | o | f) | Int32(0x7FFFFFFF)
+        ptr = (mArr.iterator + slot).toint().ir_value()
+        return Int32(llvm.inline_asm(T.i32(), [ptr, bound.ir_value()],
+                                     "atom.relaxed.gpu.global.inc.u32 $0, [$1], $2;", "=r,l,r",
+                                     has_side_effects=True, is_align_stack=False))
     return cute.arch.atomic_add((mArr.iterator + slot).llvm_ptr,
                                 Int32(1) + ((w | o | f) >> Int32(30)), sem="relaxed",
                                 scope="gpu")
@@ -773,7 +786,7 @@ def owns_row(rows: int, h, L: int):
 def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.Tensor,
                             mFcnt: cute.Tensor, mArr: Optional[cute.Tensor], slot: Int32,
                             tidx: Int32, dep_arrive: cutlass.Constexpr = False,
-                            arrive_if=None, pre=None) -> Int32:
+                            arrive_if=None, pre=None, no_agg: cutlass.Constexpr = False) -> Int32:
     """Thread 0 reads the row's cursors (write_pos, ring_origin, flush_count) into ``sCur[0:3]``
     (broadcast after the caller's barrier) and arrives on the row's counter ``mArr[slot]`` right
     away (None: the row is one CTA, nobody to wait for), so the atomic's round trip overlaps the
@@ -789,7 +802,10 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
     ``arrive_if(write_pos)``: arrive only when it is true (a split launch: the rows another
     launch owns are that launch's to arrive on and publish).
 
-    ``pre``: the cursors already loaded by :func:`load_cursors` (with ``dep_arrive``)."""
+    ``pre``: the cursors already loaded by :func:`load_cursors` (with ``dep_arrive``).
+
+    ``no_agg`` (with ``dep_arrive``): the arrive as an ``atom.inc`` ptxas cannot warp-aggregate
+    (:func:`_dep_arrive`)."""
     old = Int32(0)
     if tidx == 0:
         if const_expr(dep_arrive or arrive_if is not None):
@@ -800,9 +816,9 @@ def read_cursors_and_arrive(sCur: cute.Tensor, mWpos: cute.Tensor, mOrig: cute.T
             if const_expr(mArr is not None):
                 if const_expr(dep_arrive and arrive_if is not None):
                     if arrive_if(w):
-                        old = _dep_arrive(mArr, slot, w, o, f)
+                        old = _dep_arrive(mArr, slot, w, o, f, no_agg)
                 elif const_expr(dep_arrive):
-                    old = _dep_arrive(mArr, slot, w, o, f)
+                    old = _dep_arrive(mArr, slot, w, o, f, no_agg)
                 else:
                     if arrive_if(w):
                         cute.arch.fence_acq_rel_gpu()

@@ -391,6 +391,13 @@ THREADS_ENV = "REPLAYSSM_M2_THREADS"
 #: the cursors). H200, off / on in one run (bench/results/session25_gpu/call7, Nemotron-3-Super
 #: L16): b1 fp32 5.4 -> 5.2 µs, fp8/fp32 4.7 -> 4.5, bf16/fp32 4.8 -> 4.6; b32 (ordered) 1.00x.
 DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
+#: 0 / 1: the decode's publish check (``old == ctas_per_row - 1``) after the CTA's last barrier
+#: (an opaque zero from smem added to the arrive's old value) and the dependent arrive as an
+#: ``atom.inc`` (:func:`common._dep_arrive`, ``no_agg``). Without them ptxas warp-aggregates the
+#: arrive and hoists the compare up to it (SHFL of the result, ISETP right after the ATOMG), so
+#: warp 0 waits out the atomic's round trip before the first barrier, the whole CTA with it --
+#: the GDN decode's step tail (gdn_replay.TAIL_ENV, bit 1) for the same hoist.
+LATE_CHECK_ENV = "REPLAYSSM_M2_LATE_CHECK"
 #: 0 / 1 forces; unset: on where the first 16-bit read set goes out before the preamble (the
 #: early-wide builds of :func:`early_read_for`). 1 = a non-flush row's ring entries (dA, dt' per
 #: head, B_j per group) loaded at their physical ring index right after the slot, beside the
@@ -1078,6 +1085,11 @@ class Mamba2ReplayDecode:
         self.early_arrive = _early_arrive_default() if early_arrive is None else bool(early_arrive)
         # (the decode only: the verify keeps its fenced arrive)
         self.dep_arrive = type(self) is Mamba2ReplayDecode and _env_flag(DEP_ARRIVE_ENV) is not False
+        # the publish check after the CTA's last barrier, the arrive not warp-aggregated
+        # (LATE_CHECK_ENV)
+        self.late_arrive_check = (self.dep_arrive and self.early_arrive
+                                  and not self.order_cursors and self.cfg.ctas_per_row > 1
+                                  and _env_flag(LATE_CHECK_ENV) is True)
         self.fold_unroll = _fold_unroll(2 if self.rows == 2 else 1)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):
@@ -1395,7 +1407,10 @@ class Mamba2ReplayDecode:
         elif const_expr(self.early_arrive):
             old = common.read_cursors_and_arrive(
                 sCur, mWPos, mOrig, mFlushCnt, mArrive if self.cfg.ctas_per_row > 1 else None,
-                slot, tidx, dep_arrive=self.dep_arrive)
+                slot, tidx, dep_arrive=self.dep_arrive, no_agg=self.late_arrive_check)
+            if const_expr(self.late_arrive_check):
+                if tidx == 0:
+                    sCur[3] = Int32(0)               # (the opaque zero of the publish check)
             cute.arch.barrier()
             h, origin, gen = sCur[0], sCur[1], sCur[2]
         else:
@@ -1407,12 +1422,14 @@ class Mamba2ReplayDecode:
     def _publish_cursors(self, mWPos: cute.Tensor, mOrig: cute.Tensor, mFlushCnt: cute.Tensor,
                          mPend: cute.Tensor, mArrive: cute.Tensor, slot: Int32, kept: Int32,
                          committed: cutlass.Constexpr, pending: cutlass.Constexpr,
-                         origin2: Int32, flush: Boolean, gen: Int32, tidx: Int32, old: Int32):
+                         origin2: Int32, flush: Boolean, gen: Int32, tidx: Int32, old: Int32,
+                         sCur: Optional[cute.Tensor] = None):
         """The row's cursors, written by the last of its CTAs to arrive (the ``arrive`` counter
         when a row spans several CTAs; reset for the next call): ``write_pos = kept + committed``,
         ``ring_origin = origin2``, ``flush_count = gen + 1`` on flush rows, ``pending``.
         ``early_arrive``: the CTA arrived at its start (``old``: the counter's value then, thread
-        0); otherwise it arrives here."""
+        0); otherwise it arrives here. ``sCur``: the cursors' smem (``late_arrive_check``: its
+        opaque zero)."""
         cfg = self.cfg
         if const_expr(not self.early_arrive):
             cute.arch.barrier()       # every thread of the CTA has read the cursors
@@ -1423,6 +1440,11 @@ class Mamba2ReplayDecode:
                     cute.arch.fence_acq_rel_gpu()
                     old = common.row_arrive(mArrive, slot)
                     cute.arch.fence_acq_rel_gpu()
+                if const_expr(self.late_arrive_check):
+                    # + an opaque zero read after the CTA's last barrier: ptxas otherwise hoists
+                    # this compare up to the atomic, and warp 0 waits out the atomic's round
+                    # trip before the first barrier (the whole CTA with it)
+                    old = old + sCur[3]
                 last = old == Int32(cfg.ctas_per_row - 1)
                 if const_expr(self.early_arrive):
                     if last:
@@ -2158,7 +2180,7 @@ class Mamba2ReplayDecode:
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))   # 6: append stores issued
             self._publish_cursors(mWPos, mOrig, mFlushCnt, mPend, mArrive, slot, nb, 1, 0,
-                                  origin2, flush, gen, tidx, old)
+                                  origin2, flush, gen, tidx, old, sCur)
             if const_expr(self.prof):
                 pcs.append(common.sreg64("clock64"))   # 7: cursors published (end)
                 pg1 = common.sreg64("globaltimer")
@@ -3037,7 +3059,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
            _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
            os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(DEP_ARRIVE_ENV),
-           os.environ.get(RING_PHYS_ENV)) + tuple(kw.values())
+           os.environ.get(RING_PHYS_ENV), os.environ.get(LATE_CHECK_ENV)) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3504,7 +3526,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_PREFETCH", EARLY_READ_ENV, common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
-              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV)
+              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -10,6 +10,7 @@ spill bytes are printed (a spill is reported, not failed: ptxas' choice, see the
 Numerical checks need the GPU: ``tests/gpu_scripts/check_mamba2_replay.py``.
 """
 import os
+import re
 import struct
 import time
 
@@ -879,3 +880,25 @@ def test_compile_ring_phys(pair, L, k, monkeypatch):
     with pytest.raises(ValueError, match=M.RING_PHYS_ENV):
         M.Mamba2ReplayDecode(*base, 16, 17, *tail)
     assert M.RING_PHYS_ENV in M._ENV_NAMES
+
+
+@pytest.mark.parametrize("pair,k", [("nvfp4/fp16sr", 1), ("fp8/fp32", 2)])
+def test_compile_late_check(pair, k, monkeypatch):
+    """REPLAYSSM_M2_LATE_CHECK=1: the decode's dependent arrive becomes an ``atom.inc`` (ptxas
+    does not warp-aggregate it) and thread 0 stores an opaque zero before the first barrier and
+    reads it back into the publish check (one shared store and load more), without local memory;
+    the row-ordered build (the order carries the cursors) and the verify keep the plain arrive."""
+    monkeypatch.setenv(M.LATE_CHECK_ENV, "0")
+    k0, ptx0 = M.compile_only(pair, L=8, row_split=k, keep_ptx=True)
+    monkeypatch.setenv(M.LATE_CHECK_ENV, "1")
+    kern, ptx = M.compile_only(pair, L=8, row_split=k, keep_ptx=True)
+    assert kern.meta["op"].late_arrive_check and not k0.meta["op"].late_arrive_check
+    assert ".local" not in ptx
+    assert "atom.relaxed.gpu.global.inc.u32" in ptx and "atom.relaxed.gpu.global.inc" not in ptx0
+    for op in ("st.shared.b32", "ld.shared.b32"):
+        n0 = len(re.findall(rf"^\s*(?:@!?%p\d+\s+)?{re.escape(op)}\b", ptx0, re.M))
+        n1 = len(re.findall(rf"^\s*(?:@!?%p\d+\s+)?{re.escape(op)}\b", ptx, re.M))
+        assert n1 == n0 + 1, (op, n0, n1)
+    base = ("fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True, True)
+    assert not M.Mamba2ReplayDecode(*base, row_order=True, order_cursors=True).late_arrive_check
+    assert M.LATE_CHECK_ENV in M._ENV_NAMES
