@@ -397,7 +397,12 @@ DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
 #: arrive and hoists the compare up to it (SHFL of the result, ISETP right after the ATOMG), so
 #: warp 0 waits out the atomic's round trip before the first barrier, the whole CTA with it --
 #: the GDN decode's step tail (gdn_replay.TAIL_ENV, bit 1) for the same hoist.
+#: Unset: on for the read copies of LATE_CHECK_READ_FMTS. H200, 1 / 0 in one run
+#: (bench/results/session34_gpu/call1/lc, Nemotron-3-Super + Nano-4B b1 / b2, L8 / L16):
+#: nvfp4/fp16sr 0.93-0.97x (Super b1 L16 4.6 -> 4.3 us), fp32 0.96-0.98x (5.2 -> 5.0) but Nano
+#: b2 L8 1.00x; fp8/fp32 0.99-1.02x, bf16/fp32 b1 1.00-1.02x, b2 0.97-0.99x: left off there.
 LATE_CHECK_ENV = "REPLAYSSM_M2_LATE_CHECK"
+LATE_CHECK_READ_FMTS = ("fp32", "nvfp4")
 #: 0 / 1 forces; unset: on where the first 16-bit read set goes out before the preamble (the
 #: early-wide builds of :func:`early_read_for`). 1 = a non-flush row's ring entries (dA, dt' per
 #: head, B_j per group) loaded at their physical ring index right after the slot, beside the
@@ -1087,9 +1092,10 @@ class Mamba2ReplayDecode:
         self.dep_arrive = type(self) is Mamba2ReplayDecode and _env_flag(DEP_ARRIVE_ENV) is not False
         # the publish check after the CTA's last barrier, the arrive not warp-aggregated
         # (LATE_CHECK_ENV)
+        lc = _env_flag(LATE_CHECK_ENV)
         self.late_arrive_check = (self.dep_arrive and self.early_arrive
                                   and not self.order_cursors and self.cfg.ctas_per_row > 1
-                                  and _env_flag(LATE_CHECK_ENV) is True)
+                                  and (self.read_fmt in LATE_CHECK_READ_FMTS if lc is None else lc))
         self.fold_unroll = _fold_unroll(2 if self.rows == 2 else 1)
         fi = _flush_impl_default() if flush_impl is None else int(flush_impl)
         if fi not in (1, 2):

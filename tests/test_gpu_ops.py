@@ -491,13 +491,15 @@ def test_mamba2_decode_ring_phys_bit_identical(pair, batch, L, hpc, seed, monkey
                                           ("fp16sr", 6, 4), ("nvfp4/fp8sr", 2, 16),
                                           ("fp32", 6, 16)])
 def test_mamba2_decode_late_check_bit_identical(pair, batch, L, seed, monkeypatch):
-    """REPLAYSSM_M2_LATE_CHECK=1 (the publish check after the CTA's last barrier, the arrive as
-    an ``atom.inc``) gives the bytes of the build without it: outputs and every cache tensor
+    """The late publish check (the check after the CTA's last barrier, the arrive as an
+    ``atom.inc``: unset REPLAYSSM_M2_LATE_CHECK for fp32 / nvfp4 read copies, forced = 1 for
+    the others) gives the bytes of the build without it (0): outputs and every cache tensor
     over 3 flushes, at one and two rows (one CTA per head) and six (the default row split: two
     CTAs per head); the cursors it publishes are the ones the next step reads."""
     from cute_kernels import mamba2_replay as MR
-    _bit_identical_steps(pair, 64, ({MR.LATE_CHECK_ENV: "0"}, {MR.LATE_CHECK_ENV: "1"}),
-                         monkeypatch, batch=batch, L=L)
+    on = {} if R.parse_pair(pair).read_fmt in MR.LATE_CHECK_READ_FMTS else {MR.LATE_CHECK_ENV: "1"}
+    monkeypatch.delenv(MR.LATE_CHECK_ENV, raising=False)
+    _bit_identical_steps(pair, 64, ({MR.LATE_CHECK_ENV: "0"}, on), monkeypatch, batch=batch, L=L)
     ops = [k.meta["op"] for k in MR._CACHE._d.values()]
     assert any(op.late_arrive_check and op.pair.name == pair for op in ops), pair
 

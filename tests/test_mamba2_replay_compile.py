@@ -902,3 +902,7 @@ def test_compile_late_check(pair, k, monkeypatch):
     base = ("fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True, True)
     assert not M.Mamba2ReplayDecode(*base, row_order=True, order_cursors=True).late_arrive_check
     assert M.LATE_CHECK_ENV in M._ENV_NAMES
+    # unset: on for fp32 / nvfp4 read copies only (session34_gpu/call1/lc)
+    monkeypatch.delenv(M.LATE_CHECK_ENV)
+    for p, on in (("fp32", True), ("nvfp4/fp16sr", True), ("fp8/fp32", False), ("bf16/fp32", False)):
+        assert M.Mamba2ReplayDecode(p, *base[1:]).late_arrive_check is on, p
