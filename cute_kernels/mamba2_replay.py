@@ -1124,6 +1124,7 @@ class Mamba2ReplayDecode:
         self.hi_ahead = bool(hi_ahead and self.flush_impl == 2 and self.hpc == 1
                              and self.rows != 1)
         self.hi_slots = self.cfg.nit if self.hi_ahead else 1
+        self.hi_pending = 1 if self.hi_slots > 1 else 0    # (cp.async groups left at head start)
         # non-flush nvfp4 read copies: every head's state, scales and x_j staged in smem with
         # cp.async right after the cursors (:meth:`_snf_issue`), in the smem the flush path
         # uses for its own buffers (a CTA is either)
@@ -2776,6 +2777,16 @@ class Mamba2ReplayDecode:
                                       (4,), (tidx,)))
 
     @cute.jit
+    def _stage_b_entry(self, mBBuf: cute.Tensor, sB: cute.Tensor, slot: Int32, group: Int32,
+                       origin: Int32, h: Int32, idx: Int32):
+        """sB[j, n] (fp32) = the group's ring entry B_j[n] at flat index ``idx = j N + n``, for
+        j < h (h <= hm = jb in the single-pass flush)."""
+        jj = idx // self.N
+        n = idx % self.N
+        if jj < h:
+            sB[jj, n] = mBBuf[slot, group, self._phys(origin, jj), n].to(Float32)
+
+    @cute.jit
     def _cpa_xrows(self, mXBuf: cute.Tensor, sXR: cute.Tensor, slot: Int32, head: Int32,
                    origin: Int32, h: Int32, tidx: Int32):
         """cp.async of one head's x_j rows (j < h) into sXR (thread's share; not committed)."""
@@ -2902,20 +2913,23 @@ class Mamba2ReplayDecode:
         w3_lo = lp.sr_counter_word3(1, gen)
         # first copies out: x_j rows and hi chunk 0 of the first head
         self._cpa_xrows(mXBuf, sXR, slot, head0, origin, h, tidx)
-        for c in cutlass.range_constexpr(self.hi_slots):     # (hi_ahead: every chunk now)
-            r0 = rrow + c * RPF
+        for c in cutlass.range_constexpr(self.hi_slots):     # (hi_ahead: every chunk now,
+            r0 = rrow + c * RPF                               # chunks 1.. a group of their own)
             if const_expr(not cfg.full):
                 r0 = cutlass.min(r0, P - 1)
             self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, slot, head0, r0, cbi, tidx, c)
-        cute.arch.cp_async_commit_group()
+            if const_expr(c == 0 or c == self.hi_slots - 1):
+                cute.arch.cp_async_commit_group()
         hw = cute.make_rmem_tensor((wpc_hi,), Int32)
-        # the group's B entries once per CTA
-        for it in cutlass.range(-(-(JB * N) // NT), unroll=4):
-            idx = tidx + it * NT
-            jj = idx // N
-            n = idx % N
-            if jj < h:                   # h <= hm = jb here
-                sB[jj, n] = mBBuf[slot, group, self._phys(origin, jj), n].to(Float32)
+        # the group's B entries once per CTA (hi_ahead: every load issued before the first
+        # store -- unrolled by 4, a one-CTA SM waits out a round trip per 4 entries)
+        NBI = -(-(JB * N) // NT)
+        if const_expr(self.hi_ahead):
+            for it in cutlass.range_constexpr(NBI):
+                self._stage_b_entry(mBBuf, sB, slot, group, origin, h, tidx + it * NT)
+        else:
+            for it in cutlass.range(NBI, unroll=4):
+                self._stage_b_entry(mBBuf, sB, slot, group, origin, h, tidx + it * NT)
         dsk = Float32(0.0)
         for k in cutlass.range(HPC, unroll=1):
             head = _opaque_i32(head0 + k)
@@ -2929,7 +2943,8 @@ class Mamba2ReplayDecode:
                 hig = mHiG[slot, head]
             if const_expr(pacc is not None):
                 q0 = common.sreg64("clock64")
-            cute.arch.cp_async_wait_group(0)   # this head's x_j rows (and hi chunk 0) landed
+            # this head's x_j rows (and hi chunk 0) landed (hi_ahead: chunks 1.. may not yet)
+            cute.arch.cp_async_wait_group(self.hi_pending)
             cute.arch.barrier()          # ... for every thread; sWX / sRed of the previous head
             for i in cutlass.range_constexpr(NXW):  # are consumed
                 idx = tidx + i * NT
