@@ -8,8 +8,9 @@
 #     compiles of B and C.
 #  B. default vs REPLAYSSM_M2_HI_AHEAD=0: Super / Nano-4B b1 / b2, L8 / L16, fp32,
 #     nvfp4/fp16sr, fp8/fp32, bf16/fp32. Prediction: a b1 flush CTA waits out NIT - 1 = 3-4
-#     fewer L2 round trips (~0.5 us each after the fold): flush step -1.5..-2 us, so
-#     -0.15..-0.25 us a step at L8, half at L16 (fp32 Super L8 4.9 -> ~4.7).
+#     fewer round trips for its hi chunks (~0.5 us each after the fold) and 3 fewer for the B
+#     entries (16 loads per thread, unrolled by 4 before): flush step -2..-3 us, so
+#     -0.25..-0.4 us a step at L8, half at L16 (fp32 Super L8 4.9 -> ~4.6).
 #  C. default vs REPLAYSSM_M2_LATE_CHECK=0 at b4 / b8 (the row split), fp32 and nvfp4/fp16sr.
 #     Prediction: 0.97-1.00x (several CTAs per SM hide part of the atomic's wait).
 source .device/gpu_env.sh >/dev/null 2>&1
