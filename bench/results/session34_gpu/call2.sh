@@ -24,11 +24,9 @@ EB="sweep --layer mamba2 --shapes nemotron3-super,nemotron3-nano-4b --batches 1,
 SB="def:- h0:REPLAYSSM_M2_HI_AHEAD=0"
 EC="sweep --layer mamba2 --shapes nemotron3-super,nemotron3-nano-4b --batches 4,8 --L 8,16 --pairs fp32,nvfp4/fp16sr --no-peers --no-plots"
 SC="def:- l0:REPLAYSSM_M2_LATE_CHECK=0"
-( SETTINGS="$SB" BENCH_ARGS="$EB" WARM_S=300 WARM_JOBS=2 RUN_S=1 OUT=/tmp/c2warmb \
-  bash tests/gpu_scripts/run_knob_grid.sh > /tmp/c2warmb.log 2>&1;
-  SETTINGS="$SC" BENCH_ARGS="$EC" WARM_S=200 WARM_JOBS=2 RUN_S=1 OUT=/tmp/c2warmc \
-  bash tests/gpu_scripts/run_knob_grid.sh > /tmp/c2warmc.log 2>&1 ) &
-( timeout 330 python -m pytest -q -rs -p no:cacheprovider -n 8 tests/test_gpu_ops.py -k "mamba2 and not verify" \
+( SETTINGS="$SB" BENCH_ARGS="$EB" WARM_S=240 WARM_JOBS=2 RUN_S=1 OUT=/tmp/c2warmb \
+  bash tests/gpu_scripts/run_knob_grid.sh > /tmp/c2warmb.log 2>&1 ) &
+( timeout 250 python -m pytest -q -rs -p no:cacheprovider -n 8 tests/test_gpu_ops.py -k "mamba2 and not verify" \
   > "$OUT/t_m2.log" 2>&1; echo "rc=$?" >> "$OUT/t_m2.log" ) &
 wait
 echo "phase A $(( $(date +%s) - t0 )) s"; tarball
@@ -36,8 +34,11 @@ echo "== t_m2: $(grep -E "passed|failed" "$OUT/t_m2.log" | tail -1) $(tail -1 "$
 OUT=$OUT/ha SETTINGS="$SB" BENCH_ARGS="$EB" REPLAYS=9 RUN_S=100 \
   bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/ha.log" 2>&1
 echo "B $(( $(date +%s) - t0 )) s"; tarball
-OUT=$OUT/lc SETTINGS="$SC" BENCH_ARGS="$EC" REPLAYS=9 RUN_S=80 \
-  bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/lc.log" 2>&1
-echo "C $(( $(date +%s) - t0 )) s"; tarball
+# (C is skipped when the call has run past 300 s: the session's device minutes are short)
+if [ $(( $(date +%s) - t0 )) -lt 300 ]; then
+  OUT=$OUT/lc SETTINGS="$SC" BENCH_ARGS="$EC" REPLAYS=9 RUN_S=60 WARM_S=60 WARM_JOBS=2 \
+    bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/lc.log" 2>&1
+  echo "C $(( $(date +%s) - t0 )) s"; tarball
+fi
 grep -v "^|---" "$OUT/ha/knobs.md" | grep -v standard | cut -c1-110
-grep -v "^|---" "$OUT/lc/knobs.md" | grep -v standard | cut -c1-110
+[ -f "$OUT/lc/knobs.md" ] && grep -v "^|---" "$OUT/lc/knobs.md" | grep -v standard | cut -c1-110
