@@ -406,8 +406,9 @@ LATE_CHECK_READ_FMTS = ("fp32", "nvfp4")
 #: 0 / 1: a flush row of a one-head build (flush v2) issues the cp.async of every hi chunk of its
 #: head (NIT = P / 16 per thread, each into its own smem landing slot: 8 KiB per chunk for fp32,
 #: 4 KiB fp16) at the flush start, instead of one chunk ahead of the fold -- at batch 1 the one
-#: CTA on its SM otherwise waits out NIT - 1 round trips. Unset: launches of <= 2 rows, one CTA
-#: per head, no order / split (:func:`hi_ahead_for`).
+#: CTA on its SM otherwise waits out NIT - 1 round trips; the B entries' loads are then all
+#: issued before their stores too. Unset: off. Session 34 built it (CPU: SASS, compile tests) but
+#: got no device time to test or time it (bench/results/session34_gpu/call2.sh is the plan).
 HI_AHEAD_ENV = "REPLAYSSM_M2_HI_AHEAD"
 #: 0 / 1 forces; unset: on where the first 16-bit read set goes out before the preamble (the
 #: early-wide builds of :func:`early_read_for`). 1 = a non-flush row's ring entries (dA, dt' per
@@ -537,7 +538,7 @@ def hi_ahead_for(batch: int, heads_per_cta: int, row_split: int, ordered: bool) 
     forced = _env_flag(HI_AHEAD_ENV)
     if forced is not None:
         return forced
-    return _few_rows_launch(batch, heads_per_cta, row_split, ordered)
+    return False        # (not yet GPU-tested or timed: opt-in, see HI_AHEAD_ENV)
 
 
 def launch_threads() -> int:

@@ -508,13 +508,12 @@ def test_mamba2_decode_late_check_bit_identical(pair, batch, L, seed, monkeypatc
                                             ("fp8/fp32", 2, 4, 80), ("bf16/fp32", 1, 4, 64),
                                             ("fp16sr", 2, 16, 64), ("nvfp4/fp8sr", 2, 4, 80)])
 def test_mamba2_decode_hi_ahead_bit_identical(pair, batch, L, P, seed, monkeypatch):
-    """The flush's hi chunks all issued at its start (unset REPLAYSSM_M2_HI_AHEAD at <= 2 rows:
-    :func:`hi_ahead_for`) give the bytes of the one-chunk-ahead pipeline (0): outputs and every
+    """The flush's hi chunks all issued at its start (REPLAYSSM_M2_HI_AHEAD=1, opt-in) give the
+    bytes of the one-chunk-ahead pipeline (0): outputs and every
     cache tensor over 3 flushes, P = 64 (4 chunks per thread) and 80 (5)."""
     from cute_kernels import mamba2_replay as MR
-    monkeypatch.delenv(MR.HI_AHEAD_ENV, raising=False)
-    assert MR.hi_ahead_for(batch, 1, 1, False)
-    _bit_identical_steps(pair, P, ({MR.HI_AHEAD_ENV: "0"}, {}), monkeypatch, batch=batch, L=L)
+    _bit_identical_steps(pair, P, ({MR.HI_AHEAD_ENV: "0"}, {MR.HI_AHEAD_ENV: "1"}), monkeypatch,
+                         batch=batch, L=L)
     ops = [k.meta["op"] for k in MR._CACHE._d.values()]
     assert any(op.hi_ahead and op.pair.name == pair and op.P == P for op in ops), pair
 

@@ -926,8 +926,7 @@ def test_compile_hi_ahead(pair, P, monkeypatch):
     assert op1.smem_bytes() > op0.smem_bytes()
     base = (pair, "bfloat16", "float32", 128, P, 128, 8, 8, 9, True, False, True, True)
     assert not M.Mamba2ReplayDecode(*base, heads_per_cta=2, hi_ahead=True).hi_ahead
-    assert M.hi_ahead_for(1, 1, 1, False) and M.hi_ahead_for(2, 1, 1, False)
-    assert not M.hi_ahead_for(3, 1, 1, False) and not M.hi_ahead_for(1, 1, 2, False)
-    monkeypatch.setenv(M.HI_AHEAD_ENV, "0")
-    assert not M.hi_ahead_for(1, 1, 1, False)
+    assert not M.hi_ahead_for(1, 1, 1, False)            # unset: off (not GPU-tested yet)
+    monkeypatch.setenv(M.HI_AHEAD_ENV, "1")
+    assert M.hi_ahead_for(1, 1, 1, False)
     assert M.HI_AHEAD_ENV in M._ENV_NAMES
