@@ -403,13 +403,6 @@ DEP_ARRIVE_ENV = "REPLAYSSM_M2_DEP_ARRIVE"
 #: b2 L8 1.00x; fp8/fp32 0.99-1.02x, bf16/fp32 b1 1.00-1.02x, b2 0.97-0.99x: left off there.
 LATE_CHECK_ENV = "REPLAYSSM_M2_LATE_CHECK"
 LATE_CHECK_READ_FMTS = ("fp32", "nvfp4")
-#: 0 / 1: a flush row of a one-head build (flush v2) issues the cp.async of every hi chunk of its
-#: head (NIT = P / 16 per thread, each into its own smem landing slot: 8 KiB per chunk for fp32,
-#: 4 KiB fp16) at the flush start, instead of one chunk ahead of the fold -- at batch 1 the one
-#: CTA on its SM otherwise waits out NIT - 1 round trips; the B entries' loads are then all
-#: issued before their stores too. Unset: off. Session 34 built it (CPU: SASS, compile tests) but
-#: got no device time to test or time it (bench/results/session34_gpu/call2.sh is the plan).
-HI_AHEAD_ENV = "REPLAYSSM_M2_HI_AHEAD"
 #: 0 / 1 forces; unset: on where the first 16-bit read set goes out before the preamble (the
 #: early-wide builds of :func:`early_read_for`). 1 = a non-flush row's ring entries (dA, dt' per
 #: head, B_j per group) loaded at their physical ring index right after the slot, beside the
@@ -528,17 +521,6 @@ def few_rows_hint_for(cache, batch: int, heads_per_cta: int, row_split: int,
     no row order or split (``REPLAYSSM_M2_MINBLOCKS`` still overrides every hint)."""
     return (cache.pair.read_fmt in FEW_ROWS_MINB_FMTS
             and _few_rows_launch(batch, heads_per_cta, row_split, ordered))
-
-
-def hi_ahead_for(batch: int, heads_per_cta: int, row_split: int, ordered: bool) -> bool:
-    """Whether a decode launch's flush rows issue every hi chunk of their head at the flush
-    start (:data:`HI_AHEAD_ENV` forces 0 / 1 where the build has one head per CTA; unset: the
-    launches of :func:`_few_rows_launch`, <= 1-2 CTAs per SM, where the extra landing slots
-    cost no occupancy)."""
-    forced = _env_flag(HI_AHEAD_ENV)
-    if forced is not None:
-        return forced
-    return False        # (not yet GPU-tested or timed: opt-in, see HI_AHEAD_ENV)
 
 
 def launch_threads() -> int:
@@ -1030,7 +1012,7 @@ class Mamba2ReplayDecode:
                  early_read: Optional[bool] = None, pdl: Optional[int] = None,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
                  pf_early: Optional[bool] = None, num_threads: int = NUM_THREADS,
-                 row_split: int = 1, few_rows: bool = False, hi_ahead: bool = False):
+                 row_split: int = 1, few_rows: bool = False):
         p: PrecisionPair = parse_pair(pair)
         self.pdl = common.pdl_mode(pdl)
         # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code or
@@ -1120,12 +1102,6 @@ class Mamba2ReplayDecode:
             raise ValueError(f"flush_impl must be 1 or 2, got {fi}")
         self.flush_impl = fi if (self.cfg.njb == 1 and
                                  (self.P * (self.act_dtype.width // 8)) % 16 == 0) else 1
-        # hi_ahead (:func:`hi_ahead_for`): a one-head flush issues every hi chunk's cp.async at
-        # its start, each into its own landing slot, instead of one chunk ahead of the fold
-        self.hi_ahead = bool(hi_ahead and self.flush_impl == 2 and self.hpc == 1
-                             and self.rows != 1)
-        self.hi_slots = self.cfg.nit if self.hi_ahead else 1
-        self.hi_pending = 1 if self.hi_slots > 1 else 0    # (cp.async groups left at head start)
         # non-flush nvfp4 read copies: every head's state, scales and x_j staged in smem with
         # cp.async right after the cursors (:meth:`_snf_issue`), in the smem the flush path
         # uses for its own buffers (a CTA is either)
@@ -1232,9 +1208,9 @@ class Mamba2ReplayDecode:
             # cp.async landing zones: the next hi chunk of every thread, its scale word, and the
             # next head's x_j rows (JB x P, act dtype)
             off["hw"] = o
-            o += al(NT * CHUNK * _BITS[self.rec_fmt] // 8) * self.hi_slots
+            o += al(NT * CHUNK * _BITS[self.rec_fmt] // 8)
             off["hs"] = o
-            o += al(4 * NT) * self.hi_slots
+            o += al(4 * NT)
             off["xr"] = o
             o += al(c.jb * P * (self.act_dtype.width // 8))
         size = o
@@ -1345,10 +1321,8 @@ class Mamba2ReplayDecode:
         if self.flush_impl == 2:
             wpc = CHUNK * _BITS[self.rec_fmt] // 32
             V = min(4, wpc)
-            # (one landing slot per hi chunk in flight: the last mode)
-            sHW = uview("hw", Int32, cute.make_layout((wpc // V, NT, V, self.hi_slots),
-                                                      stride=(NT * V, V, 1, wpc * NT)))
-            sHS = uview("hs", Int32, cute.make_layout((NT, self.hi_slots), stride=(1, NT)))
+            sHW = uview("hw", Int32, cute.make_layout((wpc // V, NT, V), stride=(NT * V, V, 1)))
+            sHS = uview("hs", Int32, cute.make_layout(NT))
             sXR = uview("xr", self.act_dtype, cute.make_layout((cfg.jb, P), stride=(P, 1)))
         sSlab = None
         if self.mma_fold:
@@ -2747,12 +2721,10 @@ class Mamba2ReplayDecode:
     @cute.jit
     def _cpa_hi_chunk(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], sHW: cute.Tensor,
                       sHS: cute.Tensor, slot: Int32, head: Int32, r: Int32, cbi: Int32,
-                      tidx: Int32, ls=0):
-        """cp.async of hi chunk (row r, chunk-in-row cbi) into this thread's landing slot ``ls``:
-        the words (16-byte vectors, 8 bytes for nvfp4), the fp8 row scale / the aligned 4-byte
-        word that holds the nvfp4 block-scale byte. Not committed here."""
-        sHW = sHW[None, None, None, ls]
-        sHS = sHS[None, ls]
+                      tidx: Int32):
+        """cp.async of hi chunk (row r, chunk-in-row cbi) into this thread's landing slot: the
+        words (16-byte vectors, 8 bytes for nvfp4), the fp8 row scale / the aligned 4-byte word
+        that holds the nvfp4 block-scale byte. Not committed here."""
         fmt = self.rec_fmt
         wpc = CHUNK * _BITS[fmt] // 32
         V = min(4, wpc)
@@ -2776,16 +2748,6 @@ class Mamba2ReplayDecode:
                       cute.local_tile(cute.make_tensor(cute.recast_ptr(sHS.iterator, dtype=Uint8),
                                                        cute.make_layout(4 * self.cfg.nt)),
                                       (4,), (tidx,)))
-
-    @cute.jit
-    def _stage_b_entry(self, mBBuf: cute.Tensor, sB: cute.Tensor, slot: Int32, group: Int32,
-                       origin: Int32, h: Int32, idx: Int32):
-        """sB[j, n] (fp32) = the group's ring entry B_j[n] at flat index ``idx = j N + n``, for
-        j < h (h <= hm = jb in the single-pass flush)."""
-        jj = idx // self.N
-        n = idx % self.N
-        if jj < h:
-            sB[jj, n] = mBBuf[slot, group, self._phys(origin, jj), n].to(Float32)
 
     @cute.jit
     def _cpa_xrows(self, mXBuf: cute.Tensor, sXR: cute.Tensor, slot: Int32, head: Int32,
@@ -2914,23 +2876,19 @@ class Mamba2ReplayDecode:
         w3_lo = lp.sr_counter_word3(1, gen)
         # first copies out: x_j rows and hi chunk 0 of the first head
         self._cpa_xrows(mXBuf, sXR, slot, head0, origin, h, tidx)
-        for c in cutlass.range_constexpr(self.hi_slots):     # (hi_ahead: every chunk now,
-            r0 = rrow + c * RPF                               # chunks 1.. a group of their own)
-            if const_expr(not cfg.full):
-                r0 = cutlass.min(r0, P - 1)
-            self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, slot, head0, r0, cbi, tidx, c)
-            if const_expr(c == 0 or c == self.hi_slots - 1):
-                cute.arch.cp_async_commit_group()
+        r0 = rrow
+        if const_expr(not cfg.full):
+            r0 = cutlass.min(r0, P - 1)
+        self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, slot, head0, r0, cbi, tidx)
+        cute.arch.cp_async_commit_group()
         hw = cute.make_rmem_tensor((wpc_hi,), Int32)
-        # the group's B entries once per CTA (hi_ahead: every load issued before the first
-        # store -- unrolled by 4, a one-CTA SM waits out a round trip per 4 entries)
-        NBI = -(-(JB * N) // NT)
-        if const_expr(self.hi_ahead):
-            for it in cutlass.range_constexpr(NBI):
-                self._stage_b_entry(mBBuf, sB, slot, group, origin, h, tidx + it * NT)
-        else:
-            for it in cutlass.range(NBI, unroll=4):
-                self._stage_b_entry(mBBuf, sB, slot, group, origin, h, tidx + it * NT)
+        # the group's B entries once per CTA
+        for it in cutlass.range(-(-(JB * N) // NT), unroll=4):
+            idx = tidx + it * NT
+            jj = idx // N
+            n = idx % N
+            if jj < h:                   # h <= hm = jb here
+                sB[jj, n] = mBBuf[slot, group, self._phys(origin, jj), n].to(Float32)
         dsk = Float32(0.0)
         for k in cutlass.range(HPC, unroll=1):
             head = _opaque_i32(head0 + k)
@@ -2944,8 +2902,7 @@ class Mamba2ReplayDecode:
                 hig = mHiG[slot, head]
             if const_expr(pacc is not None):
                 q0 = common.sreg64("clock64")
-            # this head's x_j rows (and hi chunk 0) landed (hi_ahead: chunks 1.. may not yet)
-            cute.arch.cp_async_wait_group(self.hi_pending)
+            cute.arch.cp_async_wait_group(0)   # this head's x_j rows (and hi chunk 0) landed
             cute.arch.barrier()          # ... for every thread; sWX / sRed of the previous head
             for i in cutlass.range_constexpr(NXW):  # are consumed
                 idx = tidx + i * NT
@@ -2986,10 +2943,9 @@ class Mamba2ReplayDecode:
                     pacc[1] = pacc[1] + (q2 - q1)
                 # + the decayed checkpoint (this chunk's hi: cp.async issued one chunk ago)
                 cute.arch.cp_async_wait_group(0)
-                ls = it if const_expr(self.hi_ahead) else 0
                 for g in cutlass.range_constexpr(wpc_hi // V):
-                    cute.autovec_copy(sHW[g, tidx, None, ls], cute.local_tile(hw, (V,), (g,)))
-                hsw = sHS[tidx, ls]
+                    cute.autovec_copy(sHW[g, tidx, None], cute.local_tile(hw, (V,), (g,)))
+                hsw = sHS[tidx]
                 d_blk = Float32(0.0)
                 if const_expr(fmt_hi == "nvfp4"):
                     sbyte = (Uint32(hsw) >> (Uint32(8) * Uint32(cbi % 4))) & Uint32(0xFF)
@@ -3020,20 +2976,19 @@ class Mamba2ReplayDecode:
                                        sKey, s_glob, mHi, mHiS, mLo, mLoS)
                 # ---- cp.async of the next chunk's hi (in flight during its fold), and after the
                 # last chunk of a head the next head's x_j rows
-                if const_expr(not self.hi_ahead):          # (hi_ahead: one head, all issued)
-                    wrap = it + 1 >= NIT
-                    nit = _sel_i32(wrap, Int32(0), it + 1)
-                    nk = k + _sel_i32(wrap, Int32(1), Int32(0))
-                    if nk < HPC:
-                        rn = rrow + nit * RPF
-                        if const_expr(not cfg.full):
-                            rn = cutlass.min(rn, P - 1)
-                        hn = _opaque_i32(head0 + nk)
-                        self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, _dep_i32(slot, it), hn, rn, cbi,
-                                           tidx)
-                        if wrap:
-                            self._cpa_xrows(mXBuf, sXR, _dep_i32(slot, it), hn, origin, h, tidx)
-                    cute.arch.cp_async_commit_group()
+                wrap = it + 1 >= NIT
+                nit = _sel_i32(wrap, Int32(0), it + 1)
+                nk = k + _sel_i32(wrap, Int32(1), Int32(0))
+                if nk < HPC:
+                    rn = rrow + nit * RPF
+                    if const_expr(not cfg.full):
+                        rn = cutlass.min(rn, P - 1)
+                    hn = _opaque_i32(head0 + nk)
+                    self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, _dep_i32(slot, it), hn, rn, cbi,
+                                       tidx)
+                    if wrap:
+                        self._cpa_xrows(mXBuf, sXR, _dep_i32(slot, it), hn, origin, h, tidx)
+                cute.arch.cp_async_commit_group()
                 if const_expr(pacc is not None):
                     q1 = common.sreg64("clock64")    # the next chunk's fold starts here
                     pacc[4] = pacc[4] + (q1 - q4)
@@ -3080,8 +3035,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
              row_order=False, rows=0, flush_positions=0, pf_early=None,
-             num_threads=NUM_THREADS, row_split=1, early_read=None, few_rows=False,
-             hi_ahead=False):
+             num_threads=NUM_THREADS, row_split=1, early_read=None, few_rows=False):
     pair = parse_pair(pair_name)
     # (a split's halves need the order's cursors, and run on two streams: no programmatic
     # launch edges)
@@ -3106,7 +3060,6 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         and not row_order,
         num_threads=int(num_threads), row_split=int(row_split),
         few_rows=bool(few_rows) and min_blocks_per_mp is None,   # (an explicit hint wins)
-        hi_ahead=bool(hi_ahead),
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
@@ -3218,7 +3171,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           pf_early: Optional[bool] = None,
                           num_threads: int = NUM_THREADS, row_split: int = 1,
                           early_read: Optional[bool] = None,
-                          few_rows: bool = False, hi_ahead: bool = False) -> CompiledKernel:
+                          few_rows: bool = False) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -3232,8 +3185,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     ``REPLAYSSM_M2_MINBLOCKS``), ``early_read`` (the first head's read set issued before the
     preamble; None: :data:`EARLY_READ_ENV`, else the kernel's rule -- launches pick
     :func:`early_read_for`), ``few_rows`` (fp8 / nvfp4 one-head builds for launches of few rows
-    take the occupancy hint :data:`EARLY_WIDE_MINB`; launches pick :func:`few_rows_hint_for`),
-    ``hi_ahead`` (a one-head flush issues all its hi chunks at its start; :func:`hi_ahead_for`);
+    take the occupancy hint :data:`EARLY_WIDE_MINB`; launches pick :func:`few_rows_hint_for`);
     from the environment only: ``REPLAYSSM_M2_MMA_FOLD`` (the flush's
     fold on the tensor cores).
     Implementation switches (part of the key; None = the env default): ``flush_impl`` 2 (single
@@ -3253,7 +3205,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
                        row_order, rows, flush_positions, pf_early, num_threads, row_split,
-                       early_read, few_rows, hi_ahead)
+                       early_read, few_rows)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -3264,7 +3216,7 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
                  has_state_batch_indices: bool = True,
                  keep_ptx: bool = True,
                  num_threads: int = NUM_THREADS,
-                 row_split: int = 1, hi_ahead: bool = False) -> Tuple[CompiledKernel, Optional[str]]:
+                 row_split: int = 1) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
     layer, L=16, decode-only ring (R = L + 1). Returns ``(kernel, ptx_or_None)``; with ``keep_ptx``
     the compile is uncached and the PTX text is returned."""
@@ -3273,7 +3225,7 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
             dt_softplus, heads_per_cta, has_state_batch_indices)
     return _compile_keep_ptx(functools.partial(compile_mamba2_replay, num_threads=num_threads,
-                                               row_split=row_split, hi_ahead=hi_ahead),
+                                               row_split=row_split),
                              args, keep_ptx)
 
 
@@ -3580,8 +3532,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_PREFETCH", EARLY_READ_ENV, common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
-              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV,
-              HI_AHEAD_ENV)
+              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
@@ -3607,7 +3558,6 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               early_read=early_read_for(cache, batch, heads_per_cta, split,
                                                         ordered),
                               few_rows=few_rows_hint_for(cache, batch, heads_per_cta, split,
-                                                         ordered),
-                              hi_ahead=hi_ahead_for(batch, heads_per_cta, split, ordered))
+                                                         ordered))
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

@@ -504,20 +504,6 @@ def test_mamba2_decode_late_check_bit_identical(pair, batch, L, seed, monkeypatc
     assert any(op.late_arrive_check and op.pair.name == pair for op in ops), pair
 
 
-@pytest.mark.parametrize("pair,batch,L,P", [("fp32", 1, 4, 64), ("nvfp4/fp16sr", 1, 16, 64),
-                                            ("fp8/fp32", 2, 4, 80), ("bf16/fp32", 1, 4, 64),
-                                            ("fp16sr", 2, 16, 64), ("nvfp4/fp8sr", 2, 4, 80)])
-def test_mamba2_decode_hi_ahead_bit_identical(pair, batch, L, P, seed, monkeypatch):
-    """The flush's hi chunks all issued at its start (REPLAYSSM_M2_HI_AHEAD=1, opt-in) give the
-    bytes of the one-chunk-ahead pipeline (0): outputs and every
-    cache tensor over 3 flushes, P = 64 (4 chunks per thread) and 80 (5)."""
-    from cute_kernels import mamba2_replay as MR
-    _bit_identical_steps(pair, P, ({MR.HI_AHEAD_ENV: "0"}, {MR.HI_AHEAD_ENV: "1"}), monkeypatch,
-                         batch=batch, L=L)
-    ops = [k.meta["op"] for k in MR._CACHE._d.values()]
-    assert any(op.hi_ahead and op.pair.name == pair and op.P == P for op in ops), pair
-
-
 @pytest.mark.parametrize("order,pair", [("0", "nvfp4/fp16sr"), ("1", "nvfp4/fp16sr"),
                                         ("cursors", "nvfp4/fp16sr"), ("0", "fp32")])
 def test_cuda_graph_capture_replay(order, pair, seed, monkeypatch):

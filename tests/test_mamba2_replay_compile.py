@@ -910,23 +910,3 @@ def test_compile_late_check(pair, k, monkeypatch):
     for p, on in (("fp32", True), ("nvfp4/fp16sr", True), ("fp8/fp32", False), ("bf16/fp32", False)):
         assert M.Mamba2ReplayDecode(p, *base[1:]).late_arrive_check is on, p
 
-
-@pytest.mark.parametrize("pair,P", [("fp32", 64), ("nvfp4/fp16sr", 80)])
-def test_compile_hi_ahead(pair, P, monkeypatch):
-    """``hi_ahead``: the one-head flush issues every hi chunk (P / 16 per thread) at its start,
-    each into its own landing slot -- the cp.async count grows, no local memory, the smem by
-    (slots - 1) chunk slots; two heads per CTA or the non-flush half keep one slot."""
-    monkeypatch.delenv(M.HI_AHEAD_ENV, raising=False)
-    k0, ptx0 = M.compile_only(pair, P=P, L=8, keep_ptx=True)
-    k1, ptx1 = M.compile_only(pair, P=P, L=8, keep_ptx=True, hi_ahead=True)
-    op0, op1 = k0.meta["op"], k1.meta["op"]
-    assert op1.hi_ahead and op1.hi_slots == -(-P // 16) and not op0.hi_ahead
-    assert ".local" not in ptx1
-    assert ptx1.count("cp.async.") > ptx0.count("cp.async.")
-    assert op1.smem_bytes() > op0.smem_bytes()
-    base = (pair, "bfloat16", "float32", 128, P, 128, 8, 8, 9, True, False, True, True)
-    assert not M.Mamba2ReplayDecode(*base, heads_per_cta=2, hi_ahead=True).hi_ahead
-    assert not M.hi_ahead_for(1, 1, 1, False)            # unset: off (not GPU-tested yet)
-    monkeypatch.setenv(M.HI_AHEAD_ENV, "1")
-    assert M.hi_ahead_for(1, 1, 1, False)
-    assert M.HI_AHEAD_ENV in M._ENV_NAMES
