@@ -1698,6 +1698,10 @@ FLUSH_HALVES_ENV = "REPLAYSSM_GDN_FLUSH_HALVES"
 TAIL_ENV = "REPLAYSSM_GDN_TAIL"
 #: the flush's L2 prefetch of the CTA's hi rows at its start (:func:`flush_pf_for`): 0 / 1 forces
 FLUSH_PF_ENV = "REPLAYSSM_GDN_FLUSH_PF"
+#: the split pairs' flush Gram (kn_i . kn_j, i < j) on the tensor cores (:meth:`_gram_mma`: one
+#: warp per 16 keys, 3xTF32 as the fold) = 1, or on the CUDA cores (pairs of keys per lane pair)
+#: = 0. Read by the decode's constructor, part of the key; the verify keeps the CUDA-core Gram.
+GRAM_MMA_ENV = "REPLAYSSM_GDN_GRAM_MMA"
 
 
 def flush_pf_for(ctas: Optional[int], rows: int = 0) -> bool:
@@ -1897,6 +1901,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         tail = 3 if tail is None else tail
         self.late_arrive_check = bool(tail & 1)
         self.k_append_regs = bool(tail & 2)
+        # the split flush's Gram on the tensor cores (GRAM_MMA_ENV; the decode only)
+        self.gram_mma = (self.split and type(self) is GDNReplayDecodeV2
+                         and _env_int(GRAM_MMA_ENV) == 1)
 
     def _owns_row(self, h):
         """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""
@@ -2843,6 +2850,75 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 S[1, 2 * nu + 1] = acc[3]
 
     @cute.jit
+    def _gram_mma(self, sKs: cute.Tensor, sKh: cute.Tensor, sKm: cute.Tensor, sKl: cute.Tensor,
+                  sA: cute.Tensor, sGv: cute.Tensor, sBeta: cute.Tensor, hf: Int32, warp: Int32,
+                  lane: Int32):
+        """sA[j LP + i] = beta_j (a_{i+1} ... a_j) kn_i.kn_j for i < j < hf (0 elsewhere in the
+        tiles written), the Gram on the tensor cores: warp mi takes keys 16 mi .. 16 mi + 15 as
+        the rows of m16n8k8 tiles against keys 8 ni .. 8 ni + 7 (ni <= 2 mi + 1: the lower
+        triangle). Both operands are the staged keys: a tf32 A fragment's (row g, col t) and
+        (g, t + 4) words are the B fragment of the 8 keys of that row block, so a k-step loads
+        each key block once. 3xTF32 products as the fold (6 for an fp32 recurrence), four
+        accumulator chains over the k-steps summed in a fixed order (deterministic)."""
+        K, LP = self.K, self.tile.lp
+        NRB = LP // 8                                   # key blocks of 8
+        P3 = self.tile.f5_pieces == 3
+        NPC = 3 if P3 else 2
+        NCH = 4
+        g = lane // Int32(4)
+        t = lane % Int32(4)
+        for mi in cutlass.range_constexpr((LP + 15) // 16):
+            NB = min(2 * mi + 2, NRB)                   # key blocks read = n-tiles
+            if warp == Int32(mi):
+                alphas = [Float32(1.0)] + [sGv[ll] for ll in range(1, LP)]
+                acc = [[[Float32(0.0)] * 4 for _ in range(NCH)] for _ in range(NB)]
+                for ks in cutlass.range_constexpr(K // 8):
+                    # pieces[rb][half][piece]: key 8 rb + g, column 8 ks + t + 4 half
+                    pieces = []
+                    for rb in cutlass.range_constexpr(NB):
+                        ph = []
+                        for hh in cutlass.range_constexpr(2):
+                            a = _ks_addr(Int32(8 * rb) + g, Int32(8 * ks + 4 * hh) + t)
+                            if const_expr(self.tile.ks_split):
+                                if const_expr(P3):
+                                    ph.append((sKh[a], sKm[a], sKl[a]))
+                                else:
+                                    ph.append((sKh[a], sKl[a]))
+                            else:
+                                ph.append(_split3_tf32(sKs[a]) if P3 else _split_tf32(sKs[a]))
+                        pieces.append(ph)
+                    z = tuple(Uint32(0) for _ in range(NPC))
+                    lo_blk = pieces[2 * mi]
+                    hi_blk = [z, z]
+                    if const_expr(2 * mi + 1 < NB):
+                        hi_blk = pieces[2 * mi + 1]
+                    afr = [[lo_blk[0][p], hi_blk[0][p], lo_blk[1][p], hi_blk[1][p]]
+                           for p in range(NPC)]
+                    ch = ks % NCH
+                    for ni in cutlass.range_constexpr(NB):
+                        bfr = [[pieces[ni][0][p], pieces[ni][1][p]] for p in range(NPC)]
+                        if const_expr(P3):
+                            acc[ni][ch] = _mma6_tf32(tuple(afr), tuple(bfr), acc[ni][ch])
+                        else:
+                            acc[ni][ch] = _mma3_tf32(afr[0], afr[1], bfr[0], bfr[1],
+                                                     acc[ni][ch])
+                for ni in cutlass.range_constexpr(NB):
+                    for e in cutlass.range_constexpr(4):
+                        if const_expr(16 * mi + 8 * (e // 2) < LP):   # (rows past LP: none)
+                            dot = acc[ni][0][e]
+                            for c in cutlass.range_constexpr(1, NCH):
+                                dot = dot + acc[ni][c][e]
+                            j = Int32(16 * mi + 8 * (e // 2)) + g
+                            i = Int32(8 * ni + e % 2) + Int32(2) * t
+                            dec = Float32(1.0)                  # a_{i+1} ... a_j, in order
+                            for ll in cutlass.range_constexpr(1, LP):
+                                dec = dec * Float32(_sel((Int32(ll) > i) & (Int32(ll) <= j),
+                                                         alphas[ll], Float32(1.0)))
+                            av = sBeta[j] * dec * dot
+                            sA[j * Int32(LP) + i] = Float32(_sel((i < j) & (j < hf), av,
+                                                                 Float32(0.0)))
+
+    @cute.jit
     def _flush(self, mHiS: Optional[cute.Tensor], mHiG: Optional[cute.Tensor],
                mLoS: Optional[cute.Tensor], mLoG: Optional[cute.Tensor], mKb: cute.Tensor,
                mKinvb: cute.Tensor, mGb: cute.Tensor, mUb: cute.Tensor,
@@ -2966,7 +3042,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 sScal[8] = eTl
         cute.arch.barrier()
         _fstamp(rFs, 1)                                 # ring values, keys, gates staged
-        if const_expr(self.split):
+        if const_expr(self.split and self.gram_mma):
+            self._gram_mma(sKs, sKh, sKm, sKl, sA, sGv, sBeta, hf, warp, lane)
+            cute.arch.barrier()
+        elif const_expr(self.split):
             # ---- Gram: A_ji = beta_j e^{G_j - G_i} kn_i.kn_j (i < j), halves of K per lane pair
             NP = LP * (LP - 1) // 2
             for it in cutlass.range_constexpr((2 * NP + NT - 1) // NT):
@@ -3663,7 +3742,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
         kw.update(flush_pf=True)
     # encode_mode() is read while tracing, TAIL_ENV by the constructor: part of the key
     key = ("gdn_replay", common.arch_key(), encode_mode(),
-           os.environ.get(TAIL_ENV, "")) + tuple(kw.values())
+           os.environ.get(TAIL_ENV, ""), os.environ.get(GRAM_MMA_ENV, "")) + tuple(kw.values())
     return kw, key
 
 
@@ -3729,7 +3808,8 @@ def _fake_args(op: GDNReplayDecode, T: Optional[int] = None):
 def _kernel_meta(op) -> dict:
     return {"tile": op.tile, "any_sr": op.any_sr, "split": op.split,
             "order_cursors": op.order_cursors,
-            "tail": (op.late_arrive_check, op.k_append_regs)}
+            "tail": (op.late_arrive_check, op.k_append_regs),
+            "gram_mma": bool(getattr(op, "gram_mma", False))}
 
 
 def _compile_keep_ptx(op, key, fake_args, dump_dir: Optional[str]):
@@ -3871,7 +3951,7 @@ _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_EN
               WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV,
               ORDER_ENV, ORDER_CURSORS_ENV, SPLIT_ENV, SPLIT_TPW_ENV, SPLIT_MINB1_ENV,
               SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV, PF_EARLY_ENV, FLUSH_HALVES_ENV,
-              FLUSH_PF_ENV, TAIL_ENV)
+              FLUSH_PF_ENV, TAIL_ENV, GRAM_MMA_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -319,6 +319,28 @@ def test_gdn_decode_flush_halves(pair, L, mode, seed, monkeypatch):
     assert seen and set(seen) == {mode}, seen
 
 
+@pytest.mark.parametrize("L,batch", [(4, 4), (16, 4), (32, 4), (4, 9)])
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp8sr", "fp8/fp32", "bf16/fp32"])
+def test_gdn_decode_gram_mma(pair, L, batch, seed, monkeypatch):
+    """REPLAYSSM_GDN_GRAM_MMA=1: a split pair's flush Gram on the tensor cores (3xTF32, one warp
+    per 16 keys) -- the twin check against the torch reference over 3L + 3 steps with random
+    pad rows (>= 3 flushes): L = 4 / 16 (one 16-key tile, pre-split keys), L = 32 (two, keys
+    split on the fly); b4 the plain grid (nvfp4: the CTA pair), b9 at L = 4 the small split's
+    flush launch."""
+    from cute_kernels import gdn_replay as GR
+    monkeypatch.setenv(GR.GRAM_MMA_ENV, "1")
+    built, real = [], GR.compile_gdn_replay
+
+    def spy(*a, **kw):
+        k = real(*a, **kw)
+        built.append(k.meta.get("gram_mma"))
+        return k
+
+    monkeypatch.setattr(GR, "compile_gdn_replay", spy)
+    _twin_check("gdn", pair, L, pool=max(8, batch + 3), batch=batch)
+    assert any(built), (pair, built)
+
+
 def _switch_env(monkeypatch, envs, env):
     """Set the switches of ``env`` (one dict of ``envs``), unset the other dicts' switches."""
     for name in set().union(*envs) - set(env):
