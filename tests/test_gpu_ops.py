@@ -521,9 +521,18 @@ def test_mamba2_decode_late_check_bit_identical(pair, batch, L, seed, monkeypatc
     from cute_kernels import mamba2_replay as MR
     on = {} if R.parse_pair(pair).read_fmt in MR.LATE_CHECK_READ_FMTS else {MR.LATE_CHECK_ENV: "1"}
     monkeypatch.delenv(MR.LATE_CHECK_ENV, raising=False)
+    built, real = [], MR.compile_mamba2_replay
+
+    def spy(*a, **kw):
+        k = real(*a, **kw)
+        built.append(k.meta["op"])
+        return k
+
+    monkeypatch.setattr(MR, "compile_mamba2_replay", spy)
     _bit_identical_steps(pair, 64, ({MR.LATE_CHECK_ENV: "0"}, on), monkeypatch, batch=batch, L=L)
-    ops = [k.meta["op"] for k in MR._CACHE._d.values()]
-    assert any(op.late_arrive_check and op.pair.name == pair for op in ops), pair
+    # this case's own launches took the late check, at its L and row split
+    assert any(op.late_arrive_check and op.pair.name == pair and op.L == L
+               and op.row_split == (2 if batch == 6 else 1) for op in built), pair
 
 
 @pytest.mark.parametrize("order,pair", [("0", "nvfp4/fp16sr"), ("1", "nvfp4/fp16sr"),
