@@ -22,9 +22,10 @@ SB="g1:REPLAYSSM_GDN_GRAM_MMA=1 g0:REPLAYSSM_GDN_GRAM_MMA=0"
 T="timeout 250 python -m pytest -q -rs -p no:cacheprovider tests/test_gpu_ops.py"
 ( $T -n 4 -k "gram_mma" > "$OUT/t_gram.log" 2>&1; echo "rc=$?" >> "$OUT/t_gram.log" ) &
 ( $T -n 4 -k "gdn and not verify and not gram_mma" > "$OUT/t_gdn.log" 2>&1; echo "rc=$?" >> "$OUT/t_gdn.log" ) &
+( $T -n 2 -k "late_check_bit_identical" > "$OUT/t_lc.log" 2>&1; echo "rc=$?" >> "$OUT/t_lc.log" ) &
 wait
 echo "phase A $(( $(date +%s) - t0 )) s"; tarball
-for f in t_gram t_gdn; do echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"; grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -8; done
+for f in t_gram t_gdn t_lc; do echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"; grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -8; done
 OUT=$OUT/gb SETTINGS="$SB" BENCH_ARGS="$EB" REPLAYS=9 RUN_S=100 \
   bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/gb.log" 2>&1
 echo "B $(( $(date +%s) - t0 )) s"; tarball
