@@ -1700,8 +1700,22 @@ TAIL_ENV = "REPLAYSSM_GDN_TAIL"
 FLUSH_PF_ENV = "REPLAYSSM_GDN_FLUSH_PF"
 #: the split pairs' flush Gram (kn_i . kn_j, i < j) on the tensor cores (:meth:`_gram_mma`: one
 #: warp per 16 keys, 3xTF32 as the fold) = 1, or on the CUDA cores (pairs of keys per lane pair)
-#: = 0. Read by the decode's constructor, part of the key; the verify keeps the CUDA-core Gram.
+#: = 0; unset: :func:`gram_mma_default`. Read by the decode's constructor, part of the key; the
+#: verify keeps the CUDA-core Gram.
 GRAM_MMA_ENV = "REPLAYSSM_GDN_GRAM_MMA"
+
+
+def gram_mma_default(rec_fmt: str, rows: int) -> bool:
+    """Whether a split pair's decode flush takes the tensor-core Gram when GRAM_MMA_ENV is unset:
+    a 16-bit / fp8 recurrence (2 tf32 pieces, 3 products) or a split launch's flush half
+    (``rows`` = 2: no non-flush path whose registers the Gram's could disturb). H200, 1 / 0 in
+    one run (session35_gpu/call2/gb, gl; Qwen3.5-4B / 122B b1 / b2 L8 / L16): nvfp4/fp16sr and
+    nvfp4/fp8sr 0.97-0.99x (122B b2 L16 nvfp4/fp16sr 1.03x alone), 4B b512 L16 nvfp4/fp16sr
+    0.984x, fp8/fp32 0.970x (the split's flush half); an fp32 recurrence's one-launch builds
+    (6 products, fp8/fp32 / bf16/fp32 b1 / b2) 0.97-1.05x, 1.01-1.05x in 10 of 16 cells: off.
+    The b1 flush profile (4B L16): Gram 1.77 -> 0.85 us (nvfp4/fp16sr), 2.24 -> 1.29
+    (fp8/fp32)."""
+    return rows == 2 or rec_fmt != "fp32"
 
 
 def flush_pf_for(ctas: Optional[int], rows: int = 0) -> bool:
@@ -1902,8 +1916,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         self.late_arrive_check = bool(tail & 1)
         self.k_append_regs = bool(tail & 2)
         # the split flush's Gram on the tensor cores (GRAM_MMA_ENV; the decode only)
+        gram = _env_int(GRAM_MMA_ENV)
         self.gram_mma = (self.split and type(self) is GDNReplayDecodeV2
-                         and _env_int(GRAM_MMA_ENV) == 1)
+                         and (gram_mma_default(self.rec_fmt, self.rows) if gram is None
+                              else gram == 1))
 
     def _owns_row(self, h):
         """Whether this launch runs a row at write position ``h`` (:func:`common.owns_row`)."""

@@ -424,8 +424,9 @@ def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4):
         c.init_from_state(slots.tolist(), S0)
     for step in range(3 * L + 3):
         pad = torch.rand(batch, device=dev) < 0.3
-        if batch == 1:                  # (one pad step; 14 steps of the row: 3 flushes at L4)
-            pad[0] = step == 2
+        if batch <= 2:                  # (one pad step: 3L + 2 steps of each row, 3 flushes)
+            pad[:] = False
+            pad[step % batch] = step == 2
         sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
         g = torch.Generator(device=dev).manual_seed(1000 + step)
         r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
