@@ -2872,7 +2872,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         """sA[j LP + i] = beta_j (a_{i+1} ... a_j) kn_i.kn_j for i < j < hf (0 elsewhere in the
         tiles written), the Gram on the tensor cores: warp mi takes keys 16 mi .. 16 mi + 15 as
         the rows of m16n8k8 tiles against keys 8 ni .. 8 ni + 7 (ni <= 2 mi + 1: the lower
-        triangle). Both operands are the staged keys: a tf32 A fragment's (row g, col t) and
+        triangle; with fewer warps than m-tiles, warp mi % NW takes several). Both operands are
+        the staged keys: a tf32 A fragment's (row g, col t) and
         (g, t + 4) words are the B fragment of the 8 keys of that row block, so a k-step loads
         each key block once. 3xTF32 products as the fold (6 for an fp32 recurrence), four
         accumulator chains over the k-steps summed in a fixed order (deterministic)."""
@@ -2885,7 +2886,7 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         t = lane % Int32(4)
         for mi in cutlass.range_constexpr((LP + 15) // 16):
             NB = min(2 * mi + 2, NRB)                   # key blocks read = n-tiles
-            if warp == Int32(mi):
+            if warp == Int32(mi % self.nwarps):
                 alphas = [Float32(1.0)] + [sGv[ll] for ll in range(1, LP)]
                 acc = [[[Float32(0.0)] * 4 for _ in range(NCH)] for _ in range(NB)]
                 for ks in cutlass.range_constexpr(K // 8):

@@ -319,16 +319,23 @@ def test_gdn_decode_flush_halves(pair, L, mode, seed, monkeypatch):
     assert seen and set(seen) == {mode}, seen
 
 
-@pytest.mark.parametrize("L,batch", [(4, 4), (16, 4), (32, 4), (4, 9)])
-@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp8sr", "fp8/fp32", "bf16/fp32"])
-def test_gdn_decode_gram_mma(pair, L, batch, seed, monkeypatch):
+@pytest.mark.parametrize("L,batch,block_v", [(4, 4, None), (16, 4, None), (32, 4, None),
+                                             (4, 9, None), (24, 4, 16), (32, 4, 16)])
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp8sr", "fp8/fp32", "bf16/fp32",
+                                  "fp8/fp16sr"])
+def test_gdn_decode_gram_mma(pair, L, batch, block_v, seed, monkeypatch):
     """REPLAYSSM_GDN_GRAM_MMA=1: a split pair's flush Gram on the tensor cores (3xTF32, one warp
     per 16 keys) -- the twin check against the torch reference over 3L + 3 steps with random
     pad rows (>= 3 flushes): L = 4 / 16 (one 16-key tile, pre-split keys), L = 32 (two, keys
     split on the fly); b4 the plain grid (nvfp4: the CTA pair), b9 at L = 4 the small split's
-    flush launch."""
+    flush launch; 16 value rows per CTA (REPLAYSSM_GDN_BLOCK_V=16, not nvfp4: one warp per CTA)
+    at L = 24 / 32, where the one warp takes both 16-key m-tiles."""
     from cute_kernels import gdn_replay as GR
+    if block_v is not None and "nvfp4" in pair:
+        pytest.skip("REPLAYSSM_GDN_BLOCK_V does not apply to nvfp4 pairs")
     monkeypatch.setenv(GR.GRAM_MMA_ENV, "1")
+    if block_v is not None:
+        monkeypatch.setenv(GR.BLOCK_V_ENV, str(block_v))
     built, real = [], GR.compile_gdn_replay
 
     def spy(*a, **kw):
@@ -424,7 +431,7 @@ def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4):
         c.init_from_state(slots.tolist(), S0)
     for step in range(3 * L + 3):
         pad = torch.rand(batch, device=dev) < 0.3
-        if batch <= 2:                  # (one pad step: 3L + 2 steps of each row, 3 flushes)
+        if batch <= 2:                  # (one pad step: >= 3L + 2 steps a row, 3 flushes)
             pad[:] = False
             pad[step % batch] = step == 2
         sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
