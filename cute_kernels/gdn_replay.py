@@ -1714,7 +1714,8 @@ def gram_mma_default(rec_fmt: str, rows: int) -> bool:
     0.984x, fp8/fp32 0.970x (the split's flush half); an fp32 recurrence's one-launch builds
     (6 products, fp8/fp32 / bf16/fp32 b1 / b2) 0.97-1.05x, 1.01-1.05x in 10 of 16 cells: off.
     The b1 flush profile (4B L16): Gram 1.77 -> 0.85 us (nvfp4/fp16sr), 2.24 -> 1.29
-    (fp8/fp32)."""
+    (fp8/fp32). Call 3 (default / 0): 4B L16 nvfp4/fp16sr b32 0.975x, b512 0.986x, bf16/fp32's
+    flush half at b512 0.996x (one cell's noise in that run: ~1.5 %)."""
     return rows == 2 or rec_fmt != "fp32"
 
 
