@@ -1916,9 +1916,10 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         tail = 3 if tail is None else tail
         self.late_arrive_check = bool(tail & 1)
         self.k_append_regs = bool(tail & 2)
-        # the split flush's Gram on the tensor cores (GRAM_MMA_ENV; the decode only)
+        # the split flush's Gram on the tensor cores (GRAM_MMA_ENV; the decode's builds with
+        # flush code only)
         gram = _env_int(GRAM_MMA_ENV)
-        self.gram_mma = (self.split and type(self) is GDNReplayDecodeV2
+        self.gram_mma = (self.split and type(self) is GDNReplayDecodeV2 and self.rows != 1
                          and (gram_mma_default(self.rec_fmt, self.rows) if gram is None
                               else gram == 1))
 

@@ -56,13 +56,15 @@ def test_gdn_gram_mma_only_split_decode(monkeypatch):
 
 @pytest.mark.parametrize("pair,rows,on", [("nvfp4/fp16sr", 0, True), ("nvfp4/fp8sr", 0, True),
                                           ("fp8/fp32", 0, False), ("bf16/fp32", 0, False),
-                                          ("fp8/fp32", 2, True), ("fp8/fp32", 1, False)])
+                                          ("fp8/fp32", 2, True), ("fp8/fp32", 1, False),
+                                          ("nvfp4/fp16sr", 1, False)])
 def test_gdn_gram_mma_default(pair, rows, on, monkeypatch):
     """Unset GRAM_MMA_ENV (:func:`gram_mma_default`): on for a 16-bit / fp8 recurrence and for a
-    split launch's flush half, off for an fp32 recurrence's other builds."""
+    split launch's flush half, off for an fp32 recurrence's other builds and for the split's
+    non-flush half (no flush code)."""
     monkeypatch.delenv(GR.GRAM_MMA_ENV, raising=False)
     L = 16
     kw, _ = GR._resolve(pair, "bfloat16", H, HV, K, V, L, L + 1, None, None, "float32",
                         "bfloat16", "float32", "bfloat16", True, True, None, None,
                         row_order=bool(rows), rows=rows, flush_positions=8 if rows == 2 else 0)
-    assert GR.make_op(kw).gram_mma is (on and rows != 1)
+    assert GR.make_op(kw).gram_mma is on
