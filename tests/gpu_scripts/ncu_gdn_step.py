@@ -1,4 +1,4 @@
-"""One GDN decode configuration under Nsight Compute: the launches to profile run between
+"""One GDN decode configuration (``--layer mamba2``: a Mamba-2 one) under Nsight Compute: the launches to profile run between
 ``cudaProfilerStart`` / ``Stop`` (run ncu with ``--profile-from-start off``), every row's cursor
 pinned non-flush (h = L // 2) or flush (h = L), one slot set per step from a pool larger than L2
 (as ``prof_mamba2_replay.py``), the release build (no in-kernel stamps).
@@ -6,6 +6,10 @@ pinned non-flush (h = L // 2) or flush (h = L), one slot set per step from a poo
     ncu --profile-from-start off --clock-control none --kernel-name regex:GDNReplayDecodeV2 \\
         --section SourceCounters --section WarpStateStats -o rep \\
         python tests/gpu_scripts/ncu_gdn_step.py --pair fp8/fp32 --batch 1 --mode nonflush
+
+Mamba-2: ``--kernel-name regex:Mamba2ReplayDecode``, ``--shape nemotron3-super`` (the default
+there); at >= 32 rows the decode runs its row order, and fp8 / nvfp4 read copies the split launch
+(``--mode flush`` then profiles the split's flush half: every row flushes).
 
 Per-instruction stall samples: ``ncu -i rep.ncu-rep --page source --csv --print-source sass``;
 ``tests/gpu_scripts/ncu_stalls.py`` sums them per code region.
@@ -21,7 +25,51 @@ import torch  # noqa: E402
 from bench import traffic  # noqa: E402
 from bench.sweep import _gdn_inputs  # noqa: E402
 from bench.timing import pool_rotation  # noqa: E402
-from replayssm_lp import GDNReplayCache, ops  # noqa: E402
+from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, ops  # noqa: E402
+
+
+def _mamba2_step(a, dev, act):
+    """(cache, step) of a Mamba-2 decode over a pool larger than L2 (``rot`` slot sets)."""
+    from bench.sweep import _mamba2_inputs
+    d = traffic.SHAPES[a.shape]
+    H, P, N, G = d["H"], d["P"], d["N"], d["G"]
+    tb = traffic.mamba2_bytes(a.pair, H, P, N, G, a.L)
+    rot = max(pool_rotation(tb.amortized, a.batch), a.steps + 2)
+    cache = Mamba2ReplayCache(rot * a.batch, H, P, N, G, precision=a.pair, buffer_len=a.L,
+                              act_dtype=act, device=dev, seed=1234)
+    cache.init_from_state(list(range(cache.num_slots)),
+                          torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
+    inp = _mamba2_inputs(a.batch, H, P, N, G, act, dev)
+    sets = [torch.arange(r * a.batch, (r + 1) * a.batch, device=dev, dtype=torch.int32)
+            for r in range(rot)]
+    out = torch.empty(a.batch, H, P, dtype=act, device=dev)
+
+    def step(i):
+        ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"],
+                          None, inp["dt_bias"], True, sets[i % rot], out=out, backend="cute")
+    return cache, step, rot
+
+
+def _gdn_step(a, dev, act):
+    """(cache, step) of a GDN decode over a pool larger than L2 (``rot`` slot sets)."""
+    d = traffic.SHAPES[a.shape]
+    H, HV, K, V = d["H"], d["HV"], d["K"], d["V"]
+    tb = traffic.gdn_bytes(a.pair, H, HV, K, V, a.L)
+    rot = max(pool_rotation(tb.amortized, a.batch), a.steps + 2)
+    cache = GDNReplayCache(rot * a.batch, H, HV, K, V, precision=a.pair, buffer_len=a.L,
+                           act_dtype=act, device=dev, seed=1234)
+    cache.init_from_state(list(range(cache.num_slots)),
+                          torch.randn(cache.num_slots, HV, V, K, device=dev) * 0.1)
+    inp = _gdn_inputs(a.batch, H, HV, K, V, act, dev)
+    gates = dict(A_log=inp["A_log"], a=inp["a"], dt_bias=inp["dt_bias"], b=inp["b"])
+    sets = [torch.arange(r * a.batch, (r + 1) * a.batch, device=dev, dtype=torch.int32)
+            for r in range(rot)]
+    out = torch.empty(a.batch, HV, V, dtype=act, device=dev)
+
+    def step(i):
+        ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates,
+                       state_batch_indices=sets[i % rot], out=out, backend="cute")
+    return cache, step, rot
 
 
 def main():
@@ -32,28 +80,17 @@ def main():
                     help="graph: the sweep's timed graph (rows staggered over the L-cycle, rot x L "
                          "steps), one replay profiled (ncu --graph-profiling graph)")
     ap.add_argument("--L", type=int, default=16)
-    ap.add_argument("--shape", default="qwen3.5-4b")
+    ap.add_argument("--layer", default="gdn", choices=("gdn", "mamba2"))
+    ap.add_argument("--shape", default=None, help="default: qwen3.5-4b / nemotron3-super")
     ap.add_argument("--steps", type=int, default=4, help="profiled launches")
     a = ap.parse_args()
-    d = traffic.SHAPES[a.shape]
-    H, HV, K, V = d["H"], d["HV"], d["K"], d["V"]
+    a.shape = a.shape or ("qwen3.5-4b" if a.layer == "gdn" else "nemotron3-super")
     dev, act = torch.device("cuda"), torch.bfloat16
-    tb = traffic.gdn_bytes(a.pair, H, HV, K, V, a.L)
-    rot = max(pool_rotation(tb.amortized, a.batch), a.steps + 2)
-    cache = GDNReplayCache(rot * a.batch, H, HV, K, V, precision=a.pair, buffer_len=a.L,
-                           act_dtype=act, device=dev, seed=1234)
-    cache.init_from_state(list(range(cache.num_slots)),
-                          torch.randn(cache.num_slots, HV, V, K, device=dev) * 0.1)
+    if a.layer == "mamba2":
+        cache, step, rot = _mamba2_step(a, dev, act)
+    else:
+        cache, step, rot = _gdn_step(a, dev, act)
     h = {"nonflush": a.L // 2, "flush": a.L}.get(a.mode)
-    inp = _gdn_inputs(a.batch, H, HV, K, V, act, dev)
-    gates = dict(A_log=inp["A_log"], a=inp["a"], dt_bias=inp["dt_bias"], b=inp["b"])
-    sets = [torch.arange(r * a.batch, (r + 1) * a.batch, device=dev, dtype=torch.int32)
-            for r in range(rot)]
-    out = torch.empty(a.batch, HV, V, dtype=act, device=dev)
-
-    def step(i):
-        ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates,
-                       state_batch_indices=sets[i % rot], out=out, backend="cute")
     if a.mode == "graph":
         from bench.sweep import _stagger
         _stagger(cache, a.L)
