@@ -1261,8 +1261,9 @@ def _round_bf16(x):
 
 def _cvt_rz_x2(fmt, a0, a1) -> Uint32:
     """Two fp32 -> fp16x2 / bf16x2 rounded toward zero (a0 in the low half)."""
-    ty = "f16x2" if fmt == "fp16" else "bf16x2"
-    return Uint32(lp._asm(T.i32(), f"cvt.rz.{ty}.f32 $0, $2, $1;", "=r,f,f",
+    if fmt == "fp16":
+        return lp.pack_f16x2_rz(a0, a1)
+    return Uint32(lp._asm(T.i32(), "cvt.rz.bf16x2.f32 $0, $2, $1;", "=r,f,f",
                           [Float32(a0).ir_value(), Float32(a1).ir_value()]))
 
 
@@ -1844,6 +1845,9 @@ class GDNReplayDecodeV2(GDNReplayDecode):
     * ``row_order``: the flush-first order (:mod:`cute_kernels.row_order`, run just before)
       maps grid (HV * nsplit, positions) to (row, slot, cursors), flushing rows' CTAs first.
     """
+
+    # fp16 SR flush encodes take lp.pack_f16_sr's chunk check (lp.f16_sr_chunk's default)
+    F16_SR_CHUNK = True
 
     impl = "v2"
 
@@ -3581,9 +3585,20 @@ class GDNReplayDecodeV2(GDNReplayDecode):
             return [lp.f32_bits(x) for x in xs]
         if fmt == "fp16" and sr and encode_mode() >= 1:
             # exact SR (the fp16 subnormal range included: a warp with one such value used to
-            # take the generic path, 80 % of the flush tiles of N(0, 0.1) states)
-            ys = [lp.round_f16_sr(x, wds[j]) for j, x in enumerate(xs)]
-            return [lp.pack_f16x2(ys[2 * i], ys[2 * i + 1]) for i in range(8)]
+            # take the generic path, 80 % of the flush tiles of N(0, 0.1) states); a chunk in
+            # the normal range by lp.pack_f16_sr's 2 ops an element
+            fast = lp.f16_sr_chunk_fast(xs, self.F16_SR_CHUNK)
+            if fast is None:
+                ys = [lp.round_f16_sr(x, wds[j]) for j, x in enumerate(xs)]
+                return [lp.pack_f16x2(ys[2 * i], ys[2 * i + 1]) for i in range(8)]
+            xt = cute.make_rmem_tensor((CHUNK,), Float32)
+            wt = cute.make_rmem_tensor((CHUNK,), Uint32)
+            for j, x in enumerate(xs):
+                xt[j] = x
+                wt[j] = wds[j]
+            ot = cute.make_rmem_tensor((CHUNK // 2,), Uint32)
+            lp.pack_f16_sr(xt, wt, ot, fast, CHUNK)
+            return [ot[i] for i in range(CHUNK // 2)]
         if fmt in ("fp16", "bf16"):
             vmax = lp.FP16_MAX if fmt == "fp16" else lp.BF16_MAX
             ys = []
@@ -3760,7 +3775,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     if impl == "v2" and flush_pf and not rows and not kw["flush_whole"]:
         kw.update(flush_pf=True)
     # encode_mode() is read while tracing, TAIL_ENV by the constructor: part of the key
-    key = ("gdn_replay", common.arch_key(), encode_mode(),
+    key = ("gdn_replay", common.arch_key(), encode_mode(), lp.f16_sr_chunk(),
            os.environ.get(TAIL_ENV, ""), os.environ.get(GRAM_MMA_ENV, "")) + tuple(kw.values())
     return kw, key
 
@@ -3970,7 +3985,7 @@ _ENV_NAMES = (IMPL_ENV, TPW_ENV, MINB_ENV, common.PDL_ENV, PROF_ENV, PREAMBLE_EN
               WHOLE_ROWS_ENV, ENCODE_ENV, RING_GATES_ASYNC_ENV, V_LATE_ENV, FLUSH_WHOLE_ENV,
               ORDER_ENV, ORDER_CURSORS_ENV, SPLIT_ENV, SPLIT_TPW_ENV, SPLIT_MINB1_ENV,
               SPLIT_MINB2_ENV, SPLIT_FPOS_ENV, BLOCK_V_ENV, PF_EARLY_ENV, FLUSH_HALVES_ENV,
-              FLUSH_PF_ENV, TAIL_ENV, GRAM_MMA_ENV)
+              FLUSH_PF_ENV, TAIL_ENV, GRAM_MMA_ENV, lp.F16_SR_CHUNK_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

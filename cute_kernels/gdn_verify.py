@@ -208,6 +208,9 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
     flush (fold + encoders) are inherited, the flush's output hook is overridden."""
 
     impl = "verify"
+    # fp16 SR flush encodes element by element unless REPLAYSSM_F16_SR_CHUNK=1: the chunk check
+    # (lp.pack_f16_sr) took the nvfp4/fp16sr T=8 build's spills 604 -> 964 B at its 80 registers
+    F16_SR_CHUNK = False
 
     def __init__(self, read_fmt: str, read_rounding: str, rec_fmt: str, rec_rounding: str,
                  split: bool, act_dtype, H: int, HV: int, K: int, V: int, L: int, ring: int,
@@ -1053,7 +1056,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               row_order=bool(row_order),
               order_cursors=bool(row_order) and _env_int(ORDER_CURSORS_ENV) != 0)
     # switches read while tracing (not constructor arguments) are part of the key
-    key = ("gdn_verify", common.arch_key(), encode_mode(), ksplit_big(rf)) + tuple(kw.values())
+    key = ("gdn_verify", common.arch_key(), encode_mode(), lp.f16_sr_chunk(False),
+           ksplit_big(rf)) + tuple(kw.values())
     return kw, key
 
 
@@ -1254,7 +1258,8 @@ def _budget_128(num_threads: int, min_blocks: int) -> bool:
 
 _ENV_NAMES = (VERIFY_MINB_ENV, common.PDL_ENV, PREAMBLE_ENV, PROF_ENV, TAIL_ENV, MMA_ENV,
               ENCODE_ENV, KSPLIT_ENV, COEF_FIRST_ENV, BV_ENV, BSPLIT_ENV, COEF_VEC_ENV,
-              EARLY_ENV, FLUSH_TILE_ENV, VERIFY_ORDER_ENV, ORDER_CURSORS_ENV)
+              EARLY_ENV, FLUSH_TILE_ENV, VERIFY_ORDER_ENV, ORDER_CURSORS_ENV,
+              lp.F16_SR_CHUNK_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

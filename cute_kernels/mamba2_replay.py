@@ -1657,6 +1657,10 @@ class Mamba2ReplayDecode:
         quad0 = Uint32(qc) * Uint32(4)
         nib = [Uint32(0), Uint32(0)]
         tok = None
+        f16_sr = fmt == "fp16" and sr
+        fast = None
+        if f16_sr:                  # the chunk in the fp16 normal range: lp.pack_f16_sr's 2 ops
+            fast = lp.f16_sr_chunk_fast([acc[j] for j in range(CHUNK)])
         for jq in range(4):
             w = [None] * 4
             ctr = quad0 + Uint32(jq)
@@ -1664,13 +1668,22 @@ class Mamba2ReplayDecode:
                 ctr = Uint32(_dep_i32(Int32(ctr), tok))
             if sr:
                 w = self._philox_smem(ctr, Uint32(head), Uint32(slot), w3, sKey, Int32(ctr))
+            if fast is not None:
+                xs = cute.make_rmem_tensor((4,), Float32)
+                ws = cute.make_rmem_tensor((4,), Uint32)
+                for i in range(4):
+                    xs[i] = acc[4 * jq + i] if tok is None else _dep_f32(acc[4 * jq + i], tok)
+                    ws[i] = w[i]
+                lp.pack_f16_sr(xs, ws, cute.local_tile(rW, (2,), (jq,)), fast, 4)
+                tok = rW[2 * jq + 1]
+                continue
             q = []
             for i in range(4):
                 x = acc[4 * jq + i]
                 if tok is not None:
                     x = _dep_f32(x, tok)
                 if fmt == "fp16" or fmt == "bf16":
-                    if fmt == "fp16" and sr:
+                    if f16_sr:
                         q.append(lp.round_f16_sr(x, w[i]))
                     else:
                         q.append(lp.round_to_grid(x, fmt, sr, w[i]))
@@ -3065,7 +3078,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
            _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
            os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(DEP_ARRIVE_ENV),
-           os.environ.get(RING_PHYS_ENV), os.environ.get(LATE_CHECK_ENV)) + tuple(kw.values())
+           os.environ.get(RING_PHYS_ENV), os.environ.get(LATE_CHECK_ENV),
+           lp.f16_sr_chunk()) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3532,7 +3546,8 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               "REPLAYSSM_M2_PREFETCH", EARLY_READ_ENV, common.PDL_ENV,
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
-              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV)
+              DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV,
+              lp.F16_SR_CHUNK_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

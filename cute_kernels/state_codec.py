@@ -190,8 +190,14 @@ class StateEncode(_CodecBase):
                 if const_expr(fmt == "fp32"):
                     for j in cutlass.range_constexpr(CHUNK):
                         rW[j] = lp.f32_bits(rX[j]).to(Int32)
+                elif const_expr(fmt == "fp16" and self.sr and lp.f16_sr_chunk()):
+                    # the flush kernels' fp16 SR (check_state_codec tests it bit-exact)
+                    ws = cute.make_rmem_tensor((CHUNK,), Uint32)
+                    for j in cutlass.range_constexpr(CHUNK):
+                        ws[j] = words[j]
+                    lp.pack_f16_sr(rX, ws, rW, lp.f16_sr_chunk_fast([rX[j] for j in range(CHUNK)]),
+                                   CHUNK)
                 elif const_expr(fmt == "fp16" or fmt == "bf16"):
-                    # fp16 SR: the flush kernels' rounding (check_state_codec tests it bit-exact)
                     vals = [lp.round_f16_sr(rX[j], words[j]) if fmt == "fp16" and self.sr
                             else lp.round_to_grid(rX[j], fmt, self.sr,
                                                   words[j] if self.sr else None)
@@ -354,7 +360,8 @@ def _fake_decode_args(op: StateDecode):
 def _enc_key(fmt, rounding, stream_id, R, C):
     rounding = _norm_rounding(fmt, rounding)
     stream_id = int(stream_id) if rounding == "sr" else 0
-    return ("state_encode", common.arch_key(), fmt, rounding, stream_id, int(R), int(C))
+    return ("state_encode", common.arch_key(), fmt, rounding, stream_id, int(R), int(C),
+            lp.f16_sr_chunk())
 
 
 def _dec_key(fmt, R, C):

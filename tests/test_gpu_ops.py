@@ -363,17 +363,29 @@ def _switch_env(monkeypatch, envs, env):
         monkeypatch.setenv(name, val)
 
 
-def _gdn_bit_identical_steps(pair, envs, monkeypatch, batch=4, L=4, max_draft=0, pool=8):
+def _wide_rows(*shape, dev="cuda"):
+    """N(0, 1) matrices whose rows (dim -2) are scaled by 2^-30 .. 2^8: with inputs scaled by
+    2^-20 (:data:`WIDE_INPUT`) the flushed states keep values in every fp16 regime (normal,
+    subnormal, below 2^-24, zero-free) side by side, row by row."""
+    s = torch.randint(-30, 9, (*shape[:-1], 1), device=dev).to(torch.float32)
+    return torch.randn(*shape, device=dev) * torch.exp2(s)
+
+
+WIDE_INPUT = 2.0 ** -20
+
+
+def _gdn_bit_identical_steps(pair, envs, monkeypatch, batch=4, L=4, max_draft=0, pool=8,
+                             wide=False):
     """Two GDN caches through the same 3L + 3 steps with random pad rows (poisoned outputs), one
     under each environment of ``envs`` (two dicts of switches): outputs, stored copies, scales,
-    ring buffers and cursors bit-identical after every step; at least 3 flushes. Returns the
-    second cache."""
+    ring buffers and cursors bit-identical after every step; at least 3 flushes (``wide``: the
+    states of :func:`_wide_rows`, v scaled by :data:`WIDE_INPUT`). Returns the second cache."""
     H, HV, K, Vd, dev = GDN["H"], GDN["HV"], GDN["K"], GDN["V"], "cuda"
     caches = [R.GDNReplayCache(pool, H, HV, K, Vd, precision=pair, buffer_len=L,
                                max_draft=max_draft, act_dtype=torch.bfloat16, device=dev, seed=99)
               for _ in range(2)]
     slots = torch.randperm(pool, device=dev)[:batch]
-    S0 = torch.randn(batch, HV, Vd, K, device=dev) * 0.3
+    S0 = _wide_rows(batch, HV, Vd, K) if wide else torch.randn(batch, HV, Vd, K, device=dev) * 0.3
     for c in caches:
         c.init_from_state(slots.tolist(), S0)
     for step in range(3 * L + 3):
@@ -382,7 +394,7 @@ def _gdn_bit_identical_steps(pair, envs, monkeypatch, batch=4, L=4, max_draft=0,
         g = torch.Generator(device=dev).manual_seed(2000 + step)
         r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
         q, k, v = (r(batch, H, K).to(torch.bfloat16), r(batch, H, K).to(torch.bfloat16),
-                   r(batch, HV, Vd).to(torch.bfloat16))
+                   (r(batch, HV, Vd) * (WIDE_INPUT if wide else 1.0)).to(torch.bfloat16))
         gates = dict(A_log=r(HV) * 0.5, a=r(batch, HV), dt_bias=r(HV) * 0.3, b=r(batch, HV))
         outs = []
         for c, env in zip(caches, envs):
@@ -425,15 +437,16 @@ def test_mamba2_decode_default_row_split(pair, seed, monkeypatch):
     _twin_check("mamba2", pair, 4, dims=M2, batch=6)
 
 
-def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4):
+def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4, wide=False):
     """Two caches through the same 3L + 3 staggered steps with pad rows (poisoned outputs), one
     under each environment of ``envs`` (two dicts of switches): outputs, stored copies, scales,
-    buffers and cursors bit-identical after every step; at least 3 flushes."""
+    buffers and cursors bit-identical after every step; at least 3 flushes (``wide``: the states
+    of :func:`_wide_rows`, x scaled by :data:`WIDE_INPUT`)."""
     H, N, G, pool, dev = M2["H"], M2["N"], M2["G"], 16, "cuda"
     caches = [R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L,
                                   act_dtype=torch.bfloat16, device=dev, seed=99) for _ in range(2)]
     slots = torch.randperm(pool, device=dev)[:batch]
-    S0 = torch.randn(batch, H, P, N, device=dev) * 0.5
+    S0 = _wide_rows(batch, H, P, N) if wide else torch.randn(batch, H, P, N, device=dev) * 0.5
     for c in caches:
         c.init_from_state(slots.tolist(), S0)
     for step in range(3 * L + 3):
@@ -444,7 +457,8 @@ def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4):
         sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
         g = torch.Generator(device=dev).manual_seed(1000 + step)
         r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
-        inp = (r(batch, H, P).to(torch.bfloat16), r(batch, H), -torch.rand(H, device=dev, generator=g) - 0.1,
+        inp = ((r(batch, H, P) * (WIDE_INPUT if wide else 1.0)).to(torch.bfloat16), r(batch, H),
+               -torch.rand(H, device=dev, generator=g) - 0.1,
                r(batch, G, N).to(torch.bfloat16), r(batch, G, N).to(torch.bfloat16), r(H),
                r(batch, H, P).to(torch.bfloat16), r(H) * 0.3)
         outs = []
@@ -542,6 +556,29 @@ def test_mamba2_decode_late_check_bit_identical(pair, batch, L, seed, monkeypatc
     assert any(op.late_arrive_check and op.pair.name == pair and op.L == L
                and op.row_split == (2 if batch == 6 else 1)
                for op in (k.meta["op"] for k in built)), pair
+
+
+F16_SR_PAIRS = [p for p in ALL_PAIRS if p.endswith("fp16sr")]
+
+
+@pytest.mark.parametrize("L", [4, 16])
+@pytest.mark.parametrize("pair", F16_SR_PAIRS)
+def test_mamba2_f16_sr_chunk_bit_identical(pair, L, seed, monkeypatch):
+    """The fp16 SR encode's chunk check (lowprec.pack_f16_sr; unset REPLAYSSM_F16_SR_CHUNK = 1)
+    gives the bytes of round_f16_sr element by element (0), on states whose rows span 2^-30 ..
+    2^8 (chunks of the fast path beside chunks with fp16 subnormals, values below 2^-24)."""
+    from cute_kernels import lowprec as lp
+    _bit_identical_steps(pair, 64, ({lp.F16_SR_CHUNK_ENV: "0"}, {}), monkeypatch, L=L, wide=True)
+
+
+@pytest.mark.parametrize("L,batch", [(4, 4), (16, 4), (8, 8)])
+@pytest.mark.parametrize("pair", F16_SR_PAIRS)
+def test_gdn_f16_sr_chunk_bit_identical(pair, L, batch, seed, monkeypatch):
+    """As the Mamba-2 test for the GDN decode (one-CTA rows, the cluster pair of the nvfp4
+    copies at batch 4, the small split at batch 8 L = 8)."""
+    from cute_kernels import lowprec as lp
+    _gdn_bit_identical_steps(pair, ({lp.F16_SR_CHUNK_ENV: "0"}, {}), monkeypatch, batch=batch,
+                             L=L, pool=2 * batch, wide=True)
 
 
 @pytest.mark.parametrize("order,pair", [("0", "nvfp4/fp16sr"), ("1", "nvfp4/fp16sr"),

@@ -55,6 +55,40 @@ def test_constants_match_formats():
     assert lp.NVFP4_GLOBAL_DIV == F.NVFP4_GLOBAL_DIV and lp.NVFP4_BLOCK == F.NVFP4_BLOCK
 
 
+def _bits(x):
+    return x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+
+
+def test_f16_sr_normal_range_shortcut_is_the_reference():
+    """lp.pack_f16_sr's fast path: for every |x| in [2^-14, 65504] SR to fp16 is x's bits plus the
+    word's low 13 bits, truncated (what its cvt.rz does), the reference's SR bit for bit; and
+    lp.f16_normal_span admits exactly that range (zero, -0, the fp16 subnormal range, NaN, inf
+    and everything past 65504 send a chunk to the per-element round_f16_sr)."""
+    g = torch.Generator().manual_seed(36)
+    n = 200_000
+    e = torch.randint(-14, 16, (n,), generator=g).to(torch.float32)
+    x = (1.0 + torch.rand(n, generator=g)) * torch.exp2(e)
+    x = torch.where(torch.rand(n, generator=g) < 0.5, -x, x).clamp(-65504.0, 65504.0)
+    lo, hi = 2.0 ** -14, 65504.0
+    up = lambda v, d: torch.nextafter(torch.tensor([v]), torch.tensor([d]))  # noqa: E731
+    edges = torch.cat([torch.tensor([lo, -lo, hi, -hi, 1.0, 2048.0, 2049.0]), up(lo, 1.0),
+                       up(hi, 0.0), -up(hi, 0.0)])
+    x = torch.cat([x, edges.repeat_interleave(64)])
+    w = torch.randint(0, 2 ** 32, x.shape, generator=g, dtype=torch.int64)
+    ref = F.round_to_grid(x, "fp16", "sr", words=w)
+    fast = (_bits(x) + (w & 0x1FFF)) & 0xFFFFE000
+    assert torch.equal(fast, _bits(ref))
+
+    def admitted(v):
+        d = ((_bits(torch.tensor(v, dtype=torch.float32)) & 0x7FFFFFFF)
+             - lp.F16_NORMAL_LO_BITS) & 0xFFFFFFFF
+        return (d <= lp.F16_NORMAL_SPAN).tolist()
+    inside = [lo, -lo, hi, -hi, 1.0, -3.5, up(lo, 1.0).item(), up(hi, 0.0).item()]
+    outside = [0.0, -0.0, up(lo, 0.0).item(), -up(lo, 0.0).item(), 2.0 ** -24, 2.0 ** -130,
+               up(hi, 1e9).item(), 65520.0, float("inf"), -float("inf"), float("nan"), 3e38]
+    assert all(admitted(inside)) and not any(admitted(outside))
+
+
 def test_reference_philox_known_answer():
     # Random123 kat_vectors: philox4x32 10 rounds, counter 0, key 0
     out = F.philox4x32(torch.zeros(1, 4, dtype=torch.int64), 0, 0)[0].tolist()
