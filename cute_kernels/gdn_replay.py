@@ -1846,8 +1846,11 @@ class GDNReplayDecodeV2(GDNReplayDecode):
       maps grid (HV * nsplit, positions) to (row, slot, cursors), flushing rows' CTAs first.
     """
 
-    # fp16 SR flush encodes take lp.pack_f16_sr's chunk check (lp.f16_sr_chunk's default)
-    F16_SR_CHUNK = True
+    # fp16 SR flush encodes element by element unless REPLAYSSM_F16_SR_CHUNK=1: lp.pack_f16_sr's
+    # chunk check, 1 against 0 in one run (bench/results/session36_gpu/call2/gg, Qwen3.5-4B):
+    # b1 L8 / L16 0.996-1.000x, b512 L8 nvfp4/fp16sr 266.3 vs 250.6 us (1.063x), fp16sr 1.046x,
+    # L16 0.983x / 1.019x (its per-chunk branches cut the flush's straight-line overlap)
+    F16_SR_CHUNK = False
 
     impl = "v2"
 
@@ -3775,7 +3778,7 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     if impl == "v2" and flush_pf and not rows and not kw["flush_whole"]:
         kw.update(flush_pf=True)
     # encode_mode() is read while tracing, TAIL_ENV by the constructor: part of the key
-    key = ("gdn_replay", common.arch_key(), encode_mode(), lp.f16_sr_chunk(),
+    key = ("gdn_replay", common.arch_key(), encode_mode(), lp.f16_sr_chunk(False),
            os.environ.get(TAIL_ENV, ""), os.environ.get(GRAM_MMA_ENV, "")) + tuple(kw.values())
     return kw, key
 

@@ -208,9 +208,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
     flush (fold + encoders) are inherited, the flush's output hook is overridden."""
 
     impl = "verify"
-    # fp16 SR flush encodes element by element unless REPLAYSSM_F16_SR_CHUNK=1: the chunk check
-    # (lp.pack_f16_sr) took the nvfp4/fp16sr T=8 build's spills 604 -> 964 B at its 80 registers
-    F16_SR_CHUNK = False
+    # fp16 SR flush encodes element by element (as the decode's) unless REPLAYSSM_F16_SR_CHUNK=1:
+    # the chunk check (lp.pack_f16_sr) took the nvfp4/fp16sr T=8 build's spills 604 -> 964 B
 
     def __init__(self, read_fmt: str, read_rounding: str, rec_fmt: str, rec_rounding: str,
                  split: bool, act_dtype, H: int, HV: int, K: int, V: int, L: int, ring: int,

@@ -574,10 +574,12 @@ def test_mamba2_f16_sr_chunk_bit_identical(pair, L, seed, monkeypatch):
 @pytest.mark.parametrize("L,batch", [(4, 4), (16, 4), (8, 8)])
 @pytest.mark.parametrize("pair", F16_SR_PAIRS)
 def test_gdn_f16_sr_chunk_bit_identical(pair, L, batch, seed, monkeypatch):
-    """As the Mamba-2 test for the GDN decode (one-CTA rows, the cluster pair of the nvfp4
-    copies at batch 4, the small split at batch 8 L = 8)."""
+    """As the Mamba-2 test for the GDN decode, the chunk check forced (its default is off: see
+    ``GDNReplayDecodeV2.F16_SR_CHUNK``): one-CTA rows, the cluster pair of the nvfp4 copies at
+    batch 4, the small split at batch 8 L = 8."""
     from cute_kernels import lowprec as lp
-    _gdn_bit_identical_steps(pair, ({lp.F16_SR_CHUNK_ENV: "0"}, {}), monkeypatch, batch=batch,
+    _gdn_bit_identical_steps(pair, ({lp.F16_SR_CHUNK_ENV: "0"}, {lp.F16_SR_CHUNK_ENV: "1"}),
+                             monkeypatch, batch=batch,
                              L=L, pool=2 * batch, wide=True)
 
 
