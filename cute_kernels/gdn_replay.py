@@ -1193,17 +1193,7 @@ def _f32asm(ptx, *args):
                            [Float32(a).ir_value() for a in args]))
 
 
-def _fma_rn(a, b, c):
-    """a * b + c, one rounding (``fma.rn.f32``)."""
-    return _f32asm("fma.rn.f32 $0, $1, $2, $3;", a, b, c)
-
-
-def _add_rn(a, b):
-    return _f32asm("add.rn.f32 $0, $1, $2;", a, b)
-
-
-def _sub_rn(a, b):
-    return _f32asm("sub.rn.f32 $0, $1, $2;", a, b)
+_fma_rn, _add_rn, _sub_rn = lp.fma_rn, lp.add_rn, lp.sub_rn
 
 
 def _rcp_approx(a):
@@ -1561,38 +1551,6 @@ def _qg(q: int, qb):
     """Run index (0 / 1: columns 64 q + 16 t ...) of a lane's local run ``q`` (``qb`` None: the
     lane holds both runs; else run ``qb`` only)."""
     return q if qb is None else qb + Int32(q)
-
-
-def _e2m1_pack_rn(xs, d14, rcp, sign_src):
-    """8 fp32 x -> 8 packed e2m1 codes (element i at bits [4i, 4i+4)), RN, for a block with
-    d14 = d * 2^14 > 0 in the fast-division range: q = x / d14 (IEEE, Markstein with the
-    refined reciprocal rcp), |q| clamped to 6 * 2^-14, rounded by magic addition, codes via
-    the fp16 bit layout (value * 2^-14 has the e2m1 magnitude code at bits [11:9])."""
-    out = Uint32(0)
-    hs = []
-    for i in range(8):
-        x = Float32(xs[i])
-        q0 = x * rcp
-        rem = _fma_rn(-q0, d14, x)
-        q = _fma_rn(rem, rcp, q0)
-        a = cute.arch.fmin(lp.bits_f32(lp.f32_bits(q) & Uint32(0x7FFFFFFF)),
-                           Float32(6.0 * 2.0 ** -14))
-        m = Float32(_sel(a < Float32(2.0 ** -13), Float32(256.0),
-                         _sel(a < Float32(2.0 ** -12), Float32(512.0), Float32(1024.0))))
-        r = _sub_rn(_add_rn(a, m), m)
-        rs = lp.f32_bits(r) | (lp.f32_bits(sign_src[i]) & Uint32(0x80000000))
-        hs.append(lp.bits_f32(rs))
-    for i in range(4):
-        h = lp.pack_f16x2(hs[i], hs[i + 4])       # element i low, element i + 4 high
-        mag = h & Uint32(0x0E000E00)
-        sgn = h & Uint32(0x80008000)
-        if 9 - 4 * i >= 0:
-            mag = mag >> Uint32(9 - 4 * i)
-        else:
-            mag = mag << Uint32(4 * i - 9)
-        sgn = sgn >> Uint32(12 - 4 * i)
-        out = out | mag | sgn
-    return out
 
 
 class ReplayTileV2:
@@ -3632,8 +3590,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
         r0 = _rcp_approx(d14)
         rc = _fma_rn(r0, _fma_rn(-d14, r0, Float32(1.0)), r0)
         xin = [Float32(_sel(z, lp.mul_rn(x, Float32(0.0)), x)) for x in xs]
-        return [_e2m1_pack_rn(xin[0:8], d14, rc, xs[0:8]),
-                _e2m1_pack_rn(xin[8:16], d14, rc, xs[8:16])]
+        return [lp.e2m1_pack8_rn(xin[0:8], d14, rc, xs[0:8]),
+                lp.e2m1_pack8_rn(xin[8:16], d14, rc, xs[8:16])]
 
 
 # --------------------------------------------------------------------------------------

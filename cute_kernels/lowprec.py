@@ -60,7 +60,7 @@ __all__ = [
     "GRIDS", "PHILOX_ROUNDS", "PHILOX_M0", "PHILOX_M1", "PHILOX_W0", "PHILOX_W1",
     "E4M3_MAX", "E2M1_MAX", "NVFP4_BLOCK", "NVFP4_GLOBAL_DIV", "FLT_MAX",
     "f32_bits", "bits_f32", "split_tf32_fast", "sel_u32", "sel_f32", "div_rn", "mul_rn",
-    "fmax_nq", "fmin_nq",
+    "fmax_nq", "fmin_nq", "add_rn", "sub_rn", "fma_rn", "e2m1_pack8_rn",
     "abs_nan0_inf_sat", "mulhilo32", "philox4x32_10", "sr_key_from_seed", "sr_counter_word3",
     "round_to_grid", "round_f16_sr", "F16_NORMAL_SPAN", "F16_SR_CHUNK_ENV", "f16_sr_chunk",
     "f16_normal_span", "f16_sr_chunk_fast", "pack_f16_sr",
@@ -139,6 +139,24 @@ def mul_rn(a, b) -> Float32:
     """IEEE-754 fp32 multiply (``mul.rn.f32``: never contracted into an fma)."""
     return Float32(_asm(T.f32(), "mul.rn.f32 $0, $1, $2;", "=f,f,f",
                         [Float32(a).ir_value(), Float32(b).ir_value()]))
+
+
+def add_rn(a, b) -> Float32:
+    """IEEE-754 fp32 add (``add.rn.f32``: never contracted into an fma)."""
+    return Float32(_asm(T.f32(), "add.rn.f32 $0, $1, $2;", "=f,f,f",
+                        [Float32(a).ir_value(), Float32(b).ir_value()]))
+
+
+def sub_rn(a, b) -> Float32:
+    """IEEE-754 fp32 subtract (``sub.rn.f32``)."""
+    return Float32(_asm(T.f32(), "sub.rn.f32 $0, $1, $2;", "=f,f,f",
+                        [Float32(a).ir_value(), Float32(b).ir_value()]))
+
+
+def fma_rn(a, b, c) -> Float32:
+    """a * b + c, one rounding (``fma.rn.f32``)."""
+    return Float32(_asm(T.f32(), "fma.rn.f32 $0, $1, $2, $3;", "=f,f,f,f",
+                        [Float32(a).ir_value(), Float32(b).ir_value(), Float32(c).ir_value()]))
 
 
 def fmax_nq(a, b) -> Float32:
@@ -483,6 +501,42 @@ def pack_nibbles8(codes) -> Uint32:
     for j in range(1, 8):
         w = w | (Uint32(codes[j]) << Uint32(4 * j))
     return w
+
+
+def e2m1_pack8_rn(xs, d14, rcp, sign_src, nan_to_zero: bool = False) -> Uint32:
+    """8 fp32 x -> 8 packed e2m1 codes (element i at bits [4i, 4i+4)), RN, for a block with
+    d14 = d * 2^14 > 0 in the fast-division range: q = x / d14 (IEEE, Markstein with the
+    refined reciprocal rcp), |q| clamped to 6 * 2^-14, rounded by magic addition, codes via
+    the fp16 bit layout (value * 2^-14 has the e2m1 magnitude code at bits [11:9]); the signs
+    from ``sign_src``. ``nan_to_zero``: a NaN x gets magnitude 0 (the reference's code; one
+    maxNum more an element), else the block must hold no NaN (it would get magnitude 6)."""
+    out = Uint32(0)
+    hs = []
+    for i in range(8):
+        x = Float32(xs[i])
+        q0 = x * rcp
+        rem = fma_rn(-q0, d14, x)
+        q = fma_rn(rem, rcp, q0)
+        a = bits_f32(f32_bits(q) & Uint32(0x7FFFFFFF))
+        if nan_to_zero:
+            a = fmax_nq(a, Float32(0.0))
+        a = cute.arch.fmin(a, Float32(6.0 * 2.0 ** -14))
+        m = sel_f32(a < Float32(2.0 ** -13), Float32(256.0),
+                    sel_f32(a < Float32(2.0 ** -12), Float32(512.0), Float32(1024.0)))
+        r = sub_rn(add_rn(a, m), m)
+        rs = f32_bits(r) | (f32_bits(sign_src[i]) & Uint32(0x80000000))
+        hs.append(bits_f32(rs))
+    for i in range(4):
+        h = pack_f16x2(hs[i], hs[i + 4])       # element i low, element i + 4 high
+        mag = h & Uint32(0x0E000E00)
+        sgn = h & Uint32(0x80008000)
+        if 9 - 4 * i >= 0:
+            mag = mag >> Uint32(9 - 4 * i)
+        else:
+            mag = mag << Uint32(4 * i - 9)
+        sgn = sgn >> Uint32(12 - 4 * i)
+        out = out | mag | sgn
+    return out
 
 
 def e2m1_code_to_f32(code) -> Float32:

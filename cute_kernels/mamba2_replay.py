@@ -840,6 +840,16 @@ def _div_nv(x, r1, nd) -> Float32:
                                      Float32(nd).ir_value()]))
 
 
+#: A-B switch of the flush's nvfp4 RN fast path (read while tracing, in the keys): ``code`` =
+#: the codes from q = x/d by :func:`_e2m1_rn_code` (sessions 5-35); unset = magic addition
+#: (:func:`lowprec.e2m1_pack8_rn`)
+E2M1_ENV = "REPLAYSSM_M2_E2M1"
+
+
+def e2m1_magic() -> bool:
+    return os.environ.get(E2M1_ENV, "") != "code"
+
+
 def _e2m1_rn_code(q, x) -> Uint32:
     """4-bit code of ``round_e2m1(clamp(q, +-6))`` (RN, ties to even; NaN -> magnitude 0), sign from
     the fp32 sign bit of ``x`` -- equal to ``e2m1_code(round_to_grid(clamp(q), 'e2m1', RN))`` for
@@ -2614,14 +2624,18 @@ class Mamba2ReplayDecode:
         bit for bit): rW[0:2] the packed codes, scb[0] the block-scale byte.
 
         Fast path (every block of sane data): ``d = s_blk·s_glob`` in [2^-60, 2^60] and no inf in
-        the block. Then ``q = x/d`` comes from the ``div.rn.f32`` fast-path sequence with the
-        reciprocal hoisted out of the element loop (:func:`_rcp_nv` once, 3 FMA-pipe ops per
-        element, :func:`_div_nv`), and the code straight from q (:func:`_e2m1_rn_code`). Where the
-        code depends on q's value (|x/d| >= 1/4, q <= ~9.6 for finite data), x, q and the
-        remainder are normal numbers (|x| >= 2^-62, |rem| >= 2^-109): the range where the fast path
-        is the correctly rounded quotient (ptxas' FCHK passes it). Below 1/4 the code is 0 | sign
-        whatever the last bits of q (tiny / subnormal x included), and the sign is taken from x.
-        Otherwise (inf in the block, extreme scales) the exact per-element path of v1."""
+        the block. Then ``q = x/(d·2^14)`` comes from the ``div.rn.f32`` fast-path sequence with
+        the reciprocal hoisted out of the element loop (:func:`_rcp_nv` once, 3 FMA-pipe ops per
+        element), rounded onto the e2m1 grid by magic addition and coded through the fp16 bit
+        layout (:func:`lowprec.e2m1_pack8_rn`, NaN -> 0 | sign; the GDN flush's encoder). Where
+        the code depends on q's value (|x/d| >= 1/4, q <= ~9.6·2^-14 for finite data), x, q and
+        the remainder are normal numbers (|x| >= 2^-62, |rem| >= 2^-123): the range where the
+        fast path is the correctly rounded quotient (ptxas' FCHK passes it), which is x/d's
+        correctly rounded quotient times 2^-14 exactly. Below 1/4 the code is 0 | sign whatever
+        the last bits of q (tiny / subnormal x included), and the sign is taken from x.
+        Otherwise (inf in the block, extreme scales) the exact per-element path of v1.
+        ``REPLAYSSM_M2_E2M1=code`` (A-B): the fast path's codes from q = x/d by
+        :func:`_e2m1_rn_code` instead (sessions 5-35)."""
         a = _absmax16(acc)
         s_blk = lp.nvfp4_block_scale(a, s_glob)
         d = lp.mul_rn(s_blk, s_glob)
@@ -2632,18 +2646,25 @@ class Mamba2ReplayDecode:
         if d > Float32(2.0 ** 60):
             fast = Boolean(False)
         if fast:
-            r1 = _rcp_nv(d)
-            nd = -d
-            nib0 = Uint32(0)
-            nib1 = Uint32(0)
-            for e in cutlass.range_constexpr(CHUNK):
-                c = _e2m1_rn_code(_div_nv(acc[e], r1, nd), acc[e])
-                if const_expr(e < 8):
-                    nib0 = nib0 | (c << Uint32(4 * e))
-                else:
-                    nib1 = nib1 | (c << Uint32(4 * (e - 8)))
-            rW[0] = nib0.to(Int32)
-            rW[1] = nib1.to(Int32)
+            if const_expr(e2m1_magic()):
+                d14 = lp.mul_rn(d, Float32(16384.0))          # (exact: d <= 2^60)
+                r14 = _rcp_nv(d14)
+                xs = [acc[e] for e in range(CHUNK)]
+                rW[0] = lp.e2m1_pack8_rn(xs[0:8], d14, r14, xs[0:8], nan_to_zero=True).to(Int32)
+                rW[1] = lp.e2m1_pack8_rn(xs[8:16], d14, r14, xs[8:16], nan_to_zero=True).to(Int32)
+            else:
+                r1 = _rcp_nv(d)
+                nd = -d
+                nib0 = Uint32(0)
+                nib1 = Uint32(0)
+                for e in cutlass.range_constexpr(CHUNK):
+                    c = _e2m1_rn_code(_div_nv(acc[e], r1, nd), acc[e])
+                    if const_expr(e < 8):
+                        nib0 = nib0 | (c << Uint32(4 * e))
+                    else:
+                        nib1 = nib1 | (c << Uint32(4 * (e - 8)))
+                rW[0] = nib0.to(Int32)
+                rW[1] = nib1.to(Int32)
         else:
             nib0 = Uint32(0)
             nib1 = Uint32(0)
@@ -3079,7 +3100,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
            _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
            os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(DEP_ARRIVE_ENV),
            os.environ.get(RING_PHYS_ENV), os.environ.get(LATE_CHECK_ENV),
-           lp.f16_sr_chunk()) + tuple(kw.values())
+           lp.f16_sr_chunk(), e2m1_magic()) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3547,7 +3568,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
               DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV,
-              lp.F16_SR_CHUNK_ENV)
+              lp.F16_SR_CHUNK_ENV, E2M1_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -571,6 +571,16 @@ def test_mamba2_f16_sr_chunk_bit_identical(pair, L, seed, monkeypatch):
     _bit_identical_steps(pair, 64, ({lp.F16_SR_CHUNK_ENV: "0"}, {}), monkeypatch, L=L, wide=True)
 
 
+@pytest.mark.parametrize("L", [4, 16])
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp8sr"])
+def test_mamba2_e2m1_magic_bit_identical(pair, L, seed, monkeypatch):
+    """The flush's nvfp4 RN fast path by magic addition (lowprec.e2m1_pack8_rn, unset
+    REPLAYSSM_M2_E2M1) gives the bytes of the per-element codes from x/d (``code``), on states
+    whose rows span 2^-30 .. 2^8 (blocks of every scale)."""
+    from cute_kernels import mamba2_replay as MR
+    _bit_identical_steps(pair, 64, ({MR.E2M1_ENV: "code"}, {}), monkeypatch, L=L, wide=True)
+
+
 @pytest.mark.parametrize("L,batch", [(4, 4), (16, 4), (8, 8)])
 @pytest.mark.parametrize("pair", F16_SR_PAIRS)
 def test_gdn_f16_sr_chunk_bit_identical(pair, L, batch, seed, monkeypatch):
