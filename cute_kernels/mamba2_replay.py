@@ -56,8 +56,10 @@ flushing row never serialises many head-folds in one CTA). Per CTA:
    encode + store the targets that need no matrix amax. nvfp4 targets need the matrix amax before
    any block: the fp32 chunks go to smem (the last one stays in registers), and after the CTA amax a
    second loop encodes them from there -- one fold per element. nvfp4 RN encodes use the
-   ``div.rn.f32`` fast-path sequence with the reciprocal hoisted per block and the code straight
-   from the quotient (:meth:`Mamba2ReplayDecode._encode_nvfp4_rn`). ``flush_impl=1`` selects the
+   ``div.rn.f32`` fast-path sequence with the reciprocal hoisted per block and magic addition onto
+   the e2m1 grid (:meth:`Mamba2ReplayDecode._encode_nvfp4_rn`); fp16 SR encodes a chunk in the
+   fp16 normal range by adding the word's 13 low bits and truncating (``lowprec.pack_f16_sr``).
+   The flush is issue-bound (ncu, session36_gpu/call1). ``flush_impl=1`` selects the
    original version (hi loaded after the fold, a second fold pass for the amax).
 5. append, then the cursor update by the last CTA of the row.
 

@@ -28,20 +28,25 @@ from bench.timing import pool_rotation  # noqa: E402
 from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, ops  # noqa: E402
 
 
+def _slot_sets(a, tb, dev):
+    """(rot, one slot set per step): ``rot`` sets of ``a.batch`` slots, a pool larger than L2
+    (``tb``: the layer's traffic model)."""
+    rot = max(pool_rotation(tb.amortized, a.batch), a.steps + 2)
+    return rot, [torch.arange(r * a.batch, (r + 1) * a.batch, device=dev, dtype=torch.int32)
+                 for r in range(rot)]
+
+
 def _mamba2_step(a, dev, act):
     """(cache, step) of a Mamba-2 decode over a pool larger than L2 (``rot`` slot sets)."""
     from bench.sweep import _mamba2_inputs
     d = traffic.SHAPES[a.shape]
     H, P, N, G = d["H"], d["P"], d["N"], d["G"]
-    tb = traffic.mamba2_bytes(a.pair, H, P, N, G, a.L)
-    rot = max(pool_rotation(tb.amortized, a.batch), a.steps + 2)
+    rot, sets = _slot_sets(a, traffic.mamba2_bytes(a.pair, H, P, N, G, a.L), dev)
     cache = Mamba2ReplayCache(rot * a.batch, H, P, N, G, precision=a.pair, buffer_len=a.L,
                               act_dtype=act, device=dev, seed=1234)
     cache.init_from_state(list(range(cache.num_slots)),
                           torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
     inp = _mamba2_inputs(a.batch, H, P, N, G, act, dev)
-    sets = [torch.arange(r * a.batch, (r + 1) * a.batch, device=dev, dtype=torch.int32)
-            for r in range(rot)]
     out = torch.empty(a.batch, H, P, dtype=act, device=dev)
 
     def step(i):
@@ -54,16 +59,13 @@ def _gdn_step(a, dev, act):
     """(cache, step) of a GDN decode over a pool larger than L2 (``rot`` slot sets)."""
     d = traffic.SHAPES[a.shape]
     H, HV, K, V = d["H"], d["HV"], d["K"], d["V"]
-    tb = traffic.gdn_bytes(a.pair, H, HV, K, V, a.L)
-    rot = max(pool_rotation(tb.amortized, a.batch), a.steps + 2)
+    rot, sets = _slot_sets(a, traffic.gdn_bytes(a.pair, H, HV, K, V, a.L), dev)
     cache = GDNReplayCache(rot * a.batch, H, HV, K, V, precision=a.pair, buffer_len=a.L,
                            act_dtype=act, device=dev, seed=1234)
     cache.init_from_state(list(range(cache.num_slots)),
                           torch.randn(cache.num_slots, HV, V, K, device=dev) * 0.1)
     inp = _gdn_inputs(a.batch, H, HV, K, V, act, dev)
     gates = dict(A_log=inp["A_log"], a=inp["a"], dt_bias=inp["dt_bias"], b=inp["b"])
-    sets = [torch.arange(r * a.batch, (r + 1) * a.batch, device=dev, dtype=torch.int32)
-            for r in range(rot)]
     out = torch.empty(a.batch, HV, V, dtype=act, device=dev)
 
     def step(i):
