@@ -320,10 +320,19 @@ def _mask(h, attention_mask):
     return h
 
 
+def _conv_state(cache, layer_idx):
+    """The layer's conv state for a single-token step, counted as HF's own step counts it
+    (transformers >= 5.25 keeps a linear-attention layer's token count, ``get_seq_length``, by
+    ``Cache.increase_count`` where the conv state is updated in place)."""
+    if hasattr(cache, "increase_count"):
+        cache.increase_count(layer_idx, 0)
+    return cache.get_conv_state(layer_idx, state_idx=0)
+
+
 def _mamba2_decode(mixer, st, hidden_states, cache, attention_mask):
     bsz, dtype = hidden_states.shape[0], hidden_states.dtype
     H, P, N, G = mixer.num_heads, mixer.head_dim, mixer.ssm_state_size, mixer.n_groups
-    conv_state = cache.get_conv_state(mixer.layer_idx, state_idx=0)
+    conv_state = _conv_state(cache, mixer.layer_idx)
     proj = mixer.in_proj(_mask(hidden_states, attention_mask))
     gate, xBC, dt = proj.split([mixer.intermediate_size, mixer.conv_dim, H], dim=-1)
     xBC = st.conv_update(xBC.transpose(1, 2), conv_state, mixer.conv1d.weight.squeeze(1),
@@ -344,7 +353,7 @@ def _mamba2_decode(mixer, st, hidden_states, cache, attention_mask):
 def _gdn_decode(mixer, st, hidden_states, cache, attention_mask):
     bsz = hidden_states.shape[0]
     H, HV, K, V = mixer.num_k_heads, mixer.num_v_heads, mixer.head_k_dim, mixer.head_v_dim
-    conv_state = cache.get_conv_state(mixer.layer_idx, state_idx=0)
+    conv_state = _conv_state(cache, mixer.layer_idx)
     hs = _mask(hidden_states, attention_mask)
     if st.family == "gdn_qkvz":   # Qwen3-Next: interleaved qkvz / ba projections
         q, k, v, z, b, a = mixer.fix_query_key_value_ordering(mixer.in_proj_qkvz(hs),
