@@ -3736,7 +3736,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
     if impl == "v2" and flush_pf and not rows and not kw["flush_whole"]:
         kw.update(flush_pf=True)
     # encode_mode() is read while tracing, TAIL_ENV by the constructor: part of the key
-    key = ("gdn_replay", common.arch_key(), encode_mode(), lp.f16_sr_chunk(False),
+    key = ("gdn_replay", common.arch_key(), encode_mode(),
+           lp.f16_sr_chunk(GDNReplayDecodeV2.F16_SR_CHUNK),
            os.environ.get(TAIL_ENV, ""), os.environ.get(GRAM_MMA_ENV, "")) + tuple(kw.values())
     return kw, key
 

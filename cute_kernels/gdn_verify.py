@@ -1055,7 +1055,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               row_order=bool(row_order),
               order_cursors=bool(row_order) and _env_int(ORDER_CURSORS_ENV) != 0)
     # switches read while tracing (not constructor arguments) are part of the key
-    key = ("gdn_verify", common.arch_key(), encode_mode(), lp.f16_sr_chunk(False),
+    key = ("gdn_verify", common.arch_key(), encode_mode(),
+           lp.f16_sr_chunk(GDNVerifyKernel.F16_SR_CHUNK),
            ksplit_big(rf)) + tuple(kw.values())
     return kw, key
 

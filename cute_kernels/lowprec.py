@@ -1,8 +1,10 @@
 """Device-side low-precision primitives (CuTe DSL), bit-exact with ``replayssm_lp/formats.py``.
 
-Every function here is a plain Python function over CuTe DSL scalars (``Float32`` / ``Uint32`` /
-``Int32``). Call them from inside any ``@cute.kernel`` / ``@cute.jit`` body; they trace straight-line,
-branch-free code (selects, no ``if``), so they are safe in divergent code and need no AST rewrite.
+Every function here but :func:`pack_f16_sr` is a plain Python function over CuTe DSL scalars
+(``Float32`` / ``Uint32`` / ``Int32``). Call them from inside any ``@cute.kernel`` / ``@cute.jit``
+body; they trace straight-line, branch-free code (selects, no ``if``), so they are safe in divergent
+code and need no AST rewrite. :func:`pack_f16_sr` is ``@cute.jit`` (one branch per chunk; both ways
+give the same bytes, so divergence is safe too).
 
 Contract (see the formats.py docstring; everything below reproduces it bit for bit):
 
@@ -24,10 +26,12 @@ Contract (see the formats.py docstring; everything below reproduces it bit for b
   :func:`f16_normal_span`'s check of the whole chunk, warp-divergent safely: both ways give the
   same bytes).
 
-Every division that defines a stored byte is an explicit ``div.rn.f32`` (pure inline PTX), and every
-multiply that defines a stored byte is an explicit ``mul.rn.f32`` (the ``.rn`` modifier forbids FMA
-contraction) — the DSL's ``/`` also lowers to ``div.rn.f32`` in 4.8.1 and it does contract
-``a*b+c`` into ``fma``, so we do not rely on either behaviour.
+Every division that defines a stored byte is an explicit ``div.rn.f32`` (pure inline PTX) or its
+fast-path sequence where that is exact, and every multiply that defines a stored byte is an explicit
+``mul.rn.f32`` (the ``.rn`` modifier forbids FMA contraction) or feeds only inline-asm fmas (the
+quotient estimate of :func:`e2m1_pack8_rn`: nothing to contract into) — the DSL's ``/`` also
+lowers to ``div.rn.f32`` in 4.8.1 and it does contract ``a*b+c`` into ``fma``, so we do not rely
+on either behaviour.
 
 Hopper note: there is no ``cvt.rs.*`` and no e2m1 cvt on sm_90a; SR and e2m1 are done in software.
 
@@ -42,7 +46,9 @@ DSL pitfall seen while writing this: the DSL uniques float constants by Python v
 Verification (CPU, no GPU): the PTX of every primitive was run through a small numpy PTX interpreter
 against formats.py on ~25k inputs (all specials, grid neighbours, ties, subnormals, saturation) and
 was bit-identical, as were the whole state_codec kernels (tests/gpu_scripts/check_state_codec.py
-with ``--emu``).
+with ``--emu``). Not so for :func:`pack_f16_sr` / :func:`e2m1_pack8_rn` (session 36: CPU tests of
+their arithmetic in torch, tests/test_state_codec_compile.py, and GPU bit-identical tests; the
+emulator would need ``cvt.rz.f16x2.f32`` and branches for the fp16 SR init encoder now).
 """
 from __future__ import annotations
 

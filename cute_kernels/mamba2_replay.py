@@ -2631,7 +2631,7 @@ class Mamba2ReplayDecode:
         element), rounded onto the e2m1 grid by magic addition and coded through the fp16 bit
         layout (:func:`lowprec.e2m1_pack8_rn`, NaN -> 0 | sign; the GDN flush's encoder). Where
         the code depends on q's value (|x/d| >= 1/4, q <= ~9.6·2^-14 for finite data), x, q and
-        the remainder are normal numbers (|x| >= 2^-62, |rem| >= 2^-123): the range where the
+        the remainder are normal numbers (|x| >= 2^-62, |rem| >= 2^-109): the range where the
         fast path is the correctly rounded quotient (ptxas' FCHK passes it), which is x/d's
         correctly rounded quotient times 2^-14 exactly. Below 1/4 the code is 0 | sign whatever
         the last bits of q (tiny / subnormal x included), and the sign is taken from x.

@@ -198,6 +198,7 @@ class StateEncode(_CodecBase):
                     lp.pack_f16_sr(rX, ws, rW, lp.f16_sr_chunk_fast([rX[j] for j in range(CHUNK)]),
                                    CHUNK)
                 elif const_expr(fmt == "fp16" or fmt == "bf16"):
+                    # (fp16 SR with the chunk check off: round_f16_sr, as bit-exact)
                     vals = [lp.round_f16_sr(rX[j], words[j]) if fmt == "fp16" and self.sr
                             else lp.round_to_grid(rX[j], fmt, self.sr,
                                                   words[j] if self.sr else None)

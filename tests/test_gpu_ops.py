@@ -576,7 +576,8 @@ def test_mamba2_f16_sr_chunk_bit_identical(pair, L, seed, monkeypatch):
 def test_mamba2_e2m1_magic_bit_identical(pair, L, seed, monkeypatch):
     """The flush's nvfp4 RN fast path by magic addition (lowprec.e2m1_pack8_rn, unset
     REPLAYSSM_M2_E2M1) gives the bytes of the per-element codes from x/d (``code``), on states
-    whose rows span 2^-30 .. 2^8 (blocks of every scale)."""
+    whose rows span 2^-30 .. 2^8 (blocks far below the matrix amax get a zero block scale and
+    the slow path; the ties: tests/test_state_codec_compile.py)."""
     from cute_kernels import mamba2_replay as MR
     _bit_identical_steps(pair, 64, ({MR.E2M1_ENV: "code"}, {}), monkeypatch, L=L, wide=True)
 

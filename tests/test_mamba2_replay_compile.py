@@ -910,3 +910,25 @@ def test_compile_late_check(pair, k, monkeypatch):
     for p, on in (("fp32", True), ("nvfp4/fp16sr", True), ("fp8/fp32", False), ("bf16/fp32", False)):
         assert M.Mamba2ReplayDecode(p, *base[1:]).late_arrive_check is on, p
 
+
+
+def test_flush_encoder_switches_in_keys_and_launch_memo(monkeypatch):
+    """REPLAYSSM_F16_SR_CHUNK (lowprec.pack_f16_sr) and REPLAYSSM_M2_E2M1 are read while tracing:
+    they are in the decode / verify launch memos and change the compile keys."""
+    from cute_kernels import gdn_replay as GR
+    from cute_kernels import gdn_verify as GV
+    from cute_kernels import lowprec as lp
+    from cute_kernels import mamba2_verify as MV
+    for names in (M._ENV_NAMES, MV._ENV_NAMES):
+        assert lp.F16_SR_CHUNK_ENV in names and M.E2M1_ENV in names
+    assert lp.F16_SR_CHUNK_ENV in GR._ENV_NAMES and lp.F16_SR_CHUNK_ENV in GV._ENV_NAMES
+    args = ("nvfp4/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True,
+            True, 4, True)
+    keys = []
+    for env in ({}, {lp.F16_SR_CHUNK_ENV: "0"}, {M.E2M1_ENV: "code"}):
+        for name in (lp.F16_SR_CHUNK_ENV, M.E2M1_ENV):
+            monkeypatch.delenv(name, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        keys.append(M._resolve(*args)[1])
+    assert len(set(keys)) == 3

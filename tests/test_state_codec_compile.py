@@ -89,6 +89,27 @@ def test_f16_sr_normal_range_shortcut_is_the_reference():
     assert all(admitted(inside)) and not any(admitted(outside))
 
 
+def test_e2m1_magic_addition_is_the_reference_rn():
+    """lp.e2m1_pack8_rn's rounding: a = min(|q|, 6) (NaN -> 0 with nan_to_zero) in units of
+    2^-14, (a + m) - m with m = 256 / 512 / 1024 below 2 / 4 / above (fp32 RN-even: spacings
+    0.5 / 1 / 2 e2m1 units), the code at fp16 bits [11:9] | the sign: the reference's RN code
+    for every midpoint of the e2m1 grid, its fp32 neighbours, values past 6, zeros and NaN."""
+    grid = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    mids = [(a + b) / 2 for a, b in zip(grid, grid[1:])] + [6.5, 7.0, 9.6, 1e30]
+    base = torch.tensor(grid + mids, dtype=torch.float32)
+    near = torch.cat([base, torch.nextafter(base, base + 1), torch.nextafter(base, base - 1),
+                      torch.rand(20_000, generator=torch.Generator().manual_seed(7)) * 7])
+    q = torch.cat([near, -near, torch.tensor([float("nan"), -float("nan"), -0.0])])
+    a = torch.nan_to_num((q * 2.0 ** -14).abs(), nan=0.0).clamp(max=6.0 * 2.0 ** -14)
+    m = torch.where(a < 2.0 ** -13, 256.0, torch.where(a < 2.0 ** -12, 512.0, 1024.0))
+    r = (a + m) - m                                   # fp32 adds: IEEE RN-even
+    h = r.to(torch.float16).view(torch.int16).to(torch.int64)
+    code = ((h >> 9) & 7) | ((q.view(torch.int32) < 0).to(torch.int64) << 3)
+    ref = F.float_to_e2m1_codes(F.round_to_grid(torch.nan_to_num(q, nan=0.0), "nvfp4", "rn"))
+    ref = (ref & 7) | ((q.view(torch.int32) < 0).to(torch.int64) << 3)   # NaN: 0 | its sign
+    assert torch.equal(code, ref)
+
+
 def test_reference_philox_known_answer():
     # Random123 kat_vectors: philox4x32 10 rounds, counter 0, key 0
     out = F.philox4x32(torch.zeros(1, 4, dtype=torch.int64), 0, 0)[0].tolist()
@@ -156,6 +177,8 @@ def test_encode_compiles_and_ptx(fmt, rounding, stream, R, C):
     # storage converts
     if fmt == "fp16":
         assert _count(r"cvt\.rn\.f16x2\.f32", ptx) == 8
+        # SR: lp.pack_f16_sr's fast branch (normal-range chunks) converts toward zero
+        assert _count(r"cvt\.rz\.f16x2\.f32", ptx) == (8 if rounding == "sr" else 0)
     if fmt == "bf16":
         assert _count(r"cvt\.rn\.bf16x2\.f32", ptx) == 8
     if fmt == "fp8":

@@ -1,5 +1,6 @@
-"""One GDN decode configuration (``--layer mamba2``: a Mamba-2 one) under Nsight Compute: the launches to profile run between
-``cudaProfilerStart`` / ``Stop`` (run ncu with ``--profile-from-start off``), every row's cursor
+"""One GDN (``--layer mamba2``: Mamba-2) decode configuration under Nsight Compute: the launches
+to profile run between ``cudaProfilerStart`` / ``Stop`` (run ncu with ``--profile-from-start
+off``), every row's cursor
 pinned non-flush (h = L // 2) or flush (h = L), one slot set per step from a pool larger than L2
 (as ``prof_mamba2_replay.py``), the release build (no in-kernel stamps).
 
@@ -37,7 +38,7 @@ def _slot_sets(a, tb, dev):
 
 
 def _mamba2_step(a, dev, act):
-    """(cache, step) of a Mamba-2 decode over a pool larger than L2 (``rot`` slot sets)."""
+    """(cache, step, rot) of a Mamba-2 decode over a pool larger than L2 (``rot`` slot sets)."""
     from bench.sweep import _mamba2_inputs
     d = traffic.SHAPES[a.shape]
     H, P, N, G = d["H"], d["P"], d["N"], d["G"]
@@ -56,7 +57,7 @@ def _mamba2_step(a, dev, act):
 
 
 def _gdn_step(a, dev, act):
-    """(cache, step) of a GDN decode over a pool larger than L2 (``rot`` slot sets)."""
+    """(cache, step, rot) of a GDN decode over a pool larger than L2 (``rot`` slot sets)."""
     d = traffic.SHAPES[a.shape]
     H, HV, K, V = d["H"], d["HV"], d["K"], d["V"]
     rot, sets = _slot_sets(a, traffic.gdn_bytes(a.pair, H, HV, K, V, a.L), dev)
