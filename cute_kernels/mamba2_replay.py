@@ -295,6 +295,17 @@ def _fold_unroll(default: int = 1) -> int:
     return int(v) if v in ("1", "2", "4") else default
 
 
+FOLD_PAIR_ENV = "REPLAYSSM_M2_FOLD_PAIR"
+
+
+def _fold_pair_env() -> Optional[bool]:
+    """``REPLAYSSM_M2_FOLD_PAIR`` (0 / 1; unset: the kernel's rule, :attr:`fold_pair`): the v2
+    flush folds two of a thread's chunks at once. They share the chunk-in-row, hence B_j: one
+    16-value B_j load feeds 32 FMAs (the fold is shared-load-bound: 4 LDS.128 = 16 wavefronts
+    per 16 FMAs, session 36's profile)."""
+    return _env_flag(FOLD_PAIR_ENV)
+
+
 def _staged_default() -> bool:
     """``REPLAYSSM_M2_STAGED`` (0 / 1; default 1): non-flush rows with nvfp4 read copies stage
     every head's read set in smem with cp.async before the preamble; 0 = register loads."""
@@ -1144,6 +1155,16 @@ class Mamba2ReplayDecode:
             mf = self.read_fmt == "fp8" and self.rec_fmt == "fp32"
         self.mma_fold = bool(mf and self.flush_impl == 2 and self.cfg.rpf == 16     # N = 128
                              and dtype_name(self.act_dtype) != "float32" and self.rows != 1)
+        # v2 flush: two chunks of the thread (rows r, r + RPF; one chunk-in-row) folded at once
+        # (:meth:`_fold_cc`); not in the profiling builds (their clocks time single chunks)
+        fp = _fold_pair_env()
+        self.fold_pair = bool(fp and self.flush_impl == 2 and not self.mma_fold
+                              and not self.prof and self.cfg.nit >= 2)
+        self.fold_pairs = self.cfg.nit // 2 if self.fold_pair else 0
+        if self.fold_pair and self.needs_gamax:
+            # every target encoded after the matrix amax, from sS: a pair's second chunk would
+            # otherwise stay live through the first one's encode (72 B of spills at 96 registers)
+            self.flush_p1, self.flush_p2 = [], list(self.flush_targets)
         # non-flush: prefetch the next head's read copy while reducing the current one (formats
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
         if prefetch is None:
@@ -2755,6 +2776,120 @@ class Mamba2ReplayDecode:
                         mSc[slot, head, r, cbi] = scb[0].to(Uint8)
 
     @cute.jit
+    def _fold_cc(self, sWX: cute.Tensor, sB: cute.Tensor, acc: cute.Tensor,
+                 acc2: Optional[cute.Tensor], h: Int32, r: Int32, r2: Int32, cbi: Int32):
+        """The v2 flush's CUDA-core fold: ``acc[e] = Σ_{j<h} fma(sWX[j, r], sB[j, 16·cbi + e])``
+        from 0, in j order; with ``acc2`` the same for row ``r2`` at once (one B_j load for both)."""
+        for e in cutlass.range_constexpr(CHUNK):
+            acc[e] = Float32(0.0)
+            if const_expr(acc2 is not None):
+                acc2[e] = Float32(0.0)
+        bj = cute.make_rmem_tensor((CHUNK,), Float32)
+        for j in cutlass.range(h, unroll=self.fold_unroll):
+            wx = sWX[j, r]
+            if const_expr(acc2 is not None):
+                wx2 = sWX[j, r2]
+            cute.autovec_copy(cute.local_tile(sB[j, None], (CHUNK,), (cbi,)), bj)
+            for e in cutlass.range_constexpr(CHUNK):
+                acc[e] = _fma_rn(wx, bj[e], acc[e])
+            if const_expr(acc2 is not None):
+                for e in cutlass.range_constexpr(CHUNK):
+                    acc2[e] = _fma_rn(wx2, bj[e], acc2[e])
+
+    @cute.jit
+    def _hi_decode_add(self, acc: cute.Tensor, hw: cute.Tensor, sw: Uint32, hig: Float32,
+                       gf: Float32):
+        """``acc += fl(gf·hi chunk)``: ``hw`` the chunk's words, ``sw`` its scale (fp8: the row
+        scale's bits; nvfp4: the block-scale byte, times ``hig``)."""
+        d_blk = Float32(0.0)
+        if const_expr(self.rec_fmt == "nvfp4"):
+            d_blk = lp.mul_rn(lp.e4m3_byte_to_f32(sw), hig)
+        self._decode_add_chunk(self.rec_fmt, hw, acc, gf, lp.bits_f32(sw), d_blk)
+
+    @cute.jit
+    def _hi_add_landed(self, acc: cute.Tensor, hw: cute.Tensor, sHW: cute.Tensor,
+                       sHS: cute.Tensor, tidx: Int32, cbi: Int32, hig: Float32, gf: Float32):
+        """:meth:`_hi_decode_add` of the hi chunk in this thread's cp.async landing slot."""
+        wpc = CHUNK * _BITS[self.rec_fmt] // 32
+        V = min(4, wpc)
+        for g in cutlass.range_constexpr(wpc // V):
+            cute.autovec_copy(sHW[g, tidx, None], cute.local_tile(hw, (V,), (g,)))
+        sw = Uint32(sHS[tidx])
+        if const_expr(self.rec_fmt == "nvfp4"):
+            sw = (sw >> (Uint32(8) * Uint32(cbi % 4))) & Uint32(0xFF)
+        self._hi_decode_add(acc, hw, sw, hig, gf)
+
+    @cute.jit
+    def _hi_load(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], hw: cute.Tensor,
+                 slot: Int32, head: Int32, r: Int32, cbi: Int32) -> Uint32:
+        """hi chunk (row r, chunk-in-row cbi) into registers ``hw`` by plain loads; returns its
+        scale as :meth:`_hi_decode_add` takes it."""
+        wpc = CHUNK * _BITS[self.rec_fmt] // 32
+        cute.autovec_copy(cute.local_tile(mHi[slot, head, r, None], (wpc,), (cbi,)), hw)
+        sw = Uint32(0)
+        if const_expr(self.rec_fmt == "fp8"):
+            sw = lp.f32_bits(mHiS[slot, head, r])
+        if const_expr(self.rec_fmt == "nvfp4"):
+            sw = Uint32(mHiS[slot, head, r, cbi])
+        return sw
+
+    @cute.jit
+    def _chunk_output(self, acc: cute.Tensor, k: Int32, row: Int32, head: Int32, r: Int32,
+                      cbi: Int32, vq: Boolean, gout: Float32, cx: Float32, sC: cute.Tensor,
+                      sCT: Optional[cute.Tensor], sDotF: Optional[cute.Tensor], mX: cute.Tensor,
+                      mZ: Optional[cute.Tensor], mOut: cute.Tensor):
+        """A flush chunk's output from the fp32 fold: the decode output, or (``sDotF``, the
+        verify kernel) its T query dots."""
+        if const_expr(sDotF is not None):
+            self._flush_dots(acc, sCT, sDotF, k, r, vq, cbi)
+        else:
+            self._fold_output(acc, sC, mX, mZ, mOut, row, head, r, cbi, vq, gout, cx)
+
+    @cute.jit
+    def _chunk_store(self, acc: cute.Tensor, amax: Float32, it: Int32, r: Int32, cbi: Int32,
+                     vq: Boolean, slot: Int32, head: Int32, w3_hi: Uint32, w3_lo: Uint32,
+                     s_glob: Float32, sKey: cute.Tensor, sS: Optional[cute.Tensor],
+                     mHi: cute.Tensor, mHiS: Optional[cute.Tensor], mLo: Optional[cute.Tensor],
+                     mLoS: Optional[cute.Tensor], tidx: Int32) -> Float32:
+        """Chunk ``it`` of the thread (row r) after its output: with nvfp4 targets the running
+        amax (returned) and, but for the last chunk (kept in registers), the chunk into sS; then
+        the targets that need no matrix amax encoded and stored."""
+        NT, NIT = self.cfg.nt, self.cfg.nit
+        if const_expr(self.needs_gamax):
+            # rows past P (clamped duplicates) hold a valid row's values: amax unchanged
+            amax = lp.fmax_nq(amax, _absmax16(acc))
+            if it < NIT - 1:     # the last chunk stays in registers (acc)
+                for g in cutlass.range_constexpr(4):
+                    cute.autovec_copy(cute.local_tile(acc, (4,), (g,)),
+                                      sS[(it * 4 + g) * NT + tidx, None])
+        if const_expr(len(self.flush_p1) > 0):
+            self._encode_store(False, acc, r * self.cfg.cb + cbi, r, cbi, vq, slot, head, w3_hi,
+                               w3_lo, sKey, s_glob, mHi, mHiS, mLo, mLoS)
+        return amax
+
+    @cute.jit
+    def _cpa_next(self, it: Int32, k: Int32, rrow: Int32, cbi: Int32, head0: Int32,
+                  slot: Int32, origin: Int32, h: Int32, mHi: cute.Tensor,
+                  mHiS: Optional[cute.Tensor], mXBuf: cute.Tensor, sHW: cute.Tensor,
+                  sHS: cute.Tensor, sXR: cute.Tensor, tidx: Int32):
+        """cp.async (committed) of the hi chunk after the thread's chunk ``it`` of head ``k`` into
+        its landing slot (in flight during that chunk's fold); after a head's last chunk, the
+        next head's chunk 0 and x_j rows."""
+        cfg = self.cfg
+        wrap = it + 1 >= cfg.nit
+        nit = _sel_i32(wrap, Int32(0), it + 1)
+        nk = k + _sel_i32(wrap, Int32(1), Int32(0))
+        if nk < self.hpc:
+            rn = rrow + nit * cfg.rpf
+            if const_expr(not cfg.full):
+                rn = cutlass.min(rn, self.P - 1)
+            hn = _opaque_i32(head0 + nk)
+            self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, slot, hn, rn, cbi, tidx)
+            if wrap:
+                self._cpa_xrows(mXBuf, sXR, slot, hn, origin, h, tidx)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
     def _cpa_hi_chunk(self, mHi: cute.Tensor, mHiS: Optional[cute.Tensor], sHW: cute.Tensor,
                       sHS: cute.Tensor, slot: Int32, head: Int32, r: Int32, cbi: Int32,
                       tidx: Int32):
@@ -2953,7 +3088,40 @@ class Mamba2ReplayDecode:
             acc = cute.make_rmem_tensor((CHUNK,), Float32)
             amax = Float32(0.0)
             s_glob = Float32(0.0)
-            for it in cutlass.range(NIT, unroll=1):
+            # pairs of chunks (it, it + 1), the second into acc: with an even NIT the last chunk
+            # ends in acc as pass 2 wants; an odd NIT's last chunk takes the single loop below
+            accp = cute.make_rmem_tensor((CHUNK,), Float32)
+            hw2 = cute.make_rmem_tensor((wpc_hi,), Int32)
+            for ip in cutlass.range(self.fold_pairs, unroll=1):
+                it = 2 * ip
+                slot_i = _dep_i32(slot, it)
+                head_i = _dep_i32(head, it)
+                r = rrow + it * RPF
+                r2 = r + RPF
+                vq = r < P
+                vq2 = r2 < P
+                if const_expr(not cfg.full):
+                    r = cutlass.min(r, P - 1)
+                    r2 = cutlass.min(r2, P - 1)
+                # the second chunk's hi by plain loads, in flight during the fold (the first's
+                # landed by cp.async in the landing slot, issued one pair ago)
+                sw2 = self._hi_load(mHi, mHiS, hw2, slot_i, head_i, r2, cbi)
+                self._fold_cc(sWX, sB, accp, acc, h, r, r2, cbi)
+                cute.arch.cp_async_wait_group(0)
+                self._hi_add_landed(accp, hw, sHW, sHS, tidx, cbi, hig, gf)
+                self._hi_decode_add(acc, hw2, sw2, hig, gf)
+                # (the landing slot is read: the next pair's first hi chunk may come in)
+                self._cpa_next(it + 1, k, rrow, cbi, head0, _dep_i32(slot, it), origin, h,
+                               mHi, mHiS, mXBuf, sHW, sHS, sXR, tidx)
+                self._chunk_output(accp, k, row, head_i, r, cbi, vq, gout, ccur + dsk, sC, sCT,
+                                   sDotF, mX, mZ, mOut)
+                amax = self._chunk_store(accp, amax, it, r, cbi, vq, slot_i, head_i, w3_hi,
+                                         w3_lo, s_glob, sKey, sS, mHi, mHiS, mLo, mLoS, tidx)
+                self._chunk_output(acc, k, row, head_i, r2, cbi, vq2, gout, ccur + dsk, sC, sCT,
+                                   sDotF, mX, mZ, mOut)
+                amax = self._chunk_store(acc, amax, it + 1, r2, cbi, vq2, slot_i, head_i, w3_hi,
+                                         w3_lo, s_glob, sKey, sS, mHi, mHiS, mLo, mLoS, tidx)
+            for it in cutlass.range(2 * self.fold_pairs, NIT, unroll=1):
                 # per-chunk copies of the indices (see v1): addresses recomputed per chunk
                 slot_i = _dep_i32(slot, it)
                 head_i = _dep_i32(head, it)
@@ -2961,70 +3129,32 @@ class Mamba2ReplayDecode:
                 vq = r < P
                 if const_expr(not cfg.full):
                     r = cutlass.min(r, P - 1)
-                qc = r * CB + cbi        # chunk id: elements 16qc .. 16qc+15 of the P x N matrix
                 # ---- fold: sum_j fma(w_j x_j[r], B_j[16 cbi + e]) from 0, then the decayed hi
                 if const_expr(self.mma_fold):
                     self._mma_fold(sWX, sB, sSlab, acc, h, it, rrow, cbi, warp, lane)
                 else:
-                    for e in cutlass.range_constexpr(CHUNK):
-                        acc[e] = Float32(0.0)
-                    bj = cute.make_rmem_tensor((CHUNK,), Float32)
-                    for j in cutlass.range(h, unroll=self.fold_unroll):
-                        wx = sWX[j, r]
-                        cute.autovec_copy(cute.local_tile(sB[j, None], (CHUNK,), (cbi,)), bj)
-                        for e in cutlass.range_constexpr(CHUNK):
-                            acc[e] = _fma_rn(wx, bj[e], acc[e])
+                    self._fold_cc(sWX, sB, acc, None, h, r, r, cbi)
                 if const_expr(pacc is not None):
                     q2 = common.sreg64("clock64")
                     pacc[1] = pacc[1] + (q2 - q1)
                 # + the decayed checkpoint (this chunk's hi: cp.async issued one chunk ago)
                 cute.arch.cp_async_wait_group(0)
-                for g in cutlass.range_constexpr(wpc_hi // V):
-                    cute.autovec_copy(sHW[g, tidx, None], cute.local_tile(hw, (V,), (g,)))
-                hsw = sHS[tidx]
-                d_blk = Float32(0.0)
-                if const_expr(fmt_hi == "nvfp4"):
-                    sbyte = (Uint32(hsw) >> (Uint32(8) * Uint32(cbi % 4))) & Uint32(0xFF)
-                    d_blk = lp.mul_rn(lp.e4m3_byte_to_f32(sbyte), hig)
-                self._decode_add_chunk(fmt_hi, hw, acc, gf, lp.bits_f32(Uint32(hsw)), d_blk)
+                self._hi_add_landed(acc, hw, sHW, sHS, tidx, cbi, hig, gf)
                 if const_expr(pacc is not None):
                     q3 = common.sreg64("clock64")
                     pacc[2] = pacc[2] + (q3 - q2)
                 # ---- output from the fp32 fold (the verify kernel: its T query dots)
-                if const_expr(sDotF is not None):
-                    self._flush_dots(acc, sCT, sDotF, k, r, vq, cbi)
-                else:
-                    self._fold_output(acc, sC, mX, mZ, mOut, row, head_i, r, cbi, vq, gout,
-                                      ccur + dsk)
+                self._chunk_output(acc, k, row, head_i, r, cbi, vq, gout, ccur + dsk, sC, sCT,
+                                   sDotF, mX, mZ, mOut)
                 if const_expr(pacc is not None):
                     q4 = common.sreg64("clock64")
                     pacc[3] = pacc[3] + (q4 - q3)
-                if const_expr(self.needs_gamax):
-                    # rows past P (clamped duplicates) hold a valid row's values: amax unchanged
-                    amax = lp.fmax_nq(amax, _absmax16(acc))
-                    if it < NIT - 1:     # the last chunk stays in registers (acc)
-                        for g in cutlass.range_constexpr(4):
-                            cute.autovec_copy(cute.local_tile(acc, (4,), (g,)),
-                                              sS[(it * 4 + g) * NT + tidx, None])
-                # ---- encode + store the targets that need no matrix amax
-                if const_expr(len(self.flush_p1) > 0):
-                    self._encode_store(False, acc, qc, r, cbi, vq, slot_i, head_i, w3_hi, w3_lo,
-                                       sKey, s_glob, mHi, mHiS, mLo, mLoS)
+                amax = self._chunk_store(acc, amax, it, r, cbi, vq, slot_i, head_i, w3_hi, w3_lo,
+                                         s_glob, sKey, sS, mHi, mHiS, mLo, mLoS, tidx)
                 # ---- cp.async of the next chunk's hi (in flight during its fold), and after the
                 # last chunk of a head the next head's x_j rows
-                wrap = it + 1 >= NIT
-                nit = _sel_i32(wrap, Int32(0), it + 1)
-                nk = k + _sel_i32(wrap, Int32(1), Int32(0))
-                if nk < HPC:
-                    rn = rrow + nit * RPF
-                    if const_expr(not cfg.full):
-                        rn = cutlass.min(rn, P - 1)
-                    hn = _opaque_i32(head0 + nk)
-                    self._cpa_hi_chunk(mHi, mHiS, sHW, sHS, _dep_i32(slot, it), hn, rn, cbi,
-                                       tidx)
-                    if wrap:
-                        self._cpa_xrows(mXBuf, sXR, _dep_i32(slot, it), hn, origin, h, tidx)
-                cute.arch.cp_async_commit_group()
+                self._cpa_next(it, k, rrow, cbi, head0, _dep_i32(slot, it), origin, h, mHi, mHiS,
+                               mXBuf, sHW, sHS, sXR, tidx)
                 if const_expr(pacc is not None):
                     q1 = common.sreg64("clock64")    # the next chunk's fold starts here
                     pacc[4] = pacc[4] + (q1 - q4)
@@ -3102,7 +3232,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
            _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
            os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(DEP_ARRIVE_ENV),
            os.environ.get(RING_PHYS_ENV), os.environ.get(LATE_CHECK_ENV),
-           lp.f16_sr_chunk(), e2m1_magic()) + tuple(kw.values())
+           lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env()) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3570,7 +3700,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
               DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV,
-              lp.F16_SR_CHUNK_ENV, E2M1_ENV)
+              lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

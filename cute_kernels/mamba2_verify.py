@@ -122,6 +122,7 @@ from .mamba2_replay import (
     _order_launcher,
     _mma_nvfp4_tile,
     _add_rn,
+    _fold_pair_env,
     _fold_unroll,
     _mma_fold_default,
     _opaque_i32,
@@ -131,6 +132,7 @@ from .mamba2_replay import (
     _silu_gate,
     _warp_inclusive_scan,
     E2M1_ENV,
+    FOLD_PAIR_ENV,
     choose_heads_per_cta,
     e2m1_magic,
     fold_a_frag,
@@ -1815,7 +1817,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            os.environ.get(FRAG_L2PF_ENV, "1"), os.environ.get(READ_L2PF_ENV),
            os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV),
            _dot_pieces(), os.environ.get(FOLD_SMEM_ENV), os.environ.get(FOLD_ENTRIES_ENV),
-           lp.f16_sr_chunk(), e2m1_magic()) + tuple(
+           lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env()) + tuple(
         kw.values())
     return kw, key
 
@@ -2018,7 +2020,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
               DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV,
-              FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV)
+              FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -582,6 +582,25 @@ def test_mamba2_e2m1_magic_bit_identical(pair, L, seed, monkeypatch):
     _bit_identical_steps(pair, 64, ({MR.E2M1_ENV: "code"}, {}), monkeypatch, L=L, wide=True)
 
 
+@pytest.mark.parametrize("P,batch,L", [(64, 8, 4), (80, 8, 4), (64, 6, 4), (64, 16, 16)])
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp8sr", "fp16sr", "fp32"])
+def test_mamba2_fold_pair_bit_identical(pair, P, batch, L, seed, monkeypatch):
+    """REPLAYSSM_M2_FOLD_PAIR=1 (two of a thread's chunks folded at once; with nvfp4 targets
+    every encode after the matrix amax) gives the bytes of the one-chunk fold: the small split
+    (8 rows at L4, 16 at L16: its flush half), the shared kernel (6 rows), P = 80 (five chunks a
+    thread: two pairs and a single one)."""
+    from cute_kernels import mamba2_replay as MR
+    c = R.Mamba2ReplayCache(batch, M2["H"], P, M2["N"], M2["G"], precision=pair, buffer_len=L,
+                            device="cuda")
+    assert MR.use_small_split(c, batch) is (batch >= 8), (pair, batch)
+    monkeypatch.setenv(MR.FOLD_PAIR_ENV, "1")
+    op = MR.Mamba2ReplayDecode(pair, "bfloat16", "float32", M2["H"], P, M2["N"], M2["G"], L,
+                               L + 1, True, False, True, True, 4, True)
+    assert op.fold_pair and op.fold_pairs == op.cfg.nit // 2, pair
+    _bit_identical_steps(pair, P, ({MR.FOLD_PAIR_ENV: "0"}, {MR.FOLD_PAIR_ENV: "1"}),
+                         monkeypatch, batch=batch, L=L, wide=True)
+
+
 @pytest.mark.parametrize("L,batch", [(4, 4), (16, 4), (8, 8)])
 @pytest.mark.parametrize("pair", F16_SR_PAIRS)
 def test_gdn_f16_sr_chunk_bit_identical(pair, L, batch, seed, monkeypatch):

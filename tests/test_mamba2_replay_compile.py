@@ -920,15 +920,36 @@ def test_flush_encoder_switches_in_keys_and_launch_memo(monkeypatch):
     from cute_kernels import lowprec as lp
     from cute_kernels import mamba2_verify as MV
     for names in (M._ENV_NAMES, MV._ENV_NAMES):
-        assert lp.F16_SR_CHUNK_ENV in names and M.E2M1_ENV in names
+        assert lp.F16_SR_CHUNK_ENV in names and M.E2M1_ENV in names and M.FOLD_PAIR_ENV in names
     assert lp.F16_SR_CHUNK_ENV in GR._ENV_NAMES and lp.F16_SR_CHUNK_ENV in GV._ENV_NAMES
     args = ("nvfp4/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True,
             True, 4, True)
-    keys = []
-    for env in ({}, {lp.F16_SR_CHUNK_ENV: "0"}, {M.E2M1_ENV: "code"}):
-        for name in (lp.F16_SR_CHUNK_ENV, M.E2M1_ENV):
+    keys, vkeys = [], []
+    envs = ({}, {lp.F16_SR_CHUNK_ENV: "0"}, {M.E2M1_ENV: "code"}, {M.FOLD_PAIR_ENV: "1"})
+    for env in envs:
+        for name in set().union(*envs):
             monkeypatch.delenv(name, raising=False)
         for k, v in env.items():
             monkeypatch.setenv(k, v)
         keys.append(M._resolve(*args)[1])
-    assert len(set(keys)) == 3
+        vkeys.append(MV._resolve(*args[:9], 4, *args[9:15])[1])
+    assert len(set(keys)) == len(set(vkeys)) == len(envs)
+
+
+def test_fold_pair_rule(monkeypatch):
+    """REPLAYSSM_M2_FOLD_PAIR=1: the v2 flush's CUDA-core fold takes a thread's chunks in pairs
+    (an odd count's last alone); with nvfp4 targets every target is encoded after the matrix
+    amax. Not with the tensor-core fold, the profiling build or the v1 flush."""
+    base = ("bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True, True, 4, True)
+    monkeypatch.delenv(M.FOLD_PAIR_ENV, raising=False)
+    assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base).fold_pair
+    monkeypatch.setenv(M.FOLD_PAIR_ENV, "1")
+    op = M.Mamba2ReplayDecode("nvfp4/fp16sr", *base)
+    assert op.fold_pair and op.fold_pairs == 2 and not op.flush_p1
+    assert [t[0] for t in op.flush_p2] == ["fp16", "nvfp4"]
+    op = M.Mamba2ReplayDecode("fp16sr", "bfloat16", "float32", 128, 80, 128, 8, 16, 17, True,
+                              False, True, True, 4, True)
+    assert op.cfg.nit == 5 and op.fold_pairs == 2 and op.flush_p1 and not op.flush_p2
+    assert not M.Mamba2ReplayDecode("fp8/fp32", *base).fold_pair          # tensor-core fold
+    assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, prof=True).fold_pair
+    assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, flush_impl=1).fold_pair
