@@ -1161,10 +1161,13 @@ class Mamba2ReplayDecode:
         self.fold_pair = bool(fp and self.flush_impl == 2 and not self.mma_fold
                               and not self.prof and self.cfg.nit >= 2)
         self.fold_pairs = self.cfg.nit // 2 if self.fold_pair else 0
-        if self.fold_pair and self.needs_gamax:
-            # every target encoded after the matrix amax, from sS: a pair's second chunk would
-            # otherwise stay live through the first one's encode (72 B of spills at 96 registers)
-            self.flush_p1, self.flush_p2 = [], list(self.flush_targets)
+        # with nvfp4 targets a pair's second chunk waits in sS while the first is encoded (it
+        # would otherwise stay live through that encode: 72 B of spills at 96 registers); the
+        # last pair's second chunk is the one pass 2 keeps in registers, so with an even NIT the
+        # pass-1 targets of chunk NIT - 2 are encoded in pass 2 (every pass-1 target there:
+        # 1.04x slower flush, session37_gpu/call1)
+        self.pair_defer = bool(self.fold_pair and self.needs_gamax and self.flush_p1
+                               and self.cfg.nit % 2 == 0)
         # non-flush: prefetch the next head's read copy while reducing the current one (formats
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
         if prefetch is None:
@@ -2774,6 +2777,7 @@ class Mamba2ReplayDecode:
                         mSc[slot, head, r, cbi] = sc.to(Uint8)
                     else:
                         mSc[slot, head, r, cbi] = scb[0].to(Uint8)
+        return tok
 
     @cute.jit
     def _fold_cc(self, sWX: cute.Tensor, sB: cute.Tensor, acc: cute.Tensor,
@@ -2854,18 +2858,32 @@ class Mamba2ReplayDecode:
         """Chunk ``it`` of the thread (row r) after its output: with nvfp4 targets the running
         amax (returned) and, but for the last chunk (kept in registers), the chunk into sS; then
         the targets that need no matrix amax encoded and stored."""
-        NT, NIT = self.cfg.nt, self.cfg.nit
         if const_expr(self.needs_gamax):
-            # rows past P (clamped duplicates) hold a valid row's values: amax unchanged
-            amax = lp.fmax_nq(amax, _absmax16(acc))
-            if it < NIT - 1:     # the last chunk stays in registers (acc)
-                for g in cutlass.range_constexpr(4):
-                    cute.autovec_copy(cute.local_tile(acc, (4,), (g,)),
-                                      sS[(it * 4 + g) * NT + tidx, None])
+            amax = self._chunk_keep(acc, amax, it, sS, tidx)
         if const_expr(len(self.flush_p1) > 0):
             self._encode_store(False, acc, r * self.cfg.cb + cbi, r, cbi, vq, slot, head, w3_hi,
                                w3_lo, sKey, s_glob, mHi, mHiS, mLo, mLoS)
         return amax
+
+    @cute.jit
+    def _chunk_keep(self, acc: cute.Tensor, amax: Float32, it: Int32, sS: cute.Tensor,
+                    tidx: Int32) -> Float32:
+        """nvfp4 targets: the running amax with chunk ``it`` (returned), the chunk into sS but
+        for the last (pass 2 takes it from registers)."""
+        # rows past P (clamped duplicates) hold a valid row's values: amax unchanged
+        amax = lp.fmax_nq(amax, _absmax16(acc))
+        if it < self.cfg.nit - 1:
+            for g in cutlass.range_constexpr(4):
+                cute.autovec_copy(cute.local_tile(acc, (4,), (g,)),
+                                  sS[(it * 4 + g) * self.cfg.nt + tidx, None])
+        return amax
+
+    @cute.jit
+    def _sS_load(self, acc: cute.Tensor, sS: cute.Tensor, it: Int32, tidx: Int32):
+        """acc <- the thread's chunk ``it`` from sS (:meth:`_chunk_keep`)."""
+        for g in cutlass.range_constexpr(4):
+            cute.autovec_copy(sS[(it * 4 + g) * self.cfg.nt + tidx, None],
+                              cute.local_tile(acc, (4,), (g,)))
 
     @cute.jit
     def _cpa_next(self, it: Int32, k: Int32, rrow: Int32, cbi: Int32, head0: Int32,
@@ -3115,12 +3133,24 @@ class Mamba2ReplayDecode:
                                mHi, mHiS, mXBuf, sHW, sHS, sXR, tidx)
                 self._chunk_output(accp, k, row, head_i, r, cbi, vq, gout, ccur + dsk, sC, sCT,
                                    sDotF, mX, mZ, mOut)
-                amax = self._chunk_store(accp, amax, it, r, cbi, vq, slot_i, head_i, w3_hi,
-                                         w3_lo, s_glob, sKey, sS, mHi, mHiS, mLo, mLoS, tidx)
                 self._chunk_output(acc, k, row, head_i, r2, cbi, vq2, gout, ccur + dsk, sC, sCT,
                                    sDotF, mX, mZ, mOut)
-                amax = self._chunk_store(acc, amax, it + 1, r2, cbi, vq2, slot_i, head_i, w3_hi,
-                                         w3_lo, s_glob, sKey, sS, mHi, mHiS, mLo, mLoS, tidx)
+                if const_expr(self.needs_gamax and len(self.flush_p1) > 0):
+                    amax = self._chunk_keep(accp, amax, it, sS, tidx)
+                    amax = self._chunk_keep(acc, amax, it + 1, sS, tidx)
+                    if it + 1 < NIT - 1:     # acc waits in sS while accp is encoded
+                        self._encode_store(False, accp, r * CB + cbi, r, cbi, vq, slot_i, head_i,
+                                           w3_hi, w3_lo, sKey, s_glob, mHi, mHiS, mLo, mLoS)
+                        self._sS_load(acc, sS, it + 1, tidx)
+                    # (else the last pair: chunk NIT - 2's pass-1 targets wait for pass 2)
+                    self._encode_store(False, acc, r2 * CB + cbi, r2, cbi, vq2, slot_i, head_i,
+                                       w3_hi, w3_lo, sKey, s_glob, mHi, mHiS, mLo, mLoS)
+                else:
+                    amax = self._chunk_store(accp, amax, it, r, cbi, vq, slot_i, head_i, w3_hi,
+                                             w3_lo, s_glob, sKey, sS, mHi, mHiS, mLo, mLoS, tidx)
+                    amax = self._chunk_store(acc, amax, it + 1, r2, cbi, vq2, slot_i, head_i,
+                                             w3_hi, w3_lo, s_glob, sKey, sS, mHi, mHiS, mLo, mLoS,
+                                             tidx)
             for it in cutlass.range(2 * self.fold_pairs, NIT, unroll=1):
                 # per-chunk copies of the indices (see v1): addresses recomputed per chunk
                 slot_i = _dep_i32(slot, it)
@@ -3173,7 +3203,7 @@ class Mamba2ReplayDecode:
                     if const_expr(self.split and self.read_fmt == "nvfp4"):
                         mLoG[slot, head] = s_glob
                 # the last chunk first (still in acc), then the others from smem
-                for it2 in cutlass.range(NIT, unroll=1):
+                for it2 in cutlass.range(NIT - int(self.pair_defer), unroll=1):
                     it = _sel_i32(it2 == 0, Int32(NIT - 1), it2 - 1)
                     slot_i = _dep_i32(slot, it2)
                     head_i = _dep_i32(head, it2)
@@ -3183,11 +3213,24 @@ class Mamba2ReplayDecode:
                         r = cutlass.min(r, P - 1)
                     qc = r * CB + cbi
                     if it2 > 0:
-                        for g in cutlass.range_constexpr(4):
-                            cute.autovec_copy(sS[(it * 4 + g) * NT + tidx, None],
-                                              cute.local_tile(acc, (4,), (g,)))
+                        self._sS_load(acc, sS, it, tidx)
                     self._encode_store(True, acc, qc, r, cbi, vq, slot_i, head_i, w3_hi, w3_lo,
                                        sKey, s_glob, mHi, mHiS, mLo, mLoS)
+                if const_expr(self.pair_defer):
+                    # chunk NIT - 2 (the last pair's first): its pass-1 targets, then these
+                    r = rrow + (NIT - 2) * RPF
+                    vq = r < P
+                    if const_expr(not cfg.full):
+                        r = cutlass.min(r, P - 1)
+                    slot_i = _dep_i32(slot, NIT)
+                    head_i = _dep_i32(head, NIT)
+                    self._sS_load(acc, sS, NIT - 2, tidx)
+                    tok = self._encode_store(False, acc, r * CB + cbi, r, cbi, vq, slot_i, head_i,
+                                             w3_hi, w3_lo, sKey, s_glob, mHi, mHiS, mLo, mLoS)
+                    for e in cutlass.range_constexpr(CHUNK):
+                        acc[e] = _dep_f32(acc[e], tok)
+                    self._encode_store(True, acc, r * CB + cbi, r, cbi, vq, slot_i, head_i, w3_hi,
+                                       w3_lo, sKey, s_glob, mHi, mHiS, mLo, mLoS)
 
 
 # --------------------------------------------------------------------------------------

@@ -938,18 +938,20 @@ def test_flush_encoder_switches_in_keys_and_launch_memo(monkeypatch):
 
 def test_fold_pair_rule(monkeypatch):
     """REPLAYSSM_M2_FOLD_PAIR=1: the v2 flush's CUDA-core fold takes a thread's chunks in pairs
-    (an odd count's last alone); with nvfp4 targets every target is encoded after the matrix
-    amax. Not with the tensor-core fold, the profiling build or the v1 flush."""
+    (an odd count's last alone); with nvfp4 targets and an even count, chunk NIT - 2's pass-1
+    targets are encoded in pass 2. Not with the tensor-core fold, the profiling build or the v1
+    flush."""
     base = ("bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True, True, 4, True)
     monkeypatch.delenv(M.FOLD_PAIR_ENV, raising=False)
     assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base).fold_pair
     monkeypatch.setenv(M.FOLD_PAIR_ENV, "1")
     op = M.Mamba2ReplayDecode("nvfp4/fp16sr", *base)
-    assert op.fold_pair and op.fold_pairs == 2 and not op.flush_p1
-    assert [t[0] for t in op.flush_p2] == ["fp16", "nvfp4"]
+    assert op.fold_pair and op.fold_pairs == 2 and op.pair_defer
+    assert [t[0] for t in op.flush_p1] == ["fp16"] and [t[0] for t in op.flush_p2] == ["nvfp4"]
     op = M.Mamba2ReplayDecode("fp16sr", "bfloat16", "float32", 128, 80, 128, 8, 16, 17, True,
                               False, True, True, 4, True)
     assert op.cfg.nit == 5 and op.fold_pairs == 2 and op.flush_p1 and not op.flush_p2
+    assert not op.pair_defer
     assert not M.Mamba2ReplayDecode("fp8/fp32", *base).fold_pair          # tensor-core fold
     assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, prof=True).fold_pair
     assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, flush_impl=1).fold_pair
