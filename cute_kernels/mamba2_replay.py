@@ -299,7 +299,8 @@ FOLD_PAIR_ENV = "REPLAYSSM_M2_FOLD_PAIR"
 
 
 def _fold_pair_env() -> Optional[bool]:
-    """``REPLAYSSM_M2_FOLD_PAIR`` (0 / 1; unset: the kernel's rule, :attr:`fold_pair`): the v2
+    """``REPLAYSSM_M2_FOLD_PAIR`` (0 / 1; unset: the kernel's rule, :attr:`fold_pair` -- on
+    unless the read copy is fp32 outside a split's flush half): the v2
     flush folds two of a thread's chunks at once. They share the chunk-in-row, hence B_j: one
     16-value B_j load feeds 32 FMAs (the fold is shared-load-bound: 4 LDS.128 = 16 wavefronts
     per 16 FMAs, session 36's profile)."""
@@ -1156,10 +1157,15 @@ class Mamba2ReplayDecode:
         self.mma_fold = bool(mf and self.flush_impl == 2 and self.cfg.rpf == 16     # N = 128
                              and dtype_name(self.act_dtype) != "float32" and self.rows != 1)
         # v2 flush: two chunks of the thread (rows r, r + RPF; one chunk-in-row) folded at once
-        # (:meth:`_fold_cc`); not in the profiling builds (their clocks time single chunks)
+        # (:meth:`_fold_cc`); not in the profiling builds (their clocks time single chunks).
+        # Default: read copies other than fp32, and any split flush half (session37_gpu/call2:
+        # nvfp4 / fp16 cells 0.96-0.98x, fp32 flush only 0.85x; but the fp32 shared kernel
+        # 1.06-1.08x slower: its non-flush rows spill 48 B at the 72-register cap)
         fp = _fold_pair_env()
+        if fp is None:
+            fp = self.read_fmt != "fp32" or self.rows == 2
         self.fold_pair = bool(fp and self.flush_impl == 2 and not self.mma_fold
-                              and not self.prof and self.cfg.nit >= 2)
+                              and not self.prof and self.cfg.nit >= 2 and self.rows != 1)
         self.fold_pairs = self.cfg.nit // 2 if self.fold_pair else 0
         # with nvfp4 targets a pair's second chunk waits in sS while the first is encoded (it
         # would otherwise stay live through that encode: 72 B of spills at 96 registers); the
@@ -1761,16 +1767,12 @@ class Mamba2ReplayDecode:
         is CTA-collective (barriers)."""
         fmt = self.rec_fmt
         JB = self.cfg.jb
-        for e in cutlass.range_constexpr(CHUNK):
-            acc[e] = Float32(0.0)
-        bj = cute.make_rmem_tensor((CHUNK,), Float32)
         if const_expr(self.cfg.njb == 1):
-            for j in cutlass.range(h, unroll=1):
-                wx = sWX[j, r]
-                cute.autovec_copy(cute.local_tile(sB[j, None], (CHUNK,), (cbi,)), bj)
-                for e in cutlass.range_constexpr(CHUNK):
-                    acc[e] = _fma_rn(wx, bj[e], acc[e])
+            self._fold_cc(sWX, sB, acc, None, h, r, r, cbi)
         else:
+            for e in cutlass.range_constexpr(CHUNK):
+                acc[e] = Float32(0.0)
+            bj = cute.make_rmem_tensor((CHUNK,), Float32)
             nst = (h + JB - 1) // JB
             for st in cutlass.range(nst, unroll=1):
                 j0 = st * JB
@@ -1785,18 +1787,9 @@ class Mamba2ReplayDecode:
                     for e in cutlass.range_constexpr(CHUNK):
                         acc[e] = _fma_rn(wx, bj[e], acc[e])
         # the decayed checkpoint (loaded after the fold: its 16 values are never live in it)
-        wpc = CHUNK * _BITS[fmt] // 32
-        gD = cute.local_tile(mHi[slot, head, r, None], (wpc,), (cbi,))
-        rW = cute.make_rmem_tensor((wpc,), Int32)
-        cute.autovec_copy(gD, rW)
-        scale = Float32(0.0)
-        d_blk = Float32(0.0)
-        if const_expr(fmt == "fp8"):
-            scale = mHiS[slot, head, r]
-        if const_expr(fmt == "nvfp4"):
-            s_blk = lp.e4m3_byte_to_f32(Uint32(mHiS[slot, head, r, cbi]))
-            d_blk = lp.mul_rn(s_blk, hig)
-        self._decode_add_chunk(fmt, rW, acc, gf, scale, d_blk)
+        rW = cute.make_rmem_tensor((CHUNK * _BITS[fmt] // 32,), Int32)
+        sw = self._hi_load(mHi, mHiS, rW, slot, head, r, cbi)
+        self._hi_decode_add(acc, rW, sw, hig, gf)
 
     @cute.jit
     def _stage_fold(self, mBBuf: cute.Tensor, mXBuf: cute.Tensor, sB: cute.Tensor,
@@ -3044,7 +3037,6 @@ class Mamba2ReplayDecode:
         NT, CB, NIT, RW, RPF, P, N = cfg.nt, cfg.cb, cfg.nit, cfg.rw, cfg.rpf, self.P, self.N
         HPC, JB = self.hpc, cfg.jb
         NXW = -(-(JB * P) // NT)
-        V = min(4, CHUNK * _BITS[self.rec_fmt] // 32)
         warp = tidx // 32
         lane = tidx % 32
         cbi = lane // RW                 # chunk-in-row of every chunk this thread owns

@@ -586,7 +586,8 @@ def test_mamba2_e2m1_magic_bit_identical(pair, L, seed, monkeypatch):
 @pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp8sr", "fp16sr", "fp32"])
 def test_mamba2_fold_pair_bit_identical(pair, P, batch, L, seed, monkeypatch):
     """REPLAYSSM_M2_FOLD_PAIR=1 (two of a thread's chunks folded at once; with nvfp4 targets
-    every encode after the matrix amax) gives the bytes of the one-chunk fold: the small split
+    the pair's second chunk waits in smem during the first's encode) gives the bytes of the
+    one-chunk fold (=0; the default is on except for the fp32 shared kernel): the small split
     (8 rows at L4, 16 at L16: its flush half), the shared kernel (6 rows), P = 80 (five chunks a
     thread: two pairs and a single one)."""
     from cute_kernels import mamba2_replay as MR
@@ -599,6 +600,25 @@ def test_mamba2_fold_pair_bit_identical(pair, P, batch, L, seed, monkeypatch):
     assert op.fold_pair and op.fold_pairs == op.cfg.nit // 2, pair
     _bit_identical_steps(pair, P, ({MR.FOLD_PAIR_ENV: "0"}, {MR.FOLD_PAIR_ENV: "1"}),
                          monkeypatch, batch=batch, L=L, wide=True)
+
+
+@pytest.mark.parametrize("fold_kib", [None, 4])
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp16sr"])
+def test_mamba2_flush_v1_matches_torch_reference(pair, fold_kib, seed, monkeypatch):
+    """The fallback flush (v1: REPLAYSSM_M2_FLUSH=1 forced, and the one a fold past one staging
+    round takes -- REPLAYSSM_M2_FOLD_SMEM=4 KiB: 5 entries a round at P = 64, N = 128, so L = 8
+    folds in two): the twin check against the torch reference over 3L + 3 staggered steps, 6
+    rows (the shared kernel)."""
+    from cute_kernels import mamba2_replay as MR
+    L = 8
+    if fold_kib is None:
+        monkeypatch.setenv("REPLAYSSM_M2_FLUSH", "1")
+    else:
+        monkeypatch.setenv(MR.FOLD_SMEM_ENV, str(fold_kib))
+    op = MR.Mamba2ReplayDecode(pair, "bfloat16", "float32", M2["H"], M2["P"], M2["N"], M2["G"],
+                               L, L + 1, True, False, True, True, 2, True)
+    assert op.flush_impl == 1 and op.cfg.njb == (1 if fold_kib is None else 2), op.cfg
+    _twin_check("mamba2", pair, L, batch=6)
 
 
 @pytest.mark.parametrize("L,batch", [(4, 4), (16, 4), (8, 8)])

@@ -925,7 +925,7 @@ def test_flush_encoder_switches_in_keys_and_launch_memo(monkeypatch):
     args = ("nvfp4/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True,
             True, 4, True)
     keys, vkeys = [], []
-    envs = ({}, {lp.F16_SR_CHUNK_ENV: "0"}, {M.E2M1_ENV: "code"}, {M.FOLD_PAIR_ENV: "1"})
+    envs = ({}, {lp.F16_SR_CHUNK_ENV: "0"}, {M.E2M1_ENV: "code"}, {M.FOLD_PAIR_ENV: "0"})
     for env in envs:
         for name in set().union(*envs):
             monkeypatch.delenv(name, raising=False)
@@ -937,14 +937,25 @@ def test_flush_encoder_switches_in_keys_and_launch_memo(monkeypatch):
 
 
 def test_fold_pair_rule(monkeypatch):
-    """REPLAYSSM_M2_FOLD_PAIR=1: the v2 flush's CUDA-core fold takes a thread's chunks in pairs
-    (an odd count's last alone); with nvfp4 targets and an even count, chunk NIT - 2's pass-1
-    targets are encoded in pass 2. Not with the tensor-core fold, the profiling build or the v1
-    flush."""
+    """The pair fold: the v2 flush's CUDA-core fold takes a thread's chunks in pairs (an odd
+    count's last alone); with nvfp4 targets and an even count, chunk NIT - 2's pass-1 targets
+    are encoded in pass 2. Default on unless the read copy is fp32 outside a split's flush half
+    (REPLAYSSM_M2_FOLD_PAIR=0 / 1 forces); never with the tensor-core fold, the profiling build,
+    the v1 flush or in a split's non-flush half (no flush)."""
     base = ("bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True, True, 4, True)
+    split = dict(row_order=True, order_cursors=True)
     monkeypatch.delenv(M.FOLD_PAIR_ENV, raising=False)
+    for pair in ("nvfp4/fp16sr", "nvfp4/fp8sr", "fp8/fp16sr", "fp16sr", "bf16/fp32"):
+        op = M.Mamba2ReplayDecode(pair, *base)
+        assert op.fold_pair and op.fold_pairs == 2, pair
+        assert not M.Mamba2ReplayDecode(pair, *base, rows=1, **split).fold_pair, pair
+    assert not M.Mamba2ReplayDecode("fp32", *base).fold_pair
+    assert M.Mamba2ReplayDecode("fp32", *base, rows=2, flush_positions=4, **split).fold_pair
+    monkeypatch.setenv(M.FOLD_PAIR_ENV, "0")
     assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base).fold_pair
+    assert not M.Mamba2ReplayDecode("fp32", *base, rows=2, flush_positions=4, **split).fold_pair
     monkeypatch.setenv(M.FOLD_PAIR_ENV, "1")
+    assert M.Mamba2ReplayDecode("fp32", *base).fold_pair
     op = M.Mamba2ReplayDecode("nvfp4/fp16sr", *base)
     assert op.fold_pair and op.fold_pairs == 2 and op.pair_defer
     assert [t[0] for t in op.flush_p1] == ["fp16"] and [t[0] for t in op.flush_p2] == ["nvfp4"]
