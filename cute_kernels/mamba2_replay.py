@@ -299,8 +299,8 @@ FOLD_PAIR_ENV = "REPLAYSSM_M2_FOLD_PAIR"
 
 
 def _fold_pair_env() -> Optional[bool]:
-    """``REPLAYSSM_M2_FOLD_PAIR`` (0 / 1; unset: the kernel's rule, :attr:`fold_pair` -- on
-    unless the read copy is fp32 outside a split's flush half): the v2
+    """``REPLAYSSM_M2_FOLD_PAIR`` (0 / 1; unset: the kernel's rule,
+    :meth:`Mamba2ReplayDecode._fold_pair_default`): the v2
     flush folds two of a thread's chunks at once. They share the chunk-in-row, hence B_j: one
     16-value B_j load feeds 32 FMAs (the fold is shared-load-bound: 4 LDS.128 = 16 wavefronts
     per 16 FMAs, session 36's profile)."""
@@ -1019,6 +1019,20 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
 class Mamba2ReplayDecode:
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``)."""
 
+    def _fold_pair_default(self) -> bool:
+        """Whether the v2 flush folds a thread's chunks in pairs unless
+        ``REPLAYSSM_M2_FOLD_PAIR`` says (measured, Super / Nano-4B, bench/results/session37_gpu/
+        call2, session38_gpu/call1): on for the nvfp4, fp8 and 16-bit read copies (b1-b512
+        0.87-0.99x) and in any split's flush half (fp32 L32 b256: flush 0.66x). Off in the
+        fp32 shared kernel (1.06-1.08x slower: its non-flush rows spill 48 B at the 72-register
+        cap) and for 16-bit read copies over an fp32 checkpoint below 4 heads per CTA (b4 1.055x,
+        b16 1.02x slower: 0 -> 36-52 B of spills at 72 registers; b256, 4 heads: 0.975x)."""
+        if self.read_fmt == "fp32":
+            return self.rows == 2
+        if self.read_fmt in ("bf16", "fp16") and self.rec_fmt == "fp32":
+            return self.hpc >= 4
+        return True
+
     def fold_smem(self, R: int, L: int) -> int:
         """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``): the same for
         every ring and buffer length here (``R`` / ``L`` are for subclasses; the verify
@@ -1157,13 +1171,10 @@ class Mamba2ReplayDecode:
         self.mma_fold = bool(mf and self.flush_impl == 2 and self.cfg.rpf == 16     # N = 128
                              and dtype_name(self.act_dtype) != "float32" and self.rows != 1)
         # v2 flush: two chunks of the thread (rows r, r + RPF; one chunk-in-row) folded at once
-        # (:meth:`_fold_cc`); not in the profiling builds (their clocks time single chunks).
-        # Default: read copies other than fp32, and any split flush half (session37_gpu/call2:
-        # nvfp4 / fp16 cells 0.96-0.98x, fp32 flush only 0.85x; but the fp32 shared kernel
-        # 1.06-1.08x slower: its non-flush rows spill 48 B at the 72-register cap)
+        # (:meth:`_fold_cc`); not in the profiling builds (their clocks time single chunks)
         fp = _fold_pair_env()
         if fp is None:
-            fp = self.read_fmt != "fp32" or self.rows == 2
+            fp = self._fold_pair_default()
         self.fold_pair = bool(fp and self.flush_impl == 2 and not self.mma_fold
                               and not self.prof and self.cfg.nit >= 2 and self.rows != 1)
         self.fold_pairs = self.cfg.nit // 2 if self.fold_pair else 0

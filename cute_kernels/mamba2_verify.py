@@ -453,6 +453,13 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         """The verify's fold staging round (:func:`_verify_fold_smem`)."""
         return _verify_fold_smem()
 
+    def _fold_pair_default(self) -> bool:
+        """The pair fold in the verify's flush (measured at b256, bench/results/session37_gpu/
+        call2, session38_gpu/call1): on for nvfp4 and 16-bit read copies (T8 nvfp4/fp16sr 0.973x,
+        bf16/fp32 0.955x); off for fp8 (T8 fp8/fp16sr 1.074x slower, flush only 1.07x, with 128
+        registers and no spills either way: not understood) and fp32 (T4 / T8 0.99 / 1.00x)."""
+        return self.read_fmt not in ("fp8", "fp32")
+
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,
                  has_z: bool, has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,

@@ -939,9 +939,11 @@ def test_flush_encoder_switches_in_keys_and_launch_memo(monkeypatch):
 def test_fold_pair_rule(monkeypatch):
     """The pair fold: the v2 flush's CUDA-core fold takes a thread's chunks in pairs (an odd
     count's last alone); with nvfp4 targets and an even count, chunk NIT - 2's pass-1 targets
-    are encoded in pass 2. Default on unless the read copy is fp32 outside a split's flush half
-    (REPLAYSSM_M2_FOLD_PAIR=0 / 1 forces); never with the tensor-core fold, the profiling build,
-    the v1 flush or in a split's non-flush half (no flush)."""
+    are encoded in pass 2. Default (measured; REPLAYSSM_M2_FOLD_PAIR=0 / 1 forces): on but for
+    the fp32 read copy outside a split's flush half and 16-bit read copies over an fp32
+    checkpoint below 4 heads per CTA; in the verify not for fp8 / fp32 read copies. Never with
+    the tensor-core fold, the profiling build, the v1 flush or in a split's non-flush half."""
+    from cute_kernels import mamba2_verify as MV
     base = ("bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True, True, 4, True)
     split = dict(row_order=True, order_cursors=True)
     monkeypatch.delenv(M.FOLD_PAIR_ENV, raising=False)
@@ -949,6 +951,13 @@ def test_fold_pair_rule(monkeypatch):
         op = M.Mamba2ReplayDecode(pair, *base)
         assert op.fold_pair and op.fold_pairs == 2, pair
         assert not M.Mamba2ReplayDecode(pair, *base, rows=1, **split).fold_pair, pair
+    for pair, hpc, on in (("bf16/fp32", 1, False), ("fp16/fp32", 2, False), ("fp16sr", 1, True),
+                          ("nvfp4/fp32", 1, True)):
+        assert M.Mamba2ReplayDecode(pair, *base[:12], hpc, True).fold_pair is on, (pair, hpc)
+    for pair, on in (("nvfp4/fp16sr", True), ("bf16/fp32", True), ("fp8/fp16sr", False),
+                     ("fp32", False)):
+        kw, _ = MV._resolve(pair, *base[:8], 8, *base[8:14])
+        assert MV.Mamba2VerifyKernel(**kw).fold_pair is on, pair
     assert not M.Mamba2ReplayDecode("fp32", *base).fold_pair
     assert M.Mamba2ReplayDecode("fp32", *base, rows=2, flush_positions=4, **split).fold_pair
     monkeypatch.setenv(M.FOLD_PAIR_ENV, "0")
