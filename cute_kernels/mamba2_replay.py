@@ -916,8 +916,11 @@ SPLIT_READ_FMTS = ("fp8", "nvfp4")
 #: bf16/fp32 266.3 -> 250.1 / 523.2 -> 483.8 µs, fp16/fp32 265.9 -> 249.4 / 522.9 -> 481.5, fp32
 #: 417.3 -> 410.3 / 816.1 -> 792.5; at L16 within +-2 % (fp16/fp32 slower), so not there. By
 #: batch (call3/gw, L32 single / split): fp32 b64 126.9 / 125.9, b128 216.5 / 225.9 (slower),
-#: bf16/fp32 b64 82.4 / 84.1, b128 138.9 / 136.5; hence fp32 from 256 rows, 16-bit from 128
-SPLIT_WIDE_MIN_L = 32
+#: bf16/fp32 b64 82.4 / 84.1, b128 138.9 / 136.5; hence fp32 from 256 rows, 16-bit from 128.
+#: fp32 from L16 since the pair fold made the split's flush half cheaper (session38_gpu/call3/g1,
+#: single / split with the flush-half hint 5): b256 330.6 -> 322.9 µs, b512 645.4 -> 628.3; b128
+#: 169.7 -> 173.4 (slower); bf16/fp32 at L16 b256 1.01x slower, b512 0.98x: not there
+SPLIT_WIDE_MIN_L = {"fp32": 16, "bf16": 32, "fp16": 32}
 SPLIT_WIDE_MIN_BATCH = {"fp32": 256, "bf16": 128, "fp16": 128}
 #: ... and below SPLIT_SMALL_BELOW rows (with the order, also below ROW_ORDER_MIN_BATCH), every
 #: read copy at these (max buffer length, min rows) pairs (use_small_split). session24_gpu/call1, one launch / order + split:
@@ -949,6 +952,12 @@ SPLIT_NONFLUSH_HEADS_FROM_OTHER = 128
 SPLIT_NONFLUSH_MINB = {"nvfp4": 6, "fp8": 7}     # (sm_90a: 77 / 70 registers, no spills;
                                                  # nvfp4 at 7: 72 registers, 40 B of spills)
 SPLIT_NONFLUSH_MINB_OTHER = 7       # the other read copies (the shared build's 7 at L16)
+#: CTAs per SM of the split's flush launch by (read, checkpoint) format; the others keep
+#: default_min_blocks_per_mp's flush-v2 choice. Session 38 call 3 (Super L16 b256 / b512, default
+#: / this): fp32 7 -> 5 (72 -> 94 registers, 48 -> 0 B spills) 324.2 -> 322.9 / 635.2 -> 628.3
+#: µs (at L32 1.000x); nvfp4/fp16sr 5 -> 4 (96 -> 128 registers, 60 -> 0 B spills) 167.3 ->
+#: 165.5 / 319.0 -> 316.6 (nvfp4/fp8sr at 4: 0 -> 56 B spills, b256 1.02x slower)
+SPLIT_FLUSH_MINB = {("fp32", "fp32"): 5, ("nvfp4", "fp16"): 4}
 
 
 def _env_int(name: str) -> Optional[int]:
@@ -956,12 +965,16 @@ def _env_int(name: str) -> Optional[int]:
     return int(v) if v not in (None, "") else None
 
 
-def split_min_blocks(rows: int, read_fmt: str, smem_ctas: int = 0) -> Optional[int]:
+def split_min_blocks(rows: int, read_fmt: str, smem_ctas: int = 0,
+                     rec_fmt: Optional[str] = None) -> Optional[int]:
     """CTAs per SM hint of a decode split launch's half (None: the flush half keeps
-    :func:`default_min_blocks_per_mp`'s flush-v2 choice); capped by shared memory."""
+    :func:`default_min_blocks_per_mp`'s flush-v2 choice, but for the pairs of
+    :data:`SPLIT_FLUSH_MINB`); capped by shared memory."""
     v = _env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV)
     if v is None and rows == 1:
         v = SPLIT_NONFLUSH_MINB.get(read_fmt, SPLIT_NONFLUSH_MINB_OTHER)
+    if v is None and rows == 2:
+        v = SPLIT_FLUSH_MINB.get((read_fmt, rec_fmt))
     if v is not None and smem_ctas:
         v = min(v, smem_ctas)
     return v
@@ -1222,7 +1235,8 @@ class Mamba2ReplayDecode:
         # 128-thread k would cap nvfp4/fp16sr at 48 registers, ~240 B of spills)
         c = self.cfg
         if min_blocks_per_mp is None and self.rows:
-            min_blocks_per_mp = split_min_blocks(self.rows, self.read_fmt, self._smem_ctas())
+            min_blocks_per_mp = split_min_blocks(self.rows, self.read_fmt, self._smem_ctas(),
+                                                 self.rec_fmt)
         # few_rows: a launch of <= EARLY_WIDE_ROWS rows (few_rows_hint_for)
         self.few_rows = bool(few_rows and self.hpc == 1 and self.read_fmt in FEW_ROWS_MINB_FMTS
                              and not self.row_order and not self.rows and self.row_split == 1)
@@ -3520,8 +3534,8 @@ def use_split(cache, batch: int) -> bool:
     """Whether a decode of ``batch`` rows runs as a split launch (:func:`_split_launch`):
     ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); else fp8 /
     nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from :data:`SPLIT_MIN_BATCH` rows, the others
-    (fp32 / bf16 / fp16) from :data:`SPLIT_WIDE_MIN_L` entries and their
-    :data:`SPLIT_WIDE_MIN_BATCH` rows (at L16 their shared build already runs 7 CTAs/SM)."""
+    (fp32 / bf16 / fp16) from their :data:`SPLIT_WIDE_MIN_L` entries and
+    :data:`SPLIT_WIDE_MIN_BATCH` rows (below, their shared build already runs 7 CTAs/SM)."""
     if not use_row_order(cache, batch):
         return False
     forced = _env_flag(SPLIT_ENV)
@@ -3529,8 +3543,9 @@ def use_split(cache, batch: int) -> bool:
         return forced
     if cache.pair.read_fmt in SPLIT_READ_FMTS:
         return batch >= SPLIT_MIN_BATCH
-    return (cache.buffer_len >= SPLIT_WIDE_MIN_L
-            and batch >= SPLIT_WIDE_MIN_BATCH.get(cache.pair.read_fmt, batch + 1))
+    fmt = cache.pair.read_fmt
+    return (fmt in SPLIT_WIDE_MIN_L and cache.buffer_len >= SPLIT_WIDE_MIN_L[fmt]
+            and batch >= SPLIT_WIDE_MIN_BATCH[fmt])
 
 
 def use_small_split(cache, batch: int) -> bool:

@@ -118,12 +118,14 @@ def test_mamba2_split_wide_nonflush_ctas_match_reference(pair, hpc, H, P, seed, 
 
 
 @pytest.mark.parametrize("pair,L,batch,H,P,heads", [
-    ("fp32", 32, 256, 32, 64, 8), ("bf16/fp32", 32, 160, 32, 64, 8),
+    ("fp32", 32, 256, 32, 64, 8), ("fp32", 16, 256, 32, 64, 8),
+    ("bf16/fp32", 32, 160, 32, 64, 8),
     ("fp8/fp32", 16, 256, 32, 64, 8), ("nvfp4/fp16sr", 16, 64, 32, 64, 8),
     ("nvfp4/fp16sr", 16, 64, 24, 80, 6)])
 def test_mamba2_split_defaults_match_reference(pair, L, batch, H, P, heads, seed, monkeypatch):
     """The decode's default dispatch where it takes the split with ``heads`` per non-flush CTA
-    (fp32 / 16-bit read copies from L = 32, fp8 / nvfp4 from their batches; H / G = 16, or 12
+    (fp32 read copies from L = 16 at 256 rows, 16-bit ones from L = 32, fp8 / nvfp4 from
+    their batches; the flush halves at SPLIT_FLUSH_MINB's hints; H / G = 16, or 12
     as Nano-4B's) against the torch reference over 3L + 3 staggered steps."""
     from cute_kernels import mamba2_replay as MR
     _force_split(monkeypatch, "mamba2", "", "")

@@ -349,7 +349,16 @@ def test_split_variant(monkeypatch):
     assert op1.smem_bytes() < op0.smem_bytes() and op1.snf and op1.mma and not op1.mma_fold
     assert op1.min_blocks_per_mp == min(M.SPLIT_NONFLUSH_MINB["nvfp4"], op1._smem_ctas() or 8)
     assert not (op2.snf or op2.mma or op2.prefetch or op2.early)
-    assert op2.min_blocks_per_mp == op0.min_blocks_per_mp
+    # the flush half's hint: SPLIT_FLUSH_MINB by (read, checkpoint) format, else the shared one's
+    assert op2.min_blocks_per_mp == min(M.SPLIT_FLUSH_MINB[("nvfp4", "fp16")],
+                                        op2._smem_ctas() or 8)
+    for pair in ("nvfp4/fp8sr", "fp32"):
+        kws = [M._resolve(pair, *SPLIT_ARGS[1:], row_order=True, **k)[0]
+               for k in ({}, dict(rows=2, flush_positions=8))]
+        s0, s2 = (M.Mamba2ReplayDecode(**k) for k in kws)
+        assert s2.min_blocks_per_mp == (s0.min_blocks_per_mp if pair == "nvfp4/fp8sr" else
+                                        min(M.SPLIT_FLUSH_MINB[("fp32", "fp32")],
+                                            s2._smem_ctas() or 8)), pair
     assert op2.persistent and not (op0.persistent or op1.persistent)
     fp8 = M.Mamba2ReplayDecode(**M._resolve("fp8/fp32", *SPLIT_ARGS[1:], row_order=True,
                                             rows=1)[0])
@@ -418,7 +427,7 @@ def test_make_launch_threads_switch(monkeypatch):
     threads = _launch_compile_kwarg(monkeypatch, "num_threads")
 
     monkeypatch.delenv(M.THREADS_ENV, raising=False)
-    assert threads(1) == 128 and threads(300) == 128
+    assert threads(1) == 128 and threads(200) == 128
     monkeypatch.setenv(M.THREADS_ENV, "256")
     assert threads(1) == 256 and threads(4) == 256
     assert threads(100) == 128                                # ordered, one launch
@@ -457,16 +466,19 @@ def test_make_launch_takes_the_split(monkeypatch):
     assert M.SPLIT_MIN_BATCH >= M.ROW_ORDER_MIN_BATCH
     # the fp32 / 16-bit read copies from SPLIT_WIDE_MIN_L entries and SPLIT_WIDE_MIN_BATCH rows
     assert M.SPLIT_WIDE_MIN_BATCH == {"fp32": 256, "bf16": 128, "fp16": 128}
+    assert M.SPLIT_WIDE_MIN_L == {"fp32": 16, "bf16": 32, "fp16": 32}
     for pair in ("fp32", "bf16/fp32", "fp16/fp32"):
-        start = M.SPLIT_WIDE_MIN_BATCH[parse_pair(pair).read_fmt]
-        assert launch(pair, start, L=M.SPLIT_WIDE_MIN_L) == "split"
-        for batch, L in ((start - 1, M.SPLIT_WIDE_MIN_L), (512, M.SPLIT_WIDE_MIN_L - 1)):
+        fmt = parse_pair(pair).read_fmt
+        start, min_l = M.SPLIT_WIDE_MIN_BATCH[fmt], M.SPLIT_WIDE_MIN_L[fmt]
+        assert launch(pair, start, L=min_l) == "split"
+        for batch, L in ((start - 1, min_l), (512, min_l - 1)):
             with pytest.raises(RuntimeError, match="single launch"):
                 launch(pair, batch, L=L)
         assert start >= M.ROW_ORDER_MIN_BATCH
     for pair, batch, kw in (("nvfp4/fp16sr", 256, dict(min_blocks_per_mp=5)),
                             ("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, dict(L=32)),
-                            ("fp32", 256, {}), ("bf16/fp32", 512, {}), ("fp16/fp32", 512, {})):
+                            ("fp32", 512, dict(L=8)), ("bf16/fp32", 512, {}),
+                            ("fp16/fp32", 512, {})):
         with pytest.raises(RuntimeError, match="single launch"):
             launch(pair, batch, **kw)
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")      # the split's own threshold, order or not
@@ -783,7 +795,7 @@ def test_make_launch_early_read_dispatch(monkeypatch):
     monkeypatch.setenv(M.EARLY_READ_ENV, "0")
     assert _launch_compile_kwarg(monkeypatch, "early_read", "bf16/fp32")(1) is False
     monkeypatch.setenv(M.EARLY_READ_ENV, "1")
-    assert _launch_compile_kwarg(monkeypatch, "early_read", "fp32")(300) is True
+    assert _launch_compile_kwarg(monkeypatch, "early_read", "fp32")(200) is True
     assert M.EARLY_READ_ENV in M._ENV_NAMES
 
 
