@@ -917,11 +917,14 @@ SPLIT_READ_FMTS = ("fp8", "nvfp4")
 #: 417.3 -> 410.3 / 816.1 -> 792.5; at L16 within +-2 % (fp16/fp32 slower), so not there. By
 #: batch (call3/gw, L32 single / split): fp32 b64 126.9 / 125.9, b128 216.5 / 225.9 (slower),
 #: bf16/fp32 b64 82.4 / 84.1, b128 138.9 / 136.5; hence fp32 from 256 rows, 16-bit from 128.
-#: fp32 from L16 since the pair fold made the split's flush half cheaper (session38_gpu/call3/g1,
-#: single / split with the flush-half hint 5): b256 330.6 -> 322.9 µs, b512 645.4 -> 628.3; b128
-#: 169.7 -> 173.4 (slower); bf16/fp32 at L16 b256 1.01x slower, b512 0.98x: not there
-SPLIT_WIDE_MIN_L = {"fp32": 16, "bf16": 32, "fp16": 32}
+SPLIT_WIDE_MIN_L = {"fp32": 32, "bf16": 32, "fp16": 32}
 SPLIT_WIDE_MIN_BATCH = {"fp32": 256, "bf16": 128, "fp16": 128}
+#: ... fp32 from L16 where the split's non-flush CTAs take 8 heads (H / G a multiple of 8), since
+#: the pair fold made its flush half cheaper. Session 38 (Super L16, single / split with the
+#: flush-half hint 5; call3/g1, call4/g1): b256 331.0 -> 323.7 µs, b512 648.0 -> 628.0 (b128
+#: 169.7 -> 173.4: slower); Nano-4B (12 heads a group: 6 per non-flush CTA, that half 1.05x
+#: slower) b256 311.3 -> 317.0, b512 618.5 -> 627.2; bf16/fp32 L16 b256 1.01x slower
+SPLIT_FP32_L16_HEADS = 8
 #: ... and below SPLIT_SMALL_BELOW rows (with the order, also below ROW_ORDER_MIN_BATCH), every
 #: read copy at these (max buffer length, min rows) pairs (use_small_split). session24_gpu/call1, one launch / order + split:
 #: Nemotron-3-Super b16 L8 1.13-1.33x, L16 1.24-1.39x, b8 L8 1.18-1.27x (b8 L16 0.97-1.06x:
@@ -3534,8 +3537,9 @@ def use_split(cache, batch: int) -> bool:
     """Whether a decode of ``batch`` rows runs as a split launch (:func:`_split_launch`):
     ``REPLAYSSM_M2_SPLIT`` = 0 / 1 forces (1 still needs the flush-first order); else fp8 /
     nvfp4 read copies (:data:`SPLIT_READ_FMTS`) from :data:`SPLIT_MIN_BATCH` rows, the others
-    (fp32 / bf16 / fp16) from their :data:`SPLIT_WIDE_MIN_L` entries and
-    :data:`SPLIT_WIDE_MIN_BATCH` rows (below, their shared build already runs 7 CTAs/SM)."""
+    (fp32 / bf16 / fp16) from :data:`SPLIT_WIDE_MIN_L` entries (fp32: 16 where a group's heads
+    are a multiple of :data:`SPLIT_FP32_L16_HEADS`) and their :data:`SPLIT_WIDE_MIN_BATCH` rows
+    (below, their shared build already runs 7 CTAs/SM)."""
     if not use_row_order(cache, batch):
         return False
     forced = _env_flag(SPLIT_ENV)
@@ -3544,8 +3548,12 @@ def use_split(cache, batch: int) -> bool:
     if cache.pair.read_fmt in SPLIT_READ_FMTS:
         return batch >= SPLIT_MIN_BATCH
     fmt = cache.pair.read_fmt
-    return (fmt in SPLIT_WIDE_MIN_L and cache.buffer_len >= SPLIT_WIDE_MIN_L[fmt]
-            and batch >= SPLIT_WIDE_MIN_BATCH[fmt])
+    if fmt not in SPLIT_WIDE_MIN_L or batch < SPLIT_WIDE_MIN_BATCH[fmt]:
+        return False
+    min_l = SPLIT_WIDE_MIN_L[fmt]
+    if fmt == "fp32" and (cache.nheads // cache.ngroups) % SPLIT_FP32_L16_HEADS == 0:
+        min_l = 16
+    return cache.buffer_len >= min_l
 
 
 def use_small_split(cache, batch: int) -> bool:

@@ -406,7 +406,7 @@ def _launch_compile_kwarg(monkeypatch, name, pair="fp32"):
 
     class _C:
         buffer_len, ring = 16, 17
-        nheads, headdim, dstate = 128, 64, 128
+        nheads, headdim, dstate, ngroups = 128, 64, 128, 8
         row_order = torch.zeros(2, 1024, dtype=torch.int32)
     _C.pair = parse_pair(pair)
 
@@ -451,7 +451,7 @@ def test_make_launch_takes_the_split(monkeypatch):
     def cache(pair, L=16):
         class _C:
             buffer_len, ring = L, L + 1
-            nheads, headdim, dstate = 128, 64, 128        # (use_pf_early)
+            nheads, headdim, dstate, ngroups = 128, 64, 128, 8     # (use_pf_early)
             row_order = torch.zeros(2, 1024, dtype=torch.int32)
         _C.pair = parse_pair(pair)
         return _C
@@ -466,10 +466,13 @@ def test_make_launch_takes_the_split(monkeypatch):
     assert M.SPLIT_MIN_BATCH >= M.ROW_ORDER_MIN_BATCH
     # the fp32 / 16-bit read copies from SPLIT_WIDE_MIN_L entries and SPLIT_WIDE_MIN_BATCH rows
     assert M.SPLIT_WIDE_MIN_BATCH == {"fp32": 256, "bf16": 128, "fp16": 128}
-    assert M.SPLIT_WIDE_MIN_L == {"fp32": 16, "bf16": 32, "fp16": 32}
+    assert M.SPLIT_WIDE_MIN_L == {"fp32": 32, "bf16": 32, "fp16": 32}
     for pair in ("fp32", "bf16/fp32", "fp16/fp32"):
         fmt = parse_pair(pair).read_fmt
         start, min_l = M.SPLIT_WIDE_MIN_BATCH[fmt], M.SPLIT_WIDE_MIN_L[fmt]
+        if pair == "fp32":              # 16 heads a group (Super): from L16
+            assert M.SPLIT_FP32_L16_HEADS == 8
+            min_l = 16
         assert launch(pair, start, L=min_l) == "split"
         for batch, L in ((start - 1, min_l), (512, min_l - 1)):
             with pytest.raises(RuntimeError, match="single launch"):
@@ -481,6 +484,11 @@ def test_make_launch_takes_the_split(monkeypatch):
                             ("fp16/fp32", 512, {})):
         with pytest.raises(RuntimeError, match="single launch"):
             launch(pair, batch, **kw)
+    nano = cache("fp32")                # 12 heads a group (Nano-4B): fp32 from L32
+    nano.nheads = 96
+    assert not M.use_split(nano, 512) and M.use_split(cache("fp32", L=32), 256)
+    nano.buffer_len, nano.ring = 32, 33
+    assert M.use_split(nano, 256)
     monkeypatch.setenv("REPLAYSSM_M2_ORDER", "1")      # the split's own threshold, order or not
     with pytest.raises(RuntimeError, match="single launch"):
         launch("nvfp4/fp16sr", M.SPLIT_MIN_BATCH - 1, L=32)
