@@ -587,7 +587,7 @@ def test_mamba2_e2m1_magic_bit_identical(pair, L, seed, monkeypatch):
 def test_mamba2_fold_pair_bit_identical(pair, P, batch, L, seed, monkeypatch):
     """REPLAYSSM_M2_FOLD_PAIR=1 (two of a thread's chunks folded at once; with nvfp4 targets
     the pair's second chunk waits in smem during the first's encode) gives the bytes of the
-    one-chunk fold (=0; the default is on except for the fp32 shared kernel): the small split
+    one-chunk fold (=0; for the default see Mamba2ReplayDecode._fold_pair_default): the small split
     (8 rows at L4, 16 at L16: its flush half), the shared kernel (6 rows), P = 80 (five chunks a
     thread: two pairs and a single one)."""
     from cute_kernels import mamba2_replay as MR
@@ -608,7 +608,8 @@ def test_mamba2_flush_v1_matches_torch_reference(pair, fold_kib, seed, monkeypat
     """The fallback flush (v1: REPLAYSSM_M2_FLUSH=1 forced, and the one a fold past one staging
     round takes -- REPLAYSSM_M2_FOLD_SMEM=4 KiB: 5 entries a round at P = 64, N = 128, so L = 8
     folds in two): the twin check against the torch reference over 3L + 3 staggered steps, 6
-    rows (the shared kernel)."""
+    rows (the shared kernel; at L = 8 fp32 and fp8/fp16sr take its row split, k = 2, also v1 --
+    the build asserted here is the unsplit one)."""
     from cute_kernels import mamba2_replay as MR
     L = 8
     if fold_kib is None:
