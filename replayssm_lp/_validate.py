@@ -112,12 +112,10 @@ def gdn_state(state, layout):
     return slots_n, HV, Vd, K
 
 
-def gdn_gates(g, beta, A_log, a, dt_bias, b, lead, nv, device, dtypes, lead_name="batch",
-              name_missing_b=False):
+def gdn_gates(g, beta, A_log, a, dt_bias, b, lead, nv, device, dtypes, lead_name="batch"):
     """The gate arguments of a GDN op: either ``g`` [*lead, HV] (log decay) or the raw inputs
     ``A_log`` [HV], ``a`` [*lead, HV], ``dt_bias`` [HV] (optional); either ``beta`` [*lead, HV] or
-    the raw ``b`` [*lead, HV]. ``lead_name`` names the leading dims in the messages;
-    ``name_missing_b``: a missing ``b`` is reported as such (else as ``b is required``)."""
+    the raw ``b`` [*lead, HV]. ``lead_name`` names the leading dims in the messages."""
     if g is not None:
         if A_log is not None or a is not None or dt_bias is not None:
             raise ValueError("give either g (log decay) or the raw gate inputs A_log, a, dt_bias, not both")
@@ -134,7 +132,7 @@ def gdn_gates(g, beta, A_log, a, dt_bias, b, lead, nv, device, dtypes, lead_name
             raise ValueError("give either beta or the raw b, not both")
         tensor("beta", beta, lead + (nv,), dtypes, device)
     else:
-        if b is None and name_missing_b:
+        if b is None:
             raise ValueError(f"beta is None: the raw b [{lead_name}, HV] is required")
         tensor("b", b, lead + (nv,), dtypes, device)
 

@@ -76,7 +76,14 @@ class ReplayCache:
         self.buffer_len, self.max_draft = buffer_len, max_draft
         self.ring = max(buffer_len, max_draft) + max(max_draft, 1)
         self.act_dtype = act_dtype
-        self.device = torch.empty(0, device=device).device  # 'cuda' -> 'cuda:0', as tensors report
+        try:                                                 # 'cuda' -> 'cuda:0', as tensors report
+            self.device = torch.empty(0, device=device).device
+        except TypeError:
+            raise TypeError(f"device must be a torch.device, str or int, got "
+                            f"{type(device).__name__}") from None
+        except (RuntimeError, AssertionError) as e:          # (no such device / no CUDA build)
+            raise ValueError(f"device must be a torch device this machine has, got {device!r}: "
+                             f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         dev = self.device
         self.hi = self._alloc_copy(self.pair.rec_fmt)
         self.lo = None if self.pair.shared else self._alloc_copy(self.pair.read_fmt)

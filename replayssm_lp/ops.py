@@ -845,6 +845,8 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
     V.backend(backend)
     if dev.type == "cpu" and bsz:
         bad = (num_accepted_tokens < 0) | (num_accepted_tokens > max(cache.max_draft, 1))
+        if state_batch_indices is not None:          # pad rows' counts are ignored, as on the device
+            bad &= state_batch_indices != pad_slot_id
         if bool(bad.any()):
             raise ValueError(f"num_accepted_tokens must be in [0, {max(cache.max_draft, 1)}], got "
                              f"{num_accepted_tokens[bad].tolist()[:8]}")

@@ -239,7 +239,7 @@ def gdn_snapshot_verify(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     V.tensor("q", q, lead + (H, K), (act,), dev)
     V.tensor("k", k, lead + (H, K), (act,), dev)
     V.tensor("v", v, lead + (HV, Vd), (act,), dev)
-    V.gdn_gates(g, beta, A_log, a, dt_bias, b, lead, HV, dev, _ACT, "batch, T", name_missing_b=True)
+    V.gdn_gates(g, beta, A_log, a, dt_bias, b, lead, HV, dev, _ACT, "batch, T")
     V.scale(scale)
     _check_indices(state_indices, num_accepted_tokens, bsz, T, dev, slots_n, pad_slot_id)
     out = V.output("out", out, lead + (HV, Vd), act, dev)

@@ -76,6 +76,15 @@ def test_verify_and_commit_validation(cache):
         R.commit("cache", torch.tensor([0], dtype=torch.int32))
     R.commit(cache, torch.tensor([2, 0, 1], dtype=torch.int32))
     assert cache.write_pos[:3].tolist() == [2, 0, 1] and cache.pending.sum() == 0
+    # a pad row's count is ignored (the device kernel skips pad rows too), a valid row's is not
+    sbi = torch.tensor([3, -1, 4], dtype=torch.int32)
+    R.mamba2_verify(cache, **_m2(T=2), state_batch_indices=sbi)
+    before = cache.write_pos.clone()
+    with pytest.raises(ValueError, match=r"num_accepted_tokens must be in \[0, 2\], got \[7\]"):
+        R.commit(cache, torch.tensor([7, 9, 1], dtype=torch.int32), sbi)
+    assert torch.equal(cache.write_pos, before)
+    R.commit(cache, torch.tensor([1, 9, 2], dtype=torch.int32), sbi)
+    assert (cache.write_pos - before).tolist() == [0, 0, 0, 1, 2, 0] and cache.pending.sum() == 0
 
 
 def test_gdn_validation():
@@ -89,8 +98,10 @@ def test_gdn_validation():
         R.gdn_decode(c, q, k, v, None, beta)
     with pytest.raises(ValueError, match="either g"):
         R.gdn_decode(c, q, k, v, g, beta, A_log=torch.randn(4), a=torch.randn(2, 4))
-    with pytest.raises(ValueError, match="b must have shape|b is required"):
+    with pytest.raises(ValueError, match=r"beta is None: the raw b \[batch, HV\] is required"):
         R.gdn_decode(c, q, k, v, g)
+    with pytest.raises(ValueError, match=r"beta is None: the raw b \[batch, HV\] is required"):
+        R.gdn_standard_decode(torch.zeros(4, 4, 16, 32), q, k, v, g)
     with pytest.raises(TypeError, match="cache must be a GDNReplayCache"):
         R.gdn_decode(R.Mamba2ReplayCache(2, 2, 8, 16), q, k, v, g, beta)
     with pytest.raises(ValueError, match="state_layout"):
@@ -114,6 +125,13 @@ def test_cache_construction_errors():
         R.GDNReplayCache(2, 3, 4, 16, 16)
     with pytest.raises(TypeError, match="buffer_len must be an int"):
         R.Mamba2ReplayCache(2, 2, 8, 16, buffer_len=4.0)
+    with pytest.raises(ValueError, match="device must be a torch device this machine has, got 'banana'"):
+        R.Mamba2ReplayCache(2, 2, 8, 16, device="banana")
+    with pytest.raises(TypeError, match="device must be a torch.device, str or int, got float"):
+        R.GDNReplayCache(2, 2, 4, 16, 16, device=3.5)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device must be a torch device this machine has"):
+            R.GDNReplayCache(2, 2, 4, 16, 16, device="cuda")
 
 
 def test_init_materialize_reset_bytes(seed):
