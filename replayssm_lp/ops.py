@@ -279,8 +279,8 @@ def _gdn_gates_fast(g, beta, A_log, a, dt_bias, b, bhv, hv, dev, raw_checked=Fal
     beta are given), else None. ``raw_checked``: A_log, dt_bias were accepted already (a
     prepared step's bound tensors)."""
     if g is not None:
-        if A_log is not None or a is not None:
-            return None
+        if A_log is not None or a is not None or dt_bias is not None:
+            return None                  # (the general path refuses g with any raw gate input)
         gd = _gate_dt(g, bhv, dev)
         if gd is None:
             return None

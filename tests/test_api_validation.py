@@ -108,6 +108,22 @@ def test_gdn_validation():
         R.gdn_standard_decode(torch.zeros(2, 4, 16, 32), q, k, v, g, beta, state_layout="xy")
 
 
+def test_gdn_fast_gates_refuse_g_with_raw_inputs():
+    """The CUDA fast path's gate check (a unit call on CPU tensors) accepts exactly the general
+    path's forms: g with dt_bias (or A_log, a) goes to the general path, which refuses it."""
+    from replayssm_lp.ops import _gdn_gates_fast
+    g, beta, dev = -torch.rand(2, 4), torch.rand(2, 4), torch.device("cpu")
+    assert _gdn_gates_fast(g, beta, None, None, None, None, (2, 4), (4,), dev) is not None
+    for raw in (dict(dt_bias=torch.rand(4)), dict(A_log=torch.rand(4)), dict(a=torch.rand(2, 4))):
+        kw = {**dict(A_log=None, a=None, dt_bias=None), **raw}
+        assert _gdn_gates_fast(g, beta, kw["A_log"], kw["a"], kw["dt_bias"], None, (2, 4), (4,),
+                               dev) is None, raw
+    c = R.GDNReplayCache(4, 2, 4, 32, 16, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    q, k, v = torch.randn(2, 2, 32), torch.randn(2, 2, 32), torch.randn(2, 4, 16)
+    with pytest.raises(ValueError, match="either g"):
+        R.gdn_decode(c, q, k, v, g, beta, dt_bias=torch.rand(4))
+
+
 def test_cache_construction_errors():
     with pytest.raises(ValueError, match="buffer_len must be in"):
         R.Mamba2ReplayCache(2, 2, 8, 16, buffer_len=65)
