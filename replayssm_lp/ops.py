@@ -637,8 +637,9 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
     b = x.shape[0]
     lead = (b,) if T is None else (b, T)
     if isinstance(dt, torch.Tensor) and dt.dim() == len(lead) + 2:   # vLLM's tied [.., H, P]
-        if dt.stride(-1) != 0:
-            raise ValueError("dt given as [..., nheads, headdim] must have stride 0 on headdim")
+        if dt.stride(-1) != 0 or dt.shape[-1] != P:
+            raise ValueError(f"dt given as [..., nheads, headdim] must have headdim {P} with stride "
+                             f"0, got size {dt.shape[-1]}, stride {dt.stride(-1)}")
         dt = dt[..., 0]
     V.tensor("dt", dt, lead + (H,), _FLOAT, dev)
     A = V.per_head("A", A, H, dev)
@@ -891,8 +892,9 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     V.tensor("x", x, (None, H, P), _ACT, dev)
     act, bsz = x.dtype, x.shape[0]
     if isinstance(dt, torch.Tensor) and dt.dim() == 3:
-        if dt.stride(-1) != 0:
-            raise ValueError("dt given as [batch, nheads, headdim] must have stride 0 on headdim")
+        if dt.stride(-1) != 0 or dt.shape[-1] != P:
+            raise ValueError(f"dt given as [batch, nheads, headdim] must have headdim {P} with "
+                             f"stride 0, got size {dt.shape[-1]}, stride {dt.stride(-1)}")
         dt = dt[..., 0]
     V.tensor("dt", dt, (bsz, H), _FLOAT, dev)
     A = V.per_head("A", A, H, dev)

@@ -191,8 +191,9 @@ def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
         raise ValueError("x must hold T >= 1 draft tokens")
     act = x.dtype
     if isinstance(dt, torch.Tensor) and dt.dim() == 4:     # vLLM's tied [b, T, H, P] view
-        if dt.stride(-1) != 0:
-            raise ValueError("dt given as [batch, T, nheads, headdim] must have stride 0 on headdim")
+        if dt.stride(-1) != 0 or dt.shape[-1] != P:
+            raise ValueError(f"dt given as [batch, T, nheads, headdim] must have headdim {P} with "
+                             f"stride 0, got size {dt.shape[-1]}, stride {dt.stride(-1)}")
         dt = dt[..., 0]
     V.tensor("dt", dt, (b, T, H), _ACT, dev)
     A = V.per_head("A", A, H, dev)

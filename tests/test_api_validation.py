@@ -60,6 +60,21 @@ def test_vllm_tied_views_accepted(cache):
     kw["A"] = torch.randn(H, P)  # materialised, not tied
     with pytest.raises(ValueError, match="A must have shape"):
         R.mamba2_decode(cache, **kw)
+    # a tied dt's last size is headdim (it is never read, but a wrong one is a wrong call)
+    kw = _m2()
+    kw["dt"] = kw["dt"][..., None].expand(3, H, P - 1)
+    msg = f"headdim {P} with stride 0, got size {P - 1}, stride 0"
+    with pytest.raises(ValueError, match=msg):
+        R.mamba2_decode(cache, **kw)
+    with pytest.raises(ValueError, match=msg):
+        R.mamba2_standard_decode(torch.zeros(6, H, P, N), **kw)
+    kv = _m2(T=2)
+    kv["dt"] = kv["dt"][..., None].expand(3, 2, H, P - 1)
+    with pytest.raises(ValueError, match=msg):
+        R.mamba2_verify(cache, **kv)
+    with pytest.raises(ValueError, match=msg):
+        R.mamba2_snapshot_verify(torch.zeros(6, H, P, N), **kv,
+                                 state_indices=torch.arange(6, dtype=torch.int32).view(3, 2))
 
 
 def test_verify_and_commit_validation(cache):
