@@ -39,6 +39,18 @@ def tensor(name, t, shape: Sequence[Optional[int]], dtypes=None, device=None, op
     return t
 
 
+def untie_dt(dt, lead_rank, headdim, lead_name):
+    """vLLM's tied ``dt`` [*lead, H, P] (stride 0 on headdim): its [*lead, H] view; any other
+    ``dt`` as given (its own checks follow). ``lead_name`` names the leading dims in the message."""
+    if isinstance(dt, torch.Tensor) and dt.dim() == lead_rank + 2:
+        if dt.stride(-1) != 0 or dt.shape[-1] != headdim:
+            raise ValueError(f"dt given as [{lead_name}, nheads, headdim] must have headdim "
+                             f"{headdim} with stride 0, got size {dt.shape[-1]}, stride "
+                             f"{dt.stride(-1)}")
+        return dt[..., 0]
+    return dt
+
+
 def per_head(name, t, nheads, device, optional=False, trailing=0):
     """A per-head scalar given as [H], or as a vLLM-style expanded view [H, ...] whose trailing
     dims have stride 0 (TIE_HDIM). Returns the [H] view."""

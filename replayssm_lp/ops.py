@@ -636,11 +636,7 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
     V.tensor("x", x, lead + (H, P), (act,), dev)
     b = x.shape[0]
     lead = (b,) if T is None else (b, T)
-    if isinstance(dt, torch.Tensor) and dt.dim() == len(lead) + 2:   # vLLM's tied [.., H, P]
-        if dt.stride(-1) != 0 or dt.shape[-1] != P:
-            raise ValueError(f"dt given as [..., nheads, headdim] must have headdim {P} with stride "
-                             f"0, got size {dt.shape[-1]}, stride {dt.stride(-1)}")
-        dt = dt[..., 0]
+    dt = V.untie_dt(dt, len(lead), P, "...")
     V.tensor("dt", dt, lead + (H,), _FLOAT, dev)
     A = V.per_head("A", A, H, dev)
     V.tensor("B", B, lead + (G, N), (act,), dev)
@@ -891,11 +887,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     slots_n, H, P, N = state.shape
     V.tensor("x", x, (None, H, P), _ACT, dev)
     act, bsz = x.dtype, x.shape[0]
-    if isinstance(dt, torch.Tensor) and dt.dim() == 3:
-        if dt.stride(-1) != 0 or dt.shape[-1] != P:
-            raise ValueError(f"dt given as [batch, nheads, headdim] must have headdim {P} with "
-                             f"stride 0, got size {dt.shape[-1]}, stride {dt.stride(-1)}")
-        dt = dt[..., 0]
+    dt = V.untie_dt(dt, 1, P, "batch")
     V.tensor("dt", dt, (bsz, H), _FLOAT, dev)
     A = V.per_head("A", A, H, dev)
     V.tensor("B", B, (bsz, None, N), (act,), dev)

@@ -190,11 +190,7 @@ def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     if T < 1:
         raise ValueError("x must hold T >= 1 draft tokens")
     act = x.dtype
-    if isinstance(dt, torch.Tensor) and dt.dim() == 4:     # vLLM's tied [b, T, H, P] view
-        if dt.stride(-1) != 0 or dt.shape[-1] != P:
-            raise ValueError(f"dt given as [batch, T, nheads, headdim] must have headdim {P} with "
-                             f"stride 0, got size {dt.shape[-1]}, stride {dt.stride(-1)}")
-        dt = dt[..., 0]
+    dt = V.untie_dt(dt, 2, P, "batch, T")
     V.tensor("dt", dt, (b, T, H), _ACT, dev)
     A = V.per_head("A", A, H, dev)
     V.tensor("B", B, (b, T, None, N), (act,), dev)
