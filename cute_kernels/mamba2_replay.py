@@ -288,9 +288,10 @@ FOLD_UNROLL_ENV = "REPLAYSSM_M2_FOLD_UNROLL"
 def _fold_unroll(default: int = 1) -> int:
     """``REPLAYSSM_M2_FOLD_UNROLL`` (1 / 2 / 4; unset: ``default``): unroll factor of the v2
     flush's CUDA-core fold loop over the buffered entries (each entry: one smem load of
-    w_j x_j[r], one 16-value B_j row, 16 FMAs). The split launch's flush build and the verify
-    take 2 (the flush is issue-bound; session 20 call 1: the split flush 2.6-3.3 % faster with
-    nvfp4/fp16sr, no change elsewhere), the shared decode kernel 1 (2 gained nothing there)."""
+    w_j x_j[r], one 16-value B_j row, 16 FMAs) -- and, since session 38, of the v1 flush's
+    single-round fold as well. The split launch's flush build and the verify take 2 (the flush
+    is issue-bound; session 20 call 1: the split flush 2.6-3.3 % faster with nvfp4/fp16sr, no
+    change elsewhere), the shared decode kernel 1 (2 gained nothing there)."""
     v = os.environ.get(FOLD_UNROLL_ENV)
     return int(v) if v in ("1", "2", "4") else default
 
@@ -922,8 +923,9 @@ SPLIT_WIDE_MIN_BATCH = {"fp32": 256, "bf16": 128, "fp16": 128}
 #: ... fp32 from L16 where the split's non-flush CTAs take 8 heads (H / G a multiple of 8), since
 #: the pair fold made its flush half cheaper. Session 38 (Super L16, single / split with the
 #: flush-half hint 5; call3/g1, call4/g1): b256 331.0 -> 323.7 µs, b512 648.0 -> 628.0 (b128
-#: 169.7 -> 173.4: slower); Nano-4B (12 heads a group: 6 per non-flush CTA, that half 1.05x
-#: slower) b256 311.3 -> 317.0, b512 618.5 -> 627.2; bf16/fp32 L16 b256 1.01x slower
+#: 169.7 -> 173.4: slower); Nano-4B (12 heads a group) b256 311.3 -> 317.0, b512 618.5 -> 627.2
+#: with 6 heads per non-flush CTA, and still 1.016x / 1.002x slower with 4 (call6: not the head
+#: count, cause unknown); bf16/fp32 L16 b256 1.01x slower
 SPLIT_FP32_L16_HEADS = 8
 #: ... and below SPLIT_SMALL_BELOW rows (with the order, also below ROW_ORDER_MIN_BATCH), every
 #: read copy at these (max buffer length, min rows) pairs (use_small_split). session24_gpu/call1, one launch / order + split:
@@ -959,7 +961,8 @@ SPLIT_NONFLUSH_MINB_OTHER = 7       # the other read copies (the shared build's 
 #: default_min_blocks_per_mp's flush-v2 choice. Session 38 call 3 (Super L16 b256 / b512, default
 #: / this): fp32 7 -> 5 (72 -> 94 registers, 48 -> 0 B spills) 324.2 -> 322.9 / 635.2 -> 628.3
 #: µs (at L32 1.000x); nvfp4/fp16sr 5 -> 4 (96 -> 128 registers, 60 -> 0 B spills) 167.3 ->
-#: 165.5 / 319.0 -> 316.6 (nvfp4/fp8sr at 4: 0 -> 56 B spills, b256 1.02x slower)
+#: 165.5 / 319.0 -> 316.6 (nvfp4/fp8sr at 4: 0 -> 56 B spills, b256 1.02x slower). The key is
+#: by format, so nvfp4sr/fp16sr takes 4 as well (that pair untimed)
 SPLIT_FLUSH_MINB = {("fp32", "fp32"): 5, ("nvfp4", "fp16"): 4}
 
 
@@ -1039,10 +1042,11 @@ class Mamba2ReplayDecode:
         """Whether the v2 flush folds a thread's chunks in pairs unless
         ``REPLAYSSM_M2_FOLD_PAIR`` says (measured, Super / Nano-4B, bench/results/session37_gpu/
         call2, session38_gpu/call1): on for the nvfp4, fp8 and 16-bit read copies (b1-b512
-        0.87-0.99x) and in any split's flush half (fp32 L32 b256: flush 0.66x). Off in the
-        fp32 shared kernel (1.06-1.08x slower: its non-flush rows spill 48 B at the 72-register
-        cap) and for 16-bit read copies over an fp32 checkpoint below 4 heads per CTA (b4 1.055x,
-        b16 1.02x slower: 0 -> 36-52 B of spills at 72 registers; b256, 4 heads: 0.975x)."""
+        0.87-0.99x), but for 16-bit read copies over an fp32 checkpoint only from 4 heads per CTA,
+        in any launch (below: b4 1.055x, b16 1.02x slower, 0 -> 36-52 B of spills at 72
+        registers; b256, 4 heads: 0.975x). fp32 read copies take it only in a split's flush half
+        (fp32 L32 b256: flush 0.66x), not in the shared kernel (1.06-1.08x slower: its non-flush
+        rows spill 48 B at the 72-register cap)."""
         if self.read_fmt == "fp32":
             return self.rows == 2
         if self.read_fmt in ("bf16", "fp16") and self.rec_fmt == "fp32":
