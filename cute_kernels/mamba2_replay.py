@@ -143,6 +143,7 @@ FOLD_SMEM_ENV = "REPLAYSSM_M2_FOLD_SMEM"
 #: :func:`fold_entries_max`); in both compile keys
 FOLD_ENTRIES_ENV = "REPLAYSSM_M2_FOLD_ENTRIES"
 SMEM_PER_SM = 228 * 1024          # H100 / H200 with the max carveout (1 KiB of it per CTA reserved)
+REGS_PER_SM = 64 * 1024           # 32-bit registers of an SM (sm_90)
 
 
 # --------------------------------------------------------------------------------------
@@ -1070,7 +1071,7 @@ class Mamba2ReplayDecode:
                  early_read: Optional[bool] = None, pdl: Optional[int] = None,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
                  pf_early: Optional[bool] = None, num_threads: int = NUM_THREADS,
-                 row_split: int = 1, few_rows: bool = False):
+                 row_split: int = 1, few_rows: bool = False, smem_ctas_cap: int = 0):
         p: PrecisionPair = parse_pair(pair)
         self.pdl = common.pdl_mode(pdl)
         # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code or
@@ -1078,6 +1079,9 @@ class Mamba2ReplayDecode:
         # ``flush_positions`` positions walking the order's leading flush rows; 0 = every row.
         # (The verify kernel, a subclass, passes its own split halves through here.)
         self.rows = int(rows)
+        # split non-flush half only (:func:`split_nonflush_cap`): shared memory padded so that at
+        # most this many CTAs share an SM, leaving room for a flush-half CTA; 0 = unpadded
+        self.smem_ctas_cap = int(smem_ctas_cap) if self.rows == 1 else 0
         self.flush_positions = int(flush_positions)
         if self.rows not in (0, 1, 2):
             raise ValueError(f"rows must be 0, 1 or 2, got {rows}")
@@ -1242,8 +1246,9 @@ class Mamba2ReplayDecode:
         # 128-thread k would cap nvfp4/fp16sr at 48 registers, ~240 B of spills)
         c = self.cfg
         if min_blocks_per_mp is None and self.rows:
-            min_blocks_per_mp = split_min_blocks(self.rows, self.read_fmt, self._smem_ctas(),
-                                                 self.rec_fmt)
+            # (the unpadded CTAs: the cap's room is for a flush CTA's registers too)
+            min_blocks_per_mp = split_min_blocks(self.rows, self.read_fmt,
+                                                 self._smem_ctas(padded=False), self.rec_fmt)
         # few_rows: a launch of <= EARLY_WIDE_ROWS rows (few_rows_hint_for)
         self.few_rows = bool(few_rows and self.hpc == 1 and self.read_fmt in FEW_ROWS_MINB_FMTS
                              and not self.row_order and not self.rows and self.row_split == 1)
@@ -1259,8 +1264,9 @@ class Mamba2ReplayDecode:
             min_blocks_per_mp = k
         self.min_blocks_per_mp = int(min_blocks_per_mp)
 
-    def _ulayout(self):
-        """Byte offsets in the shared union buffer (``sU``) and its size. Flush rows: sB
+    def _ulayout(self, padded: bool = True):
+        """Byte offsets in the shared union buffer (``sU``) and its size (``padded``: grown to
+        the :attr:`smem_ctas_cap` bound, whose tail nothing uses). Flush rows: sB
         [JB, N] f32, sWX [JB, P] f32, sS (v2 with nvfp4 targets). Non-flush rows with staging
         (nvfp4 read copies): per head the state words [P, N/8], block scales [P, N/16] bytes, the
         global scale, x_j [L-1, P] (act dtype; entries j < h <= L-1), x and z [2, P] f32, D."""
@@ -1296,24 +1302,32 @@ class Mamba2ReplayDecode:
             o = 0
             for name, b in (("st", HPC * P * N // 2), ("sc", HPC * P * (N // 16)), ("gs", 4 * HPC),
                             ("dd", 4 * HPC), ("xb", HPC * max(self.L - 1, 1) * P * ab),
-                            ("xz", HPC * 2 * P * 4)):
+                            ("xz", HPC * (2 if self.has_z else 1) * P * 4)):
                 off[name] = o
                 o += al(b)
             size = max(size, o)
+        cap = self.smem_ctas_cap
+        if padded and cap and SMEM_PER_SM // (self._smem_fixed() + size + 1024) > cap:
+            # cap CTAs fit, cap + 1 do not
+            size = al(SMEM_PER_SM // (cap + 1) - 1024 + 1 - self._smem_fixed())
         return off, size
 
-    def smem_bytes(self) -> int:
-        """Dynamic shared memory of one CTA (the allocations of :meth:`kernel`, 16-byte aligned)."""
-        c, N, P, NT = self.cfg, self.N, self.P, self.cfg.nt
+    def _smem_fixed(self) -> int:
+        """Shared memory of one CTA outside the union buffer (16-byte aligned allocations)."""
+        c, N, NT = self.cfg, self.N, self.cfg.nt
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         b = al(4 * N) + al(4 * (max(self.L, 1) + 1)) + al(4 * self.hpc * c.hm) + al(16 * self.hpc)
-        b += al(4 * (NT // 32)) + al(8 * lp.PHILOX_ROUNDS) + self._ulayout()[1]
-        return b
+        return b + al(4 * (NT // 32)) + al(8 * lp.PHILOX_ROUNDS)
 
-    def _smem_ctas(self) -> int:
+    def smem_bytes(self, padded: bool = True) -> int:
+        """Dynamic shared memory of one CTA (the allocations of :meth:`kernel`, 16-byte aligned;
+        ``padded``: with the :attr:`smem_ctas_cap` padding)."""
+        return self._smem_fixed() + self._ulayout(padded)[1]
+
+    def _smem_ctas(self, padded: bool = True) -> int:
         """CTAs per SM allowed by shared memory when it binds below 8 (else 0); 228 KiB per SM
         (H100 / H200, with the max carveout), 1 KiB reserved per CTA."""
-        k = SMEM_PER_SM // (self.smem_bytes() + 1024)
+        k = SMEM_PER_SM // (self.smem_bytes(padded) + 1024)
         return k if k < 8 else 0
 
     # ---------------------------------------------------------------- host side
@@ -1989,7 +2003,8 @@ class Mamba2ReplayDecode:
             sGs = uview("gs", Float32, cute.make_layout(HPC))
             sDD = uview("dd", Float32, cute.make_layout(HPC))
             sXB = uview("xb", self.act_dtype, cute.make_layout((HPC, LB, P), stride=(LB * P, P, 1)))
-            sXZ = uview("xz", Float32, cute.make_layout((HPC, 2, P), stride=(2 * P, P, 1)))
+            NZ = 2 if self.has_z else 1          # (z's rows only with z)
+            sXZ = uview("xz", Float32, cute.make_layout((HPC, NZ, P), stride=(NZ * P, P, 1)))
 
         pc0 = pg0 = None
         if const_expr(self.prof):
@@ -2335,17 +2350,20 @@ class Mamba2ReplayDecode:
         if tidx < HPC:
             cute.copy(ags, cute.local_tile(mRdG[slot, None], (1,), (head0 + tidx,)),
                       cute.local_tile(sGs, (1,), (tidx,)))
-        totx = HPC * (L - 1) * CX
-        for i in cutlass.range_constexpr(-(-totx // NT)):
-            c = tidx + NT * i
-            k = c // ((L - 1) * CX)
-            j = (c // CX) % (L - 1)
+        # x_j rows j < h: a thread's (j, chunk) is the same in every head (one head's (L-1)·CX
+        # copies over the NT threads), so its ring index and predicate are worked out once
+        per_head = (L - 1) * CX
+        for m in cutlass.range_constexpr(-(-per_head // NT)):
+            c = tidx + NT * m
+            j = c // CX
             q = c % CX
-            if c < totx:
+            if c < per_head:
                 if j < h:
-                    cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, self._phys(origin, j),
-                                                        None], (EPC,), (q,)),
-                              cute.local_tile(sXB[k, j, None], (EPC,), (q,)))
+                    ph = self._phys(origin, j)
+                    for k in cutlass.range_constexpr(HPC):
+                        cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, ph, None], (EPC,),
+                                                      (q,)),
+                                  cute.local_tile(sXB[k, j, None], (EPC,), (q,)))
         cute.arch.cp_async_commit_group()
         NZ = 2 if self.has_z else 1
         for i in cutlass.range_constexpr(-(-(HPC * NZ * P) // NT)):
@@ -3268,7 +3286,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
              dt_softplus, heads_per_cta, has_idx, prefetch=None, min_blocks_per_mp=None,
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
              row_order=False, rows=0, flush_positions=0, pf_early=None,
-             num_threads=NUM_THREADS, row_split=1, early_read=None, few_rows=False):
+             num_threads=NUM_THREADS, row_split=1, early_read=None, few_rows=False,
+             smem_ctas_cap=0):
     pair = parse_pair(pair_name)
     # (a split's halves need the order's cursors, and run on two streams: no programmatic
     # launch edges)
@@ -3293,6 +3312,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         and not row_order,
         num_threads=int(num_threads), row_split=int(row_split),
         few_rows=bool(few_rows) and min_blocks_per_mp is None,   # (an explicit hint wins)
+        smem_ctas_cap=int(smem_ctas_cap) if rows == 1 else 0,
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
@@ -3405,7 +3425,7 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           pf_early: Optional[bool] = None,
                           num_threads: int = NUM_THREADS, row_split: int = 1,
                           early_read: Optional[bool] = None,
-                          few_rows: bool = False) -> CompiledKernel:
+                          few_rows: bool = False, smem_ctas_cap: int = 0) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -3432,14 +3452,15 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     ``pad_slot_id``; None there otherwise), ``rows`` / ``flush_positions`` (a split launch's
     half: :func:`use_split`), ``pf_early`` (L2 prefetches before the PDL wait, without
     ``row_order``; None: :data:`PF_EARLY_ENV`, else off), ``row_split`` (each head's rows over
-    that many CTAs, :func:`check_row_split`; launches without ``row_order``). With ``dump`` the
+    that many CTAs, :func:`check_row_split`; launches without ``row_order``), ``smem_ctas_cap``
+    (a split non-flush half at most that many CTAs per SM: :func:`split_nonflush_cap`). With ``dump`` the
     compile bypasses the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
                        row_order, rows, flush_positions, pf_early, num_threads, row_split,
-                       early_read, few_rows)
+                       early_read, few_rows, smem_ctas_cap)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -3627,7 +3648,9 @@ def _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
         hpc2 = _env_int(SPLIT_HPC2_ENV) or narrow
     else:
         hpc1, hpc2 = heads_per_cta, _env_int(SPLIT_HPC2_ENV) or heads_per_cta
-    k1 = compile_mamba2_replay(*base, hpc1, has_idx, prefetch, None, rows=1, **impl)
+    cap = split_nonflush_cap(base, hpc1, hpc2, has_idx, prefetch, impl, batch)
+    k1 = compile_mamba2_replay(*base, hpc1, has_idx, prefetch, None, rows=1, smem_ctas_cap=cap,
+                               **impl)
     fpos = split_flush_positions(base, hpc2, has_idx, prefetch, impl, x.device.index)
     k2 = compile_mamba2_replay(*base, hpc2, has_idx, prefetch, None, rows=2, flush_positions=fpos,
                                **impl)
@@ -3645,13 +3668,54 @@ def _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     return launch
 
 
+def _split_half(base, hpc: int, has_idx: bool, prefetch, impl: dict, rows: int,
+                cap: int = 0) -> Mamba2ReplayDecode:
+    """The (uncompiled) kernel object of a split launch's half: ``rows`` 1 (non-flush, at most
+    ``cap`` CTAs per SM) or 2 (flush)."""
+    kw, _ = _resolve(*base, hpc, has_idx, prefetch, None, impl["flush_impl"],
+                     impl["nonflush_mma"], impl["staged"], None, True, rows, int(rows == 2),
+                     smem_ctas_cap=cap)
+    return Mamba2ReplayDecode(**kw)
+
+
+SPLIT_NFCAP_ENV = "REPLAYSSM_M2_SPLIT_NFCAP"
+#: below this many rows the split's non-flush half leaves an SM's room for a flush CTA
+#: (:func:`split_nonflush_cap`)
+SPLIT_NFCAP_BELOW = 256
+
+
+def split_nonflush_cap(base, hpc1: int, hpc2: int, has_idx: bool, prefetch, impl: dict,
+                       batch: int) -> int:
+    """CTAs per SM of the split's non-flush half (0: as shared memory allows): one fewer than
+    its shared memory allows where that many would leave no room for one CTA of the flush half,
+    below :data:`SPLIT_NFCAP_BELOW` rows. Both halves start at once, and a flush CTA that finds
+    every SM full waits for a non-flush CTA to retire (a whole non-flush CTA lifetime at small
+    batches, where the flush rows are the step's critical path). ``REPLAYSSM_M2_SPLIT_NFCAP``
+    = 0 / 1 forces it off / on (where it applies)."""
+    forced = _env_flag(SPLIT_NFCAP_ENV)
+    if forced is False or (forced is None and batch >= SPLIT_NFCAP_BELOW):
+        return 0
+    nf = _split_half(base, hpc1, has_idx, prefetch, impl, 1)
+    fl = _split_half(base, hpc2, has_idx, prefetch, impl, 2)
+    s1, s2 = nf.smem_bytes() + 1024, fl.smem_bytes() + 1024
+    k = SMEM_PER_SM // s1
+    if k < 2 or k * s1 + s2 <= SMEM_PER_SM:
+        return 0
+    padded = _split_half(base, hpc1, has_idx, prefetch, impl, 1, k - 1)
+    # the flush CTA must fit beside k - 1 non-flush ones by registers too (ptxas' caps of the
+    # two occupancy hints; no hint: up to 255 a thread)
+    regs = lambda op: op.cfg.nt * (min(255, REGS_PER_SM // (op.min_blocks_per_mp * op.cfg.nt))  # noqa: E731
+                                   if op.min_blocks_per_mp else 255)
+    fits = ((k - 1) * (padded.smem_bytes() + 1024) + s2 <= SMEM_PER_SM
+            and (k - 1) * regs(padded) + regs(fl) <= REGS_PER_SM)
+    return k - 1 if fits else 0
+
+
 def _nonflush_fits(base, hpc: int, has_idx: bool, prefetch, impl: dict) -> bool:
     """Whether the split's non-flush build at ``hpc`` heads per CTA fits an SM's shared memory
     (the staged nvfp4 read set grows with heads x L x P: Nemotron-3-Super at 8 heads and L16
     57.7 KB, L64 108.6 KB; P128 N256 L64 would need 288 KB)."""
-    kw, _ = _resolve(*base, hpc, has_idx, prefetch, None, impl["flush_impl"],
-                     impl["nonflush_mma"], impl["staged"], None, True, 1)
-    return Mamba2ReplayDecode(**kw).smem_bytes() + 1024 <= SMEM_PER_SM
+    return _split_half(base, hpc, has_idx, prefetch, impl, 1).smem_bytes() + 1024 <= SMEM_PER_SM
 
 
 def split_flush_positions(base, hpc2: int, has_idx: bool, prefetch, impl: dict,
@@ -3662,9 +3726,7 @@ def split_flush_positions(base, hpc2: int, has_idx: bool, prefetch, impl: dict,
     v = _env_int(SPLIT_FPOS_ENV)
     if v is not None:
         return max(1, v)
-    kw, _ = _resolve(*base, hpc2, has_idx, prefetch, None, impl["flush_impl"],
-                     impl["nonflush_mma"], impl["staged"], None, True, 2, 1)
-    op = Mamba2ReplayDecode(**kw)
+    op = _split_half(base, hpc2, has_idx, prefetch, impl, 2)
     per_sm = op.min_blocks_per_mp or 4
     return max(1, (common.num_sms(device_index) * per_sm) // op.cfg.ctas_per_row)
 

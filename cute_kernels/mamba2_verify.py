@@ -573,10 +573,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 rg = d
         return rg
 
-    def _ulayout(self):
+    def _ulayout(self, padded: bool = True):
         """Union buffer (``sU``): the decode flush's buffers, or the output phase's sDot [T, P] and
-        sXE [EM, P] (fp32) -- a flush row finishes its outputs before the flush starts."""
-        off, size = super()._ulayout()
+        sXE [EM, P] (fp32) -- a flush row finishes its outputs before the flush starts. (No
+        padding: the verify's halves take no ``smem_ctas_cap``.)"""
+        off, size = super()._ulayout(padded)
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         off = dict(off)
         if self.rows == 1:               # non-flush launch: no flush buffers (views kept, unused)
@@ -597,8 +598,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                        + al(self.hpc * self.EM * self.P * self.act_dtype.width // 8))
         return off, size
 
-    def smem_bytes(self) -> int:
-        """Dynamic shared memory of one CTA (the allocations of :meth:`kernel`)."""
+    def smem_bytes(self, padded: bool = True) -> int:
+        """Dynamic shared memory of one CTA (the allocations of :meth:`kernel`; ``padded`` as the
+        decode's, a no-op here)."""
         N, P, NT, HPC, T, TP, EM = self.N, self.P, self.cfg.nt, self.hpc, self.T, self.TP, self.EM
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         b = al(4 * N) + al(4 * N * TP) + al(4 * EM * TP) + al(4 * HPC * self.cfg.hm)
@@ -608,7 +610,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             b += al(4 * HPC * T * P)
         if self.xd:
             b += al(HPC * T * P * self.act_dtype.width // 8)
-        return b + self._ulayout()[1]
+        return b + self._ulayout(padded)[1]
 
     # ------------------------------------------------------------------ host side
     # ``__call__`` (the launch: grid (H / heads_per_cta, batch), 128 threads) is the decode

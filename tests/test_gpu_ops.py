@@ -153,10 +153,10 @@ def _compare_stored(ct, cc, stats):
 
 
 def _twin_steps(kind, pair, L, steps, act=torch.bfloat16, dims=None, pool=24, batch=9,
-                max_draft=0):
+                max_draft=0, has_z=True):
     """Run identical steps on a torch-backend cache and a cute-backend cache (same GPU, same seed;
     ``dims``: the layer's shape, default :data:`M2` / :data:`GDN`; ``max_draft``: the caches'
-    draft capacity, which sizes their rings).
+    draft capacity, which sizes their rings; ``has_z``: Mamba-2 steps with the gate z).
     After every step the stored copies are compared and the reference is re-synced to the kernel's
     bytes, so each step is checked from identical state (an SR decision flipped by a last-bit fp32
     difference would otherwise make the two trajectories drift apart)."""
@@ -189,7 +189,8 @@ def _twin_steps(kind, pair, L, steps, act=torch.bfloat16, dims=None, pool=24, ba
             if kind == "mamba2":
                 out = torch.full((batch, H, P), float("nan"), device=dev, dtype=act)
                 R.mamba2_decode(cache, r(batch, H, P).to(act), r(batch, H), -torch.rand(H, device=dev, generator=g) - 0.1,
-                                r(batch, G, N).to(act), r(batch, G, N).to(act), r(H), r(batch, H, P).to(act), r(H) * 0.3,
+                                r(batch, G, N).to(act), r(batch, G, N).to(act), r(H),
+                                r(batch, H, P).to(act) if has_z else None, r(H) * 0.3,
                                 True, sbi, out=out, backend=be)
             else:
                 out = torch.full((batch, HV, Vd), float("nan"), device=dev, dtype=act)

@@ -138,6 +138,26 @@ def test_mamba2_split_defaults_match_reference(pair, L, batch, H, P, heads, seed
     assert MR.split_nonflush_heads(cc.pair.read_fmt, batch, H, 2) == heads
 
 
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp8sr"])
+def test_mamba2_split_nonflush_cap_matches_reference(pair, seed, monkeypatch):
+    """The split's non-flush half at 3 CTAs per SM (shared memory padded: its 8-head staged
+    nvfp4 read set without z would fit 4, leaving no room for a flush CTA; b64, L16) against the
+    torch reference over 3L + 3 staggered steps."""
+    from cute_kernels import mamba2_replay as MR
+    _force_split(monkeypatch, "mamba2", "", "")
+    for var in (MR.SPLIT_ENV, MR.SPLIT_FPOS_ENV, MR.SPLIT_HPC2_ENV, "REPLAYSSM_M2_ORDER",
+                "REPLAYSSM_M2_HEADS_PER_CTA", MR.SPLIT_NFCAP_ENV):
+        monkeypatch.delenv(var, raising=False)
+    L, batch, H, P = 16, 64, 32, 64
+    base = (pair, torch.bfloat16, torch.float32, H, P, 128, 2, L, L + 1, True, False, True, True)
+    impl = dict(flush_impl=None, nonflush_mma=None, staged=None, row_order=True)
+    assert MR.split_nonflush_cap(base, 8, MR.choose_heads_per_cta(batch, H, 2), True, None, impl,
+                                 batch) == 3
+    cc, _, _ = _twin_check("mamba2", pair, L, dims=dict(H=H, P=P, N=128, G=2),
+                           pool=batch + 16, batch=batch, has_z=False)
+    assert MR.use_split(cc, batch)
+
+
 def _assert_single_round(pair, H, P, L, R):
     """The decode build of this shape (H heads, G = 2, 4 heads per CTA) folds in one staging
     round, i.e. takes the single-pass flush."""

@@ -588,6 +588,42 @@ def test_split_heads_per_cta(monkeypatch):
     assert halves(512, P=128, N=256) == (n8, 4)
 
 
+def test_split_nonflush_cap(monkeypatch):
+    """The split's non-flush half leaves an SM's room for a flush CTA below SPLIT_NFCAP_BELOW
+    rows: Nemotron-3-Super's 8-head nvfp4 read set without z (55.7 KB, 4 CTAs / SM) is padded to
+    3 CTAs (the flush CTA's 44.5 KB then fits); with z (57.7 KB: 3 CTAs already) nothing; Nano-4B
+    nvfp4/fp32 neither (its 168-register flush CTA would not fit beside 3 by registers); never
+    from 256 rows unless REPLAYSSM_M2_SPLIT_NFCAP=1, never with =0."""
+    import torch
+
+    monkeypatch.delenv(M.SPLIT_NFCAP_ENV, raising=False)
+    impl = dict(flush_impl=None, nonflush_mma=None, staged=None, row_order=True)
+
+    def cap(pair, batch, has_z=False, H=128, P=64, hpc1=8):
+        base = (pair, torch.bfloat16, torch.float32, H, P, 128, 8, 16, 17, True, has_z, True,
+                True)
+        return M.split_nonflush_cap(base, hpc1, 4, True, None, impl, batch)
+
+    assert M.SPLIT_NFCAP_BELOW == 256
+    for pair in ("nvfp4/fp16sr", "nvfp4/fp8sr", "nvfp4/fp32"):
+        assert cap(pair, 64) == 3 and cap(pair, 255) == 3, pair
+        assert cap(pair, 64, has_z=True) == 0 and cap(pair, 256) == 0, pair
+    assert cap("nvfp4/fp16sr", 64, H=96, P=80, hpc1=6) == 3
+    assert cap("nvfp4/fp32", 64, H=96, P=80, hpc1=6) == 0
+    assert cap("fp8/fp16sr", 64, hpc1=4) == 0 and cap("fp32", 64, hpc1=4) == 0
+    monkeypatch.setenv(M.SPLIT_NFCAP_ENV, "1")
+    assert cap("nvfp4/fp16sr", 512) == 3
+    monkeypatch.setenv(M.SPLIT_NFCAP_ENV, "0")
+    assert cap("nvfp4/fp16sr", 64) == 0
+    # the padded build: 3 CTAs fit, 4 do not; its occupancy hint stays the unpadded build's 4
+    base = ("nvfp4/fp16sr", torch.bfloat16, torch.float32, 128, 64, 128, 8, 16, 17, True, False,
+            True, True)
+    nf = M._split_half(base, 8, True, None, impl, 1, 3)
+    assert nf.smem_bytes(padded=False) == 55664 and nf._smem_ctas(padded=False) == 4
+    assert nf._smem_ctas() == 3 and nf.min_blocks_per_mp == 4
+    assert 3 * (nf.smem_bytes() + 1024) + 44528 + 1024 <= M.SMEM_PER_SM
+
+
 def test_decode_folds_p80_l32_in_one_round():
     """The fold stages up to 32 KiB at once (decode and verify): Nano-4B's P = 80 at L = 32 needs
     26 KiB and a T = 8 draft ring at L = 32 (32 entries, P80) 26 KiB, so both keep the

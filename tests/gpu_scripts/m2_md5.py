@@ -6,12 +6,13 @@ ptxas' registers / spills (Nemotron-3-Super layer, bf16 acts, L = 16, ``REPLAYSS
 
 (``decode:PAIR[:hpc]`` the decode step without the flush-first order, heads per CTA ``hpc``
 (default 4, b256's choice); ``ordered:PAIR[:hpc]`` with the order and its cursors (b256's build);
-``split1:PAIR[:hpc]`` / ``split2:PAIR[:hpc]`` the decode split launch's non-flush / flush half;
+``split1:PAIR[:hpc[:cap]]`` / ``split2:PAIR[:hpc]`` the decode split launch's non-flush half (at
+most ``cap`` CTAs per SM: ``smem_ctas_cap``) / flush half;
 ``verify:PAIR:T[:rows]`` the verify at 4 heads per CTA, ``rows`` 1 / 2 a split launch's half
 with the order's cursors.) Compare a default build with an env-forced one (same tree) to show a
 default is what was timed, or a refactor's builds with the GPU-tested ones. ``M2_MD5_L``: the
-buffer length (default 16); ``M2_MD5_SHAPE``: a `replayssm-bench traffic` Mamba-2 shape of the
-verify builds (default Nemotron-3-Super).
+buffer length (default 16); ``M2_MD5_SHAPE``: a `replayssm-bench traffic` Mamba-2 shape of all
+builds (default Nemotron-3-Super).
 """
 import hashlib
 import os
@@ -27,6 +28,9 @@ from cute_kernels import mamba2_replay as MR  # noqa: E402
 from cute_kernels import mamba2_verify as MV  # noqa: E402
 
 SHAPE = ("bfloat16", "float32", 128, 64, 128, 8)      # acts, dt, H, P, N, G
+if os.environ.get("M2_MD5_SHAPE"):
+    from bench import traffic
+    SHAPE = SHAPE[:2] + tuple(traffic.SHAPES[os.environ["M2_MD5_SHAPE"]][n] for n in "HPNG")
 
 
 def decode(pair, hpc, **kw):
@@ -44,10 +48,7 @@ for spec in sys.argv[1:]:
     kind, pair = parts[0], parts[1]
     if kind == "verify":
         rows = int(parts[3]) if len(parts) > 3 else 0
-        d = {}
-        if os.environ.get("M2_MD5_SHAPE"):
-            from bench import traffic
-            d = {n: traffic.SHAPES[os.environ["M2_MD5_SHAPE"]][n] for n in "HPNG"}
+        d = dict(zip("HPNG", SHAPE[2:]))
         k, ptx = MV.compile_only(pair, T=int(parts[2]), heads_per_cta=4, keep_ptx=True, rows=rows,
                                  order_cursors=bool(rows), L=int(os.environ.get("M2_MD5_L", "16")),
                                  **d)
@@ -59,6 +60,8 @@ for spec in sys.argv[1:]:
         if kind.startswith("split"):
             kw["rows"] = int(kind[-1])
             kw["flush_positions"] = 20 if kw["rows"] == 2 else 0
+            if kw["rows"] == 1 and len(parts) > 3:
+                kw["smem_ctas_cap"] = int(parts[3])
         k, ptx = decode(pair, hpc, **kw)
     md5 = hashlib.md5(re.sub(r"kernel_\w+", "K", ptx).encode()).hexdigest()[:10]
     info = common.ptxas_info(re.sub(r"\.version 9\.\d", ".version 9.0", ptx)) or ""
