@@ -3679,21 +3679,30 @@ def _split_half(base, hpc: int, has_idx: bool, prefetch, impl: dict, rows: int,
 
 
 SPLIT_NFCAP_ENV = "REPLAYSSM_M2_SPLIT_NFCAP"
-#: below this many rows the split's non-flush half leaves an SM's room for a flush CTA
-#: (:func:`split_nonflush_cap`)
+#: below this many rows, at these buffer lengths, the split's non-flush half leaves an SM's room
+#: for a flush CTA (:func:`split_nonflush_cap`). Session 39 (nvfp4/{fp16sr,fp8sr,fp32}, nocap /
+#: cap, call2/g1-g3): Super L16 b64 fp16sr 67.1 -> 62.3 µs, fp32 63.5 -> 57.5 (fp8sr 1.00x), b128
+#: 96.1 -> 91.1 / 94.0 -> 90.9; Nano-4B L16 and b32 within +-1 %; b256 / b512 2-5 % slower (the
+#: non-flush half at 3 CTAs all along); not at L8 (there only nvfp4/fp32 lacks the room: Super
+#: b128 / b256 1.03 / 1.05x slower) nor L32 (3 CTAs -> 2: Super b64 fp16sr 0.95x but fp8sr /
+#: fp32 1.02x slower, Nano-4B b128 1.02-1.09x slower)
 SPLIT_NFCAP_BELOW = 256
+SPLIT_NFCAP_L = (16,)
 
 
 def split_nonflush_cap(base, hpc1: int, hpc2: int, has_idx: bool, prefetch, impl: dict,
                        batch: int) -> int:
     """CTAs per SM of the split's non-flush half (0: as shared memory allows): one fewer than
     its shared memory allows where that many would leave no room for one CTA of the flush half,
-    below :data:`SPLIT_NFCAP_BELOW` rows. Both halves start at once, and a flush CTA that finds
-    every SM full waits for a non-flush CTA to retire (a whole non-flush CTA lifetime at small
-    batches, where the flush rows are the step's critical path). ``REPLAYSSM_M2_SPLIT_NFCAP``
-    = 0 / 1 forces it off / on (where it applies)."""
+    below :data:`SPLIT_NFCAP_BELOW` rows at the buffer lengths :data:`SPLIT_NFCAP_L`. Both
+    halves start at once, and a flush CTA that finds every SM full waits for a non-flush CTA to
+    retire (a whole non-flush CTA lifetime at small batches, where the flush rows are the step's
+    critical path) -- the measured why of Super L16's gain; Nano-4B L16 and L8 gained nothing
+    from the same room. ``REPLAYSSM_M2_SPLIT_NFCAP`` = 0 / 1 forces it off / on (where a flush
+    CTA would not fit and the cap makes it fit)."""
     forced = _env_flag(SPLIT_NFCAP_ENV)
-    if forced is False or (forced is None and batch >= SPLIT_NFCAP_BELOW):
+    if forced is False or (forced is None and (batch >= SPLIT_NFCAP_BELOW
+                                               or base[7] not in SPLIT_NFCAP_L)):
         return 0
     nf = _split_half(base, hpc1, has_idx, prefetch, impl, 1)
     fl = _split_half(base, hpc2, has_idx, prefetch, impl, 2)

@@ -590,21 +590,22 @@ def test_split_heads_per_cta(monkeypatch):
 
 def test_split_nonflush_cap(monkeypatch):
     """The split's non-flush half leaves an SM's room for a flush CTA below SPLIT_NFCAP_BELOW
-    rows: Nemotron-3-Super's 8-head nvfp4 read set without z (55.7 KB, 4 CTAs / SM) is padded to
+    rows at L16 (SPLIT_NFCAP_L): Nemotron-3-Super's 8-head nvfp4 read set without z (55.7 KB, 4 CTAs / SM) is padded to
     3 CTAs (the flush CTA's 44.5 KB then fits); with z (57.7 KB: 3 CTAs already) nothing; Nano-4B
     nvfp4/fp32 neither (its 168-register flush CTA would not fit beside 3 by registers); never
-    from 256 rows unless REPLAYSSM_M2_SPLIT_NFCAP=1, never with =0."""
+    from 256 rows nor at L8 / L32 unless REPLAYSSM_M2_SPLIT_NFCAP=1, never with =0."""
     import torch
 
     monkeypatch.delenv(M.SPLIT_NFCAP_ENV, raising=False)
     impl = dict(flush_impl=None, nonflush_mma=None, staged=None, row_order=True)
 
-    def cap(pair, batch, has_z=False, H=128, P=64, hpc1=8):
-        base = (pair, torch.bfloat16, torch.float32, H, P, 128, 8, 16, 17, True, has_z, True,
+    def cap(pair, batch, has_z=False, H=128, P=64, hpc1=8, L=16):
+        base = (pair, torch.bfloat16, torch.float32, H, P, 128, 8, L, L + 1, True, has_z, True,
                 True)
         return M.split_nonflush_cap(base, hpc1, 4, True, None, impl, batch)
 
-    assert M.SPLIT_NFCAP_BELOW == 256
+    assert M.SPLIT_NFCAP_BELOW == 256 and M.SPLIT_NFCAP_L == (16,)
+    assert cap("nvfp4/fp16sr", 64, L=8) == 0 and cap("nvfp4/fp16sr", 64, L=32) == 0
     for pair in ("nvfp4/fp16sr", "nvfp4/fp8sr", "nvfp4/fp32"):
         assert cap(pair, 64) == 3 and cap(pair, 255) == 3, pair
         assert cap(pair, 64, has_z=True) == 0 and cap(pair, 256) == 0, pair
@@ -612,7 +613,9 @@ def test_split_nonflush_cap(monkeypatch):
     assert cap("nvfp4/fp32", 64, H=96, P=80, hpc1=6) == 0
     assert cap("fp8/fp16sr", 64, hpc1=4) == 0 and cap("fp32", 64, hpc1=4) == 0
     monkeypatch.setenv(M.SPLIT_NFCAP_ENV, "1")
-    assert cap("nvfp4/fp16sr", 512) == 3
+    assert cap("nvfp4/fp16sr", 512) == 3 and cap("nvfp4/fp16sr", 64, L=32) == 2  # 3 -> 2
+    assert cap("nvfp4/fp16sr", 64, L=8) == 0           # 4 CTAs + a 37 KB flush CTA fit
+    assert cap("nvfp4/fp32", 64, L=8) == 3             # ... its 41 KB one does not
     monkeypatch.setenv(M.SPLIT_NFCAP_ENV, "0")
     assert cap("nvfp4/fp16sr", 64) == 0
     # the padded build: 3 CTAs fit, 4 do not; its occupancy hint stays the unpadded build's 4
