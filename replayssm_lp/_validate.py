@@ -51,6 +51,18 @@ def untie_dt(dt, lead_rank, headdim, lead_name):
     return dt
 
 
+def flag(name, v) -> bool:
+    """A switch argument (``dt_softplus``, ``use_qk_l2norm_in_kernel``): True / False, also
+    numpy's bool and the ints 0 / 1; anything else -- a string such as ``"no"``, None, a
+    tensor -- raises a TypeError naming ``name`` (truthiness would take ``"no"`` as True)."""
+    if v.__class__ is bool:
+        return v
+    if ((isinstance(v, int) and v in (0, 1))
+            or (type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_"))):
+        return bool(v)
+    raise TypeError(f"{name} must be a bool (True / False), got {v!r} ({type(v).__name__})")
+
+
 def per_head(name, t, nheads, device, optional=False, trailing=0):
     """A per-head scalar given as [H], or as a vLLM-style expanded view [H, ...] whose trailing
     dims have stride 0 (TIE_HDIM). Returns the [H] view."""

@@ -106,7 +106,7 @@ class Mamba2DecodeBlock(_ReplayBlock):
                                        max_draft=max_draft, act_dtype=act_dtype, device=device,
                                        seed=seed)
         self.backend = backend
-        self.dt_softplus = bool(dt_softplus)
+        self.dt_softplus = V.flag("dt_softplus", dt_softplus)
 
     @torch.no_grad()
     def forward(self, x, dt, A, B, C, D=None, z=None, dt_bias=None, *, state_batch_indices=None,
@@ -156,7 +156,8 @@ class GDNDecodeBlock(_ReplayBlock):
                                     max_draft=max_draft, act_dtype=act_dtype, device=device,
                                     seed=seed)
         self.backend = backend
-        self.use_qk_l2norm_in_kernel = bool(use_qk_l2norm_in_kernel)
+        self.use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel",
+                                              use_qk_l2norm_in_kernel)
         self.scale = scale
 
     @torch.no_grad()

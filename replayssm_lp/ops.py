@@ -155,6 +155,7 @@ def _mamba2_fast(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
     ~0.3 µs per tensor of attribute reads plus ~60 ns per Python call)."""
     if (not isinstance(cache, Mamba2ReplayCache)
             or pad_slot_id.__class__ is not int or pad_slot_id >= 0
+            or dt_softplus.__class__ is not bool
             or not (backend == "cute" or backend == "auto")):
         return _MISS
     ent = plan_entry(cache, (op, backend), _m2_entry)[1]
@@ -334,6 +335,7 @@ def _gdn_fast(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, 
     through :func:`_ok` / :func:`_ok_rows`). ``raw_checked``: see :func:`_gdn_gates_fast`."""
     if (not isinstance(cache, GDNReplayCache)
             or pad_slot_id.__class__ is not int or pad_slot_id >= 0
+            or use_l2.__class__ is not bool
             or not (backend == "cute" or backend == "auto")
             or not V.scale_ok(scale)):
         return _MISS
@@ -400,7 +402,8 @@ def _std_launch_entry(op, backend, state):
 def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                       backend):
     """Fast accept for mamba2_standard_decode (see :func:`_mamba2_fast`)."""
-    if not isinstance(state, _T) or not _fast_call(pad_slot_id, backend):
+    if (not isinstance(state, _T) or dt_softplus.__class__ is not bool
+            or not _fast_call(pad_slot_id, backend)):
         return _MISS
     ent = _std_launch_entry("mamba2_standard_decode", backend, state)
     if ent is None:
@@ -451,7 +454,7 @@ def _m2_standard_fast(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pa
 def _gdn_standard_fast(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi,
                        pad_slot_id, out, state_layout, backend):
     """Fast accept for gdn_standard_decode (see :func:`_mamba2_fast`)."""
-    if (not isinstance(state, _T)
+    if (not isinstance(state, _T) or use_l2.__class__ is not bool
             or not (state_layout == "vk" or state_layout == "kv")
             or not V.scale_ok(scale)
             or not _fast_call(pad_slot_id, backend)):
@@ -545,7 +548,7 @@ class PreparedMamba2Decode:
         self.dt_bias = V.per_head("dt_bias", dt_bias, H, dev, optional=True)
         V.pad_slot(pad_slot_id)
         V.backend(backend)
-        self.cache, self.dt_softplus = cache, dt_softplus
+        self.cache, self.dt_softplus = cache, V.flag("dt_softplus", dt_softplus)
         self.pad_slot_id, self.backend = pad_slot_id, backend
         # the per-call fast path skips re-checking the bound per-head tensors when they are in
         # the form it accepts (fp32, contiguous); otherwise every call takes the general path
@@ -592,7 +595,8 @@ class PreparedGDNDecode:
         V.pad_slot(pad_slot_id)
         V.backend(backend)
         self.cache, self.A_log, self.dt_bias, self.scale = cache, A_log, dt_bias, scale
-        self.use_l2, self.pad_slot_id, self.backend = use_qk_l2norm_in_kernel, pad_slot_id, backend
+        self.use_l2 = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
+        self.pad_slot_id, self.backend = pad_slot_id, backend
         # the bound raw-gate tensors in the form the fast path accepts (contiguous): not
         # re-checked per call
         self._raw_ok = (A_log is not None and _ok_gate(A_log, (HV,), dev)
@@ -655,6 +659,7 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
 def _lib_mamba2(cache, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                 backend):
     from .library import cache_tensors
+    dt_softplus = V.flag("dt_softplus", dt_softplus)
     if out is None:
         out = torch.zeros(x.shape, dtype=cache.act_dtype, device=cache.device)
     torch.ops.replayssm.mamba2_step(cache.handle, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -673,6 +678,7 @@ def _mamba2_step(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
                  backend, T):
     dt, A, D, dt_bias, out = _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id,
                                            out, backend, T)
+    dt_softplus = V.flag("dt_softplus", dt_softplus)
     impl = resolve(backend, op, cache)
     if impl is not None:
         A, D, dt_bias = _fp32_params(A, D, dt_bias)
@@ -744,6 +750,7 @@ def _gdn_inputs(cache_or_dims, q, k, v, g, beta, A_log, a, dt_bias, b, dev, act,
 def _lib_gdn(cache, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
              out, backend):
     from .library import cache_tensors
+    use_l2 = V.flag("use_qk_l2norm_in_kernel", use_l2)
     if out is None:
         out = torch.zeros(v.shape, dtype=cache.act_dtype, device=cache.device)
     torch.ops.replayssm.gdn_step(cache.handle, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
@@ -764,6 +771,7 @@ def _gdn_step(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l
     out = V.output("out", out, lead + (cache.HV, cache.V), act, dev)
     V.backend(backend)
     V.draft_count("q", T, cache.max_draft)
+    use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
     impl = resolve(backend, op, cache)
     if impl is not None:
         return impl(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,
@@ -872,6 +880,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     """Standard Mamba-2 decode (``selective_state_update``): reads and writes ``state
     [num_slots, nheads, headdim, dstate]`` (fp32/fp16/bf16) in place every step."""
     if not _eager and _is_compiling():
+        dt_softplus = V.flag("dt_softplus", dt_softplus)
         if out is None:
             out = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
         torch.ops.replayssm.mamba2_standard_decode(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -902,6 +911,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     V.indices("state_batch_indices", state_batch_indices, bsz, dev, slots_n, pad_slot_id)
     out = V.output("out", out, (bsz, H, P), act, dev)
     V.backend(backend)
+    dt_softplus = V.flag("dt_softplus", dt_softplus)
     impl = resolve(backend, "mamba2_standard_decode", state)
     if impl is not None:
         A, D, dt_bias = _fp32_params(A, D, dt_bias)
@@ -919,6 +929,7 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     """Standard GDN decode, in place on ``state [num_slots, HV, V, K]`` (``state_layout="vk"``) or
     ``[num_slots, HV, K, V]`` (``"kv"``, FLA / vLLM Triton layout); fp32/fp16/bf16 state."""
     if not _eager and _is_compiling():
+        use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
         if out is None:
             out = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
         torch.ops.replayssm.gdn_standard_decode(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
@@ -946,6 +957,7 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     V.indices("state_batch_indices", state_batch_indices, bsz, dev, slots_n, pad_slot_id)
     out = V.output("out", out, (bsz, HV, Vd), act, dev)
     V.backend(backend)
+    use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
     impl = resolve(backend, "gdn_standard_decode", state)
     if impl is not None:
         return impl(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,

@@ -204,6 +204,7 @@ def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     _check_indices(state_indices, num_accepted_tokens, b, T, dev, slots_n, pad_slot_id)
     out = V.output("out", out, (b, T, H, P), act, dev)
     V.backend(backend)
+    dt_softplus = V.flag("dt_softplus", dt_softplus)
     impl = resolve(backend, "mamba2_snapshot_verify", state)
     if impl is not None:
         return impl(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_indices,
@@ -241,6 +242,7 @@ def gdn_snapshot_verify(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     _check_indices(state_indices, num_accepted_tokens, bsz, T, dev, slots_n, pad_slot_id)
     out = V.output("out", out, lead + (HV, Vd), act, dev)
     V.backend(backend)
+    use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
     impl = resolve(backend, "gdn_snapshot_verify", _GDNTarget(state, state_layout))
     if impl is not None:
         return impl(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,

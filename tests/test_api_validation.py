@@ -349,3 +349,63 @@ def test_audit_scalars_refused(cache):
         with pytest.raises(err, match="seed must be"):
             R.Mamba2ReplayCache(2, H, P, N, G, precision="nvfp4/fp16sr", seed=seed)
     assert int(R.Mamba2ReplayCache(2, H, P, N, G, seed=-(2 ** 63)).seed) == -(2 ** 63)
+
+
+def test_switch_arguments_must_be_bools(cache):
+    """dt_softplus / use_qk_l2norm_in_kernel: True / False (numpy's bool and 0 / 1 too, the same
+    results); a string such as "no", None, 2, a tensor or a float is a TypeError naming the
+    argument before any work (truthiness used to take "no" as True) -- every entry point."""
+    import numpy as np
+
+    from replayssm_lp.nn import GDNDecodeBlock, Mamba2DecodeBlock
+    from replayssm_lp.ops import prepare_gdn_decode, prepare_mamba2_decode
+    m2 = lambda T=None: _m2(T=T)  # noqa: E731
+    gdn = R.GDNReplayCache(4, 2, 4, 16, 16, precision="fp32", buffer_len=4, max_draft=2,
+                           act_dtype=torch.float32)
+    q, k, v = torch.randn(3, 2, 16), torch.randn(3, 2, 16), torch.randn(3, 4, 16)
+    gates = dict(g=-torch.rand(3, 4), beta=torch.rand(3, 4))
+    T2 = lambda t: t.unsqueeze(1).expand(t.shape[0], 2, *t.shape[1:]).contiguous()  # noqa: E731
+    sbi = torch.tensor([0, 1, 2], dtype=torch.int32)
+    si2 = torch.tensor([[0, 3], [1, 4], [2, 5]], dtype=torch.int32)
+    calls = {
+        "mamba2_decode": lambda f: R.mamba2_decode(cache, **m2(), dt_softplus=f),
+        "mamba2_verify": lambda f: R.mamba2_verify(cache, **m2(T=2), dt_softplus=f),
+        "mamba2_standard_decode": lambda f: R.mamba2_standard_decode(
+            torch.zeros(6, H, P, N), **m2(), dt_softplus=f),
+        "mamba2_snapshot_verify": lambda f: R.mamba2_snapshot_verify(
+            torch.zeros(6, H, P, N), **m2(T=2), dt_softplus=f, state_indices=si2),
+        "prepare_mamba2_decode": lambda f: prepare_mamba2_decode(cache, -torch.rand(H),
+                                                                   dt_softplus=f),
+        "Mamba2DecodeBlock": lambda f: Mamba2DecodeBlock(H, P, N, G, act_dtype=torch.float32,
+                                                           dt_softplus=f),
+        "gdn_decode": lambda f: R.gdn_decode(gdn, q, k, v, **gates, use_qk_l2norm_in_kernel=f),
+        "gdn_verify": lambda f: R.gdn_verify(gdn, T2(q), T2(k), T2(v), T2(gates["g"]),
+                                             T2(gates["beta"]), use_qk_l2norm_in_kernel=f),
+        "gdn_standard_decode": lambda f: R.gdn_standard_decode(
+            torch.zeros(4, 4, 16, 16), q, k, v, **gates, use_qk_l2norm_in_kernel=f,
+            state_batch_indices=sbi),
+        "gdn_snapshot_verify": lambda f: R.gdn_snapshot_verify(
+            torch.zeros(6, 4, 16, 16), T2(q), T2(k), T2(v), T2(gates["g"]), T2(gates["beta"]),
+            use_qk_l2norm_in_kernel=f, state_indices=si2),
+        "prepare_gdn_decode": lambda f: prepare_gdn_decode(gdn, use_qk_l2norm_in_kernel=f),
+        "GDNDecodeBlock": lambda f: GDNDecodeBlock(2, 4, 16, 16, act_dtype=torch.float32,
+                                                     use_qk_l2norm_in_kernel=f),
+    }
+    for name, call in calls.items():
+        arg = "dt_softplus" if "mamba2" in name.lower() else "use_qk_l2norm_in_kernel"
+        before = [t.clone() for t in (cache.write_pos, cache.x_buf, gdn.write_pos, gdn.x_buf
+                                      if hasattr(gdn, "x_buf") else gdn.write_pos)]
+        for bad in ("no", "False", None, 2, 1.0, torch.tensor(True)):
+            with pytest.raises(TypeError, match=f"{arg} must be a bool"):
+                call(bad)
+        after = (cache.write_pos, cache.x_buf, gdn.write_pos, gdn.x_buf
+                 if hasattr(gdn, "x_buf") else gdn.write_pos)
+        assert all(torch.equal(a, b) for a, b in zip(before, after)), name
+        for ok in (True, False, np.bool_(True), 0, 1):
+            call(ok)
+    # 0 / 1 and numpy's bool mean what True / False do (fresh state each)
+    x = m2()
+    outs = {f: R.mamba2_standard_decode(torch.ones(6, H, P, N), **x, dt_softplus=f)
+            for f in (True, 1, np.bool_(True), False, 0)}
+    assert torch.equal(outs[True], outs[1]) and torch.equal(outs[True], outs[np.bool_(True)])
+    assert torch.equal(outs[False], outs[0]) and not torch.equal(outs[True], outs[False])
