@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A ready first device call for the two session-38 patches (docs/patches/s38_snf_*.patch), run on
+# A ready first device call for the two session-38 patches (bench/results/session39_gpu/s38_snf_*.patch (moved from docs/patches after this call)), run on
 # the device from the UNPATCHED tree (`tools/device_slim.sh out` first, carry .device):
 #   source .device/gpu_env.sh && bash bench/results/session39_gpu/call1.sh
 # It copies the tree to /tmp/base (unpatched), applies both patches in place, then
@@ -18,7 +18,7 @@ OUT=/tmp/n1; rm -rf "$OUT" /tmp/base; mkdir -p "$OUT"
 tarball() { (cd "$OUT" && tar czf "$FINAL/next1.tgz" --exclude='warm_*' . 2>/dev/null); }
 t0=$(date +%s)
 cp -r "$PWD" /tmp/base || exit 1
-for p in docs/patches/s38_snf_xz_no_z.patch docs/patches/s38_snf_xring_hoist.patch; do
+for p in bench/results/session39_gpu/s38_snf_xz_no_z.patch bench/results/session39_gpu/s38_snf_xring_hoist.patch; do
   patch -p1 --forward < "$p" > /dev/null || { echo "patch $p failed"; exit 1; }
 done
 grep -q "per_head = (L - 1) \* CX" cute_kernels/mamba2_replay.py && ! grep -q "per_head" /tmp/base/cute_kernels/mamba2_replay.py \
