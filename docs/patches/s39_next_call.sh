@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A ready first device call for docs/patches/s39_mma_block_scales.patch (the decode's nvfp4
+# tensor-core dot with the block scales on the block sums: B column c holds C' only at block c's
+# k positions, so D[row][c] is block c's partial; no per-element mul.rn.f16x2 of A; the row
+# reduction over the 4 lanes already there sums the blocks). Run on the device from the UNPATCHED
+# tree (`tools/device_slim.sh out` first, carry .device):
+#   source .device/gpu_env.sh && bash docs/patches/s39_next_call.sh
+# It copies the tree to /tmp/base (unpatched), applies the patch in place, then
+#  A. the final-code GPU test set on the patched tree (beside both trees' warm compiles);
+#  B. base / patched back to back, each tree its own kernel cache: nvfp4/{fp16sr,fp8sr,fp32},
+#     Super + Nano-4B, L16 b64 / b256 / b512 with --phases; L16 b1 / b4 / b16 (the shared kernel's
+#     mma path); one merged table.
+# CPU facts (session 39): split1:nvfp4/fp16sr:8 per-head loop 318 -> 281 SASS lines (HMUL2 34 -> 0),
+# 128 -> 114 registers, 0 spills; Nano-4B's 6-head build 128 -> 112; the shared decode builds keep
+# 96 registers (ordered:nvfp4/fp8sr spills 72/156 -> 76/164 B); a numpy emulation of the fragment
+# layout reproduced the dot to 1.7e-16. Prediction: Super non-flush only 0.95-0.98x, mixed
+# 0.97-0.99x; Nano-4B the same; b1-b16 0.98-1.01x. If the tests pass and it wins: `git apply` the
+# patch, commit, and quote this call's GPU tests (the final kernel code must be what they ran).
+# DRY=1: only the copy / patch steps.
+set -u
+source .device/gpu_env.sh >/dev/null 2>&1
+FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
+OUT=/tmp/n1; rm -rf "$OUT" /tmp/base; mkdir -p "$OUT"
+tarball() { (cd "$OUT" && tar czf "$FINAL/next1.tgz" --exclude='warm_*' . 2>/dev/null); }
+t0=$(date +%s)
+cp -r "$PWD" /tmp/base || exit 1
+patch -p1 --forward < docs/patches/s39_mma_block_scales.patch > /dev/null || { echo "patch failed"; exit 1; }
+grep -q "_mma_nvfp4_blocks" cute_kernels/mamba2_replay.py && ! grep -q "_mma_nvfp4_blocks" /tmp/base/cute_kernels/mamba2_replay.py \
+  || { echo "the trees are not base / patched"; exit 1; }
+echo "trees ready $(( $(date +%s) - t0 )) s"
+[ "${DRY:-0}" = 1 ] && exit 0
+P="--pairs nvfp4/fp16sr,nvfp4/fp8sr,nvfp4/fp32 --no-peers --no-plots --warm-jobs 2"
+E1="sweep --layer mamba2 --shapes nemotron3-super,nemotron3-nano-4b --batches 64,256,512 --L 16 --phases $P"
+E2="sweep --layer mamba2 --shapes nemotron3-super,nemotron3-nano-4b --batches 1,4,16 --L 16 $P"
+grid() {  # tree name n [warm]: grid n in that tree, its own kernel cache
+  eval "local B=\$E$3"
+  (cd "$1" && PYTHONPATH="$1" REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_$2 OUT=$OUT/g$3_$2 SETTINGS="$2:-" \
+     BENCH_ARGS="$B" REPLAYS=9 RUN_S=${RUN_S:-80} WARM_S=${WARM_S:-240} WARM_JOBS=1 \
+     bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/grid$3_$2_${4:-run}.log" 2>&1)
+}
+for n in 1 2; do ( RUN_S=1 grid /tmp/base base $n warm ) & ( RUN_S=1 grid "$PWD" new $n warm ) & done
+export PYTHONPATH=$PWD:${PYTHONPATH:-}
+T="timeout 300 python -m pytest -q -rs -p no:cacheprovider"
+( $T -n 4 tests/test_gpu_ops.py -k "fold_pair_bit_identical or flush_v1 or (mamba2 and replay_step_matches_torch_reference) or mamba2_decode_at_256_threads" > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
+( $T -n 4 tests/test_gpu_row_order.py -k "mamba2" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
+( $T -n 3 tests/test_gpu_spec.py -k "mamba2" > "$OUT/t_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_spec.log" ) &
+wait
+echo "phase A $(( $(date +%s) - t0 )) s"; tarball
+for f in t_ops t_order t_spec; do echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"; grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -8; done
+for n in 1 2; do
+  grid /tmp/base base $n; grid "$PWD" new $n; echo "g$n $(( $(date +%s) - t0 )) s"; tarball
+done
+python - "$OUT" <<'PY' | tee "$OUT/merged.md"
+import json, os, sys
+o = sys.argv[1]
+print("| shape | batch | L | kernel | base | new | new/base |\n|---|---:|---:|---|---:|---:|---:|")
+for n in (1, 2):
+    cells = {}
+    for s in ("base", "new"):
+        p = os.path.join(o, f"g{n}_{s}", s, "sweep.json")
+        if os.path.exists(p):
+            for c in json.load(open(p))["cells"]:
+                cells.setdefault((c["shape"], c["batch"], c["L"], c["name"]), {})[s] = c.get("median_us")
+    for k, v in cells.items():
+        if k[3].startswith("standard"):
+            continue
+        a, b = v.get("base"), v.get("new")
+        r = f"{b / a:.3f}x" if a and b else "-"
+        print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {a and round(a, 1)} | {b and round(b, 1)} | {r} |")
+PY
+tarball
