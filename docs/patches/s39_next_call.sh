@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# A ready first device call for docs/patches/s39_mma_block_scales.patch (the decode's nvfp4
+# A ready first device call for docs/patches/s39_mma_block_scales.patch and
+# docs/patches/s39_review_mends.patch (session 39's review: REPLAYSSM_M2_SPLIT_NFCAP in the launch
+# memo's env names, the register check in 8-register units, a verify assert, the cap GPU test
+# asserting the launched builds, a docstring). The first patch: the decode's nvfp4
 # tensor-core dot with the block scales on the block sums: B column c holds C' only at block c's
 # k positions, so D[row][c] is block c's partial; no per-element mul.rn.f16x2 of A; the row
 # reduction over the 4 lanes already there sums the blocks). Run on the device from the UNPATCHED
@@ -24,7 +27,9 @@ OUT=/tmp/n1; rm -rf "$OUT" /tmp/base; mkdir -p "$OUT"
 tarball() { (cd "$OUT" && tar czf "$FINAL/next1.tgz" --exclude='warm_*' . 2>/dev/null); }
 t0=$(date +%s)
 cp -r "$PWD" /tmp/base || exit 1
-patch -p1 --forward < docs/patches/s39_mma_block_scales.patch > /dev/null || { echo "patch failed"; exit 1; }
+for p in docs/patches/s39_mma_block_scales.patch docs/patches/s39_review_mends.patch; do
+  patch -p1 --forward < "$p" > /dev/null || { echo "patch $p failed"; exit 1; }
+done
 grep -q "_mma_nvfp4_blocks" cute_kernels/mamba2_replay.py && ! grep -q "_mma_nvfp4_blocks" /tmp/base/cute_kernels/mamba2_replay.py \
   || { echo "the trees are not base / patched"; exit 1; }
 echo "trees ready $(( $(date +%s) - t0 )) s"
