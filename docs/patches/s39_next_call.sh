@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# A ready first device call for docs/patches/s39_mma_block_scales.patch and
-# docs/patches/s39_review_mends.patch (session 39's review: REPLAYSSM_M2_SPLIT_NFCAP in the launch
-# memo's env names, the register check in 8-register units, a verify assert, the cap GPU test
-# asserting the launched builds, a docstring). The first patch: the decode's nvfp4
+# A ready first device call for docs/patches/s39_mma_block_scales.patch,
+# docs/patches/s39_verify_xring_hoist.patch (the verify's non-flush x-ring cp.async copies: (j,
+# chunk) and ring index once per thread, as the decode's since session 39; static SASS of
+# verify:nvfp4/fp16sr:8:1 2440 -> 2384, fp8/fp16sr 2240 -> 2176, fp32 2648 -> 2536; no spills,
+# fp32's non-flush half 96 -> 104 registers) and docs/patches/s39_review_mends.patch (session 39's
+# review: REPLAYSSM_M2_SPLIT_NFCAP in the launch memo's env names, the register check in
+# 8-register units, a verify assert, the cap GPU test asserting the launched builds, a
+# docstring). The first patch: the decode's nvfp4
 # tensor-core dot with the block scales on the block sums: B column c holds C' only at block c's
 # k positions, so D[row][c] is block c's partial; no per-element mul.rn.f16x2 of A; the row
 # reduction over the 4 lanes already there sums the blocks). Run on the device from the UNPATCHED
@@ -12,7 +16,8 @@
 #  A. the final-code GPU test set on the patched tree (beside both trees' warm compiles);
 #  B. base / patched back to back, each tree its own kernel cache: nvfp4/{fp16sr,fp8sr,fp32},
 #     Super + Nano-4B, L16 b64 / b256 / b512 with --phases; L16 b1 / b4 / b16 (the shared kernel's
-#     mma path); one merged table.
+#     mma path); the verify (spec) Super b256 T4 / T8 nvfp4/fp16sr, fp8/fp16sr, fp32; one merged
+#     table (predicted verify 0.98-1.0x).
 # CPU facts (session 39): split1:nvfp4/fp16sr:8 per-head loop 318 -> 281 SASS lines (HMUL2 34 -> 0),
 # 128 -> 114 registers, 0 spills; Nano-4B's 6-head build 128 -> 112; the shared decode builds keep
 # 96 registers (ordered:nvfp4/fp8sr spills 72/156 -> 76/164 B); a numpy emulation of the fragment
@@ -27,7 +32,8 @@ OUT=/tmp/n1; rm -rf "$OUT" /tmp/base; mkdir -p "$OUT"
 tarball() { (cd "$OUT" && tar czf "$FINAL/next1.tgz" --exclude='warm_*' . 2>/dev/null); }
 t0=$(date +%s)
 cp -r "$PWD" /tmp/base || exit 1
-for p in docs/patches/s39_mma_block_scales.patch docs/patches/s39_review_mends.patch; do
+for p in docs/patches/s39_mma_block_scales.patch docs/patches/s39_verify_xring_hoist.patch \
+         docs/patches/s39_review_mends.patch; do
   patch -p1 --forward < "$p" > /dev/null || { echo "patch $p failed"; exit 1; }
 done
 grep -q "_mma_nvfp4_blocks" cute_kernels/mamba2_replay.py && ! grep -q "_mma_nvfp4_blocks" /tmp/base/cute_kernels/mamba2_replay.py \
@@ -37,13 +43,14 @@ echo "trees ready $(( $(date +%s) - t0 )) s"
 P="--pairs nvfp4/fp16sr,nvfp4/fp8sr,nvfp4/fp32 --no-peers --no-plots --warm-jobs 2"
 E1="sweep --layer mamba2 --shapes nemotron3-super,nemotron3-nano-4b --batches 64,256,512 --L 16 --phases $P"
 E2="sweep --layer mamba2 --shapes nemotron3-super,nemotron3-nano-4b --batches 1,4,16 --L 16 $P"
+E3="spec --layer mamba2 --shapes nemotron3-super --pairs nvfp4/fp16sr,fp8/fp16sr,fp32 --batches 256 --T 4,8 --L 16 --no-plots"
 grid() {  # tree name n [warm]: grid n in that tree, its own kernel cache
   eval "local B=\$E$3"
   (cd "$1" && PYTHONPATH="$1" REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_$2 OUT=$OUT/g$3_$2 SETTINGS="$2:-" \
      BENCH_ARGS="$B" REPLAYS=9 RUN_S=${RUN_S:-80} WARM_S=${WARM_S:-240} WARM_JOBS=1 \
      bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/grid$3_$2_${4:-run}.log" 2>&1)
 }
-for n in 1 2; do ( RUN_S=1 grid /tmp/base base $n warm ) & ( RUN_S=1 grid "$PWD" new $n warm ) & done
+for n in 1 2 3; do ( RUN_S=1 grid /tmp/base base $n warm ) & ( RUN_S=1 grid "$PWD" new $n warm ) & done
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 T="timeout 300 python -m pytest -q -rs -p no:cacheprovider"
 ( $T -n 4 tests/test_gpu_ops.py -k "fold_pair_bit_identical or flush_v1 or (mamba2 and replay_step_matches_torch_reference) or mamba2_decode_at_256_threads" > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
@@ -52,20 +59,21 @@ T="timeout 300 python -m pytest -q -rs -p no:cacheprovider"
 wait
 echo "phase A $(( $(date +%s) - t0 )) s"; tarball
 for f in t_ops t_order t_spec; do echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"; grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -8; done
-for n in 1 2; do
+for n in 1 2 3; do
   grid /tmp/base base $n; grid "$PWD" new $n; echo "g$n $(( $(date +%s) - t0 )) s"; tarball
 done
 python - "$OUT" <<'PY' | tee "$OUT/merged.md"
 import json, os, sys
 o = sys.argv[1]
 print("| shape | batch | L | kernel | base | new | new/base |\n|---|---:|---:|---|---:|---:|---:|")
-for n in (1, 2):
+for n in (1, 2, 3):
     cells = {}
     for s in ("base", "new"):
-        p = os.path.join(o, f"g{n}_{s}", s, "sweep.json")
+        p = os.path.join(o, f"g{n}_{s}", s, "sweep.json" if n < 3 else "spec.json")
         if os.path.exists(p):
             for c in json.load(open(p))["cells"]:
-                cells.setdefault((c["shape"], c["batch"], c["L"], c["name"]), {})[s] = c.get("median_us")
+                k = (c.get("shape", c.get("layer")), c["batch"], c.get("L", c.get("T")), c["name"])
+                cells.setdefault(k, {})[s] = c.get("median_us")
     for k, v in cells.items():
         if k[3].startswith("standard"):
             continue
