@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # A ready first device call for docs/patches/s39_mma_block_scales.patch,
 # docs/patches/s39_verify_xring_hoist.patch (the verify's non-flush x-ring cp.async copies: (j,
-# chunk) and ring index once per thread, as the decode's since session 39; static SASS of
+# chunk) and ring index once per thread, through the decode's loop, now one method
+# `_cpa_xring_heads` for both -- the decode's PTX unchanged by md5; static SASS of
 # verify:nvfp4/fp16sr:8:1 2440 -> 2384, fp8/fp16sr 2240 -> 2176, fp32 2648 -> 2536; no spills,
 # fp32's non-flush half 96 -> 104 registers) and docs/patches/s39_review_mends.patch (session 39's
 # review: REPLAYSSM_M2_SPLIT_NFCAP in the launch memo's env names, the register check in
-# 8-register units, a verify assert, the cap GPU test asserting the launched builds, a
-# docstring). The first patch: the decode's nvfp4
+# 8-register units, a verify assert, the cap GPU test asserting the launched builds and the
+# split tests' env setup in one helper, `nz` once instead of four `2 if has_z else 1`, the cap
+# comment's L8 / L32 figures as measured, a docstring; PTX unchanged by md5). Apply in this
+# order. The first patch: the decode's nvfp4
 # tensor-core dot with the block scales on the block sums: B column c holds C' only at block c's
 # k positions, so D[row][c] is block c's partial; no per-element mul.rn.f16x2 of A; the row
 # reduction over the 4 lanes already there sums the blocks). Run on the device from the UNPATCHED
