@@ -31,14 +31,12 @@
 set -u
 source .device/gpu_env.sh >/dev/null 2>&1
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
-OUT=/tmp/n1; rm -rf "$OUT" /tmp/base; mkdir -p "$OUT"
+OUT=/tmp/n1; rm -rf "$OUT"; mkdir -p "$OUT"
+source tests/gpu_scripts/ab_call_lib.sh
 tarball() { (cd "$OUT" && tar czf "$FINAL/next1.tgz" --exclude='warm_*' . 2>/dev/null); }
 t0=$(date +%s)
-cp -r "$PWD" /tmp/base || exit 1
-for p in docs/patches/s39_mma_block_scales.patch docs/patches/s39_verify_xring_hoist.patch \
-         docs/patches/s39_review_mends.patch; do
-  patch -p1 --forward < "$p" > /dev/null || { echo "patch $p failed"; exit 1; }
-done
+ab_trees docs/patches/s39_mma_block_scales.patch docs/patches/s39_verify_xring_hoist.patch \
+         docs/patches/s39_review_mends.patch || exit 1
 grep -q "_mma_nvfp4_blocks" cute_kernels/mamba2_replay.py && ! grep -q "_mma_nvfp4_blocks" /tmp/base/cute_kernels/mamba2_replay.py \
   || { echo "the trees are not base / patched"; exit 1; }
 echo "trees ready $(( $(date +%s) - t0 )) s"
@@ -47,41 +45,11 @@ P="--pairs nvfp4/fp16sr,nvfp4/fp8sr,nvfp4/fp32 --no-peers --no-plots --warm-jobs
 E1="sweep --layer mamba2 --shapes nemotron3-super,nemotron3-nano-4b --batches 64,256,512 --L 16 --phases $P"
 E2="sweep --layer mamba2 --shapes nemotron3-super,nemotron3-nano-4b --batches 1,4,16 --L 16 $P"
 E3="spec --layer mamba2 --shapes nemotron3-super --pairs nvfp4/fp16sr,fp8/fp16sr,fp32 --batches 256 --T 4,8 --L 16 --no-plots"
-grid() {  # tree name n [warm]: grid n in that tree, its own kernel cache
-  eval "local B=\$E$3"
-  (cd "$1" && PYTHONPATH="$1" REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_$2 OUT=$OUT/g$3_$2 SETTINGS="$2:-" \
-     BENCH_ARGS="$B" REPLAYS=9 RUN_S=${RUN_S:-80} WARM_S=${WARM_S:-240} WARM_JOBS=1 \
-     bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/grid$3_$2_${4:-run}.log" 2>&1)
-}
-for n in 1 2 3; do ( RUN_S=1 grid /tmp/base base $n warm ) & ( RUN_S=1 grid "$PWD" new $n warm ) & done
-export PYTHONPATH=$PWD:${PYTHONPATH:-}
-T="timeout 300 python -m pytest -q -rs -p no:cacheprovider"
-( $T -n 4 tests/test_gpu_ops.py -k "fold_pair_bit_identical or flush_v1 or (mamba2 and replay_step_matches_torch_reference) or mamba2_decode_at_256_threads" > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
-( $T -n 4 tests/test_gpu_row_order.py -k "mamba2" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
-( $T -n 3 tests/test_gpu_spec.py -k "mamba2" > "$OUT/t_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_spec.log" ) &
+ab_warm 1 2 3
+m2_test_set
 wait
 echo "phase A $(( $(date +%s) - t0 )) s"; tarball
-for f in t_ops t_order t_spec; do echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"; grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -8; done
-for n in 1 2 3; do
-  grid /tmp/base base $n; grid "$PWD" new $n; echo "g$n $(( $(date +%s) - t0 )) s"; tarball
-done
-python - "$OUT" <<'PY' | tee "$OUT/merged.md"
-import json, os, sys
-o = sys.argv[1]
-print("| shape | batch | L | kernel | base | new | new/base |\n|---|---:|---:|---|---:|---:|---:|")
-for n in (1, 2, 3):
-    cells = {}
-    for s in ("base", "new"):
-        p = os.path.join(o, f"g{n}_{s}", s, "sweep.json" if n < 3 else "spec.json")
-        if os.path.exists(p):
-            for c in json.load(open(p))["cells"]:
-                k = (c.get("shape", c.get("layer")), c["batch"], c.get("L", c.get("T")), c["name"])
-                cells.setdefault(k, {})[s] = c.get("median_us")
-    for k, v in cells.items():
-        if k[3].startswith("standard"):
-            continue
-        a, b = v.get("base"), v.get("new")
-        r = f"{b / a:.3f}x" if a and b else "-"
-        print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {a and round(a, 1)} | {b and round(b, 1)} | {r} |")
-PY
+test_summary
+ab_run 1 2 3; tarball
+python tests/gpu_scripts/ab_merge.py "$OUT" base new 1 2 3 | tee "$OUT/merged.md"
 tarball
