@@ -44,9 +44,10 @@ def untie_dt(dt, lead_rank, headdim, lead_name):
     ``dt`` as given (its own checks follow). ``lead_name`` names the leading dims in the message."""
     if isinstance(dt, torch.Tensor) and dt.dim() == lead_rank + 2:
         if dt.stride(-1) != 0 or dt.shape[-1] != headdim:
-            raise ValueError(f"dt given as [{lead_name}, nheads, headdim] must have headdim "
-                             f"{headdim} with stride 0, got size {dt.shape[-1]}, stride "
-                             f"{dt.stride(-1)}")
+            raise ValueError(f"dt given as [{lead_name}, nheads, headdim] must be a tied view "
+                             f"(stride 0 on headdim, size {headdim}) of a per-head "
+                             f"[{lead_name}, nheads] dt, as vLLM passes it -- Mamba-2 has one dt "
+                             f"per head; got size {dt.shape[-1]}, stride {dt.stride(-1)}")
         return dt[..., 0]
     return dt
 

@@ -35,6 +35,7 @@ flush recomputes u from the hi checkpoint (the u in ``u_buf`` came from the read
 """
 from __future__ import annotations
 
+import operator
 from typing import Optional
 
 import torch
@@ -48,12 +49,18 @@ __all__ = ["Mamba2ReplayCache", "GDNReplayCache", "ReplayCache"]
 _ACT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _check_int(name, v, lo, hi=None):
-    if isinstance(v, bool) or not isinstance(v, int):
+def _check_int(name, v, lo, hi=None) -> int:
+    """``v`` as a Python int (numpy's integers too) in ``[lo, hi]``; a bool or float raises."""
+    if isinstance(v, bool) or v.__class__.__name__ == "bool_":
         raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}") from None
     if v < lo or (hi is not None and v > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be in {rng}, got {v}")
+        rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name} must be {rng}, got {v}")
+    return v
 
 
 class ReplayCache:
@@ -63,9 +70,12 @@ class ReplayCache:
 
     def _init_common(self, num_slots, nheads_state, rows, cols, precision, buffer_len, max_draft,
                      act_dtype, device, seed):
-        _check_int("num_slots", num_slots, 1)
-        _check_int("buffer_len", buffer_len, 1, 64)
-        _check_int("max_draft", max_draft, 0, 16)
+        num_slots = _check_int("num_slots", num_slots, 1)
+        buffer_len = _check_int("buffer_len", buffer_len, 1, 64)
+        max_draft = _check_int("max_draft", max_draft, 0, 16)
+        if not isinstance(act_dtype, torch.dtype):
+            raise TypeError(f"act_dtype must be a torch.dtype (torch.float32, torch.float16 or "
+                            f"torch.bfloat16), got {type(act_dtype).__name__} {act_dtype!r}")
         if act_dtype not in _ACT_DTYPES:
             raise ValueError(f"act_dtype must be one of float32/float16/bfloat16, got {act_dtype}")
         self.pair: PrecisionPair = parse_pair(precision)
@@ -92,7 +102,7 @@ class ReplayCache:
         self.arrive = z()
         self.row_order_ext = torch.zeros(5, num_slots, dtype=torch.int32, device=dev)
         self.row_order = self.row_order_ext[:2]
-        _check_int("seed", seed, -(1 << 63), (1 << 63) - 1)     # (an int64 on the device)
+        seed = _check_int("seed", seed, -(1 << 63), (1 << 63) - 1)   # (an int64 on the device)
         self.seed = torch.tensor([seed], dtype=torch.int64, device=dev)
         from .library import register_cache
         self._handle = register_cache(self)
@@ -136,6 +146,8 @@ class ReplayCache:
         except (TypeError, ValueError, RuntimeError) as e:
             raise TypeError(f"slots must be an int, a sequence of ints or an integer tensor, got "
                             f"{type(slots).__name__}") from e
+        if t.numel() == 0 and not isinstance(slots, torch.Tensor):
+            t = t.to(torch.int64)       # ([] is float32 to torch: an empty list is no slots)
         if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
             raise TypeError(f"slots must be integers, got {t.dtype}")
         t = t.to(torch.int64).reshape(-1)
@@ -217,21 +229,38 @@ class ReplayCache:
         s = self._slots(slots)
         if not isinstance(S, torch.Tensor):
             raise TypeError(f"S must be a torch.Tensor, got {type(S).__name__}")
-        V.backend(backend)
-        S = self._to_internal(S, layout)
-        exp = (s.numel(), self.state_heads, self.rows, self.cols)
+        self._require_cute(V.backend(backend), "init_from_state")
+        exp = self._layout_shape((s.numel(), self.state_heads, self.rows, self.cols), layout)
         if tuple(S.shape) != exp:
-            raise ValueError(f"S must have shape {list(exp)}, got {list(S.shape)}")
+            raise ValueError(f"S must have shape {list(exp)}{self._layout_note(layout)}, got "
+                             f"{list(S.shape)}")
+        S = self._to_internal(S, layout)
         if not S.is_floating_point():
             raise TypeError(f"S must be a floating tensor, got {S.dtype}")
         S = S.to(device=self.device, dtype=torch.float32)    # (before the slots are reset: a
         self.reset(s)                                         # failed copy leaves them as they were)
         self.write_state(s, S, backend)
 
-    def _to_internal(self, S, layout):
+    def _require_cute(self, backend, op):
+        """``backend="cute"`` where the CuTe encoder cannot run raises, as every op does."""
+        if backend == "cute":
+            from .backends import cute_unavailable_reason
+            reason = cute_unavailable_reason(self.device)
+            if reason is not None:
+                raise RuntimeError(f"backend='cute' requested for {op}, but {reason}")
+
+    def _layout_shape(self, shape, layout):
+        """``shape`` (internal layout) as the caller gives it in ``layout`` (checks ``layout``)."""
         if layout != "default":
             raise ValueError(f"layout must be 'default' (Mamba-2 states are [.., headdim, dstate]), "
                              f"got {layout!r}")
+        return tuple(shape)
+
+    def _layout_note(self, layout) -> str:
+        return ""
+
+    def _to_internal(self, S, layout):
+        self._layout_shape(S.shape, layout)
         return S
 
     def bytes_per_slot(self) -> int:
@@ -259,8 +288,8 @@ class Mamba2ReplayCache(ReplayCache):
     def __init__(self, num_slots: int, nheads: int, headdim: int, dstate: int, ngroups: int = 1, *,
                  precision="fp32", buffer_len: int = 16, max_draft: int = 0,
                  act_dtype: torch.dtype = torch.bfloat16, device="cpu", seed: int = 0):
-        for n, v in (("nheads", nheads), ("headdim", headdim), ("dstate", dstate), ("ngroups", ngroups)):
-            _check_int(n, v, 1)
+        nheads, headdim, dstate, ngroups = (_check_int(n, v, 1) for n, v in (
+            ("nheads", nheads), ("headdim", headdim), ("dstate", dstate), ("ngroups", ngroups)))
         if nheads % ngroups:
             raise ValueError(f"nheads ({nheads}) must be a multiple of ngroups ({ngroups})")
         self.nheads, self.headdim, self.dstate, self.ngroups = nheads, headdim, dstate, ngroups
@@ -293,9 +322,9 @@ class GDNReplayCache(ReplayCache):
     def __init__(self, num_slots: int, num_k_heads: int, num_v_heads: int, head_k_dim: int,
                  head_v_dim: int, *, precision="fp32", buffer_len: int = 16, max_draft: int = 0,
                  act_dtype: torch.dtype = torch.bfloat16, device="cpu", seed: int = 0):
-        for n, v in (("num_k_heads", num_k_heads), ("num_v_heads", num_v_heads),
-                     ("head_k_dim", head_k_dim), ("head_v_dim", head_v_dim)):
-            _check_int(n, v, 1)
+        num_k_heads, num_v_heads, head_k_dim, head_v_dim = (_check_int(n, v, 1) for n, v in (
+            ("num_k_heads", num_k_heads), ("num_v_heads", num_v_heads),
+            ("head_k_dim", head_k_dim), ("head_v_dim", head_v_dim)))
         if num_v_heads % num_k_heads:
             raise ValueError(f"num_v_heads ({num_v_heads}) must be a multiple of num_k_heads "
                              f"({num_k_heads})")
@@ -319,16 +348,25 @@ class GDNReplayCache(ReplayCache):
     def _buffers(self):
         return tuple(t for t in (getattr(self, n) for n in self._BUFFERS) if t is not None)
 
-    def _to_internal(self, S, layout):
+    def _layout_shape(self, shape, layout):
         if layout in ("default", "vk"):
-            return S
+            return tuple(shape)
         if layout == "kv":
-            return S.transpose(-1, -2)
+            return (*shape[:-2], shape[-1], shape[-2])
         raise ValueError(f"layout must be 'vk' or 'kv', got {layout!r}")
+
+    def _layout_note(self, layout) -> str:
+        return (" ([n, HV, K, V] for layout='kv')" if layout == "kv"
+                else f" ([n, HV, V, K] for layout={layout!r}; pass layout='kv' for [n, HV, K, V])")
+
+    def _to_internal(self, S, layout):
+        self._layout_shape(S.shape, layout)
+        return S.transpose(-1, -2) if layout == "kv" else S
 
     def materialize(self, slots, layout: str = "vk") -> torch.Tensor:
         """The current fp32 state ``[n, HV, V, K]`` (or ``[n, HV, K, V]`` with layout="kv")."""
         from .reference import gdn_fold
+        self._layout_shape((0, 0), layout)
         s = self._slots(slots)
         S = gdn_fold(self, s, self.write_pos[s].to(torch.int64))
         return self._to_internal(S, layout).contiguous() if layout != "vk" else S

@@ -158,7 +158,7 @@ class GDNDecodeBlock(_ReplayBlock):
         self.backend = backend
         self.use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel",
                                               use_qk_l2norm_in_kernel)
-        self.scale = scale
+        self.scale = V.scale(scale)
 
     @torch.no_grad()
     def forward(self, q, k, v, g=None, beta=None, *, A_log=None, a=None, dt_bias=None, b=None,

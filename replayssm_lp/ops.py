@@ -841,10 +841,18 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
     if not isinstance(cache, ReplayCache):
         raise TypeError(f"cache must be a Mamba2ReplayCache or GDNReplayCache, got {type(cache).__name__}")
     dev = cache.device
-    if not isinstance(num_accepted_tokens, torch.Tensor) or num_accepted_tokens.dim() != 1:
-        raise ValueError("num_accepted_tokens must be an int32 tensor of shape [batch]")
+    if not isinstance(num_accepted_tokens, torch.Tensor):
+        raise TypeError(f"num_accepted_tokens must be an int32 tensor of shape [batch], got "
+                        f"{type(num_accepted_tokens).__name__}")
+    if num_accepted_tokens.dim() != 1:
+        raise ValueError(f"num_accepted_tokens must be an int32 tensor of shape [batch], got "
+                         f"shape {list(num_accepted_tokens.shape)}")
     bsz = num_accepted_tokens.shape[0]
     V.tensor("num_accepted_tokens", num_accepted_tokens, (bsz,), (torch.int32,), dev)
+    if (isinstance(state_batch_indices, torch.Tensor) and state_batch_indices.dim() == 1
+            and state_batch_indices.shape[0] != bsz):
+        raise ValueError(f"state_batch_indices has {state_batch_indices.shape[0]} rows but "
+                         f"num_accepted_tokens has {bsz}: one count per row")
     V.pad_slot(pad_slot_id)
     V.indices("state_batch_indices", state_batch_indices, bsz, dev, cache.num_slots, pad_slot_id)
     V.backend(backend)
@@ -927,7 +935,9 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
                         b=None, scale=None, use_qk_l2norm_in_kernel=True, state_batch_indices=None,
                         pad_slot_id=-1, out=None, state_layout="vk", backend="auto", _eager=False):
     """Standard GDN decode, in place on ``state [num_slots, HV, V, K]`` (``state_layout="vk"``) or
-    ``[num_slots, HV, K, V]`` (``"kv"``, FLA / vLLM Triton layout); fp32/fp16/bf16 state."""
+    ``[num_slots, HV, K, V]`` (``"kv"``, FLA / vLLM Triton layout); fp32/fp16/bf16 state.
+    Where K == V (Qwen3.5's 128 / 128) the two layouts have the same shape, so a state passed
+    with the wrong ``state_layout`` cannot be detected: it is read and written transposed."""
     if not _eager and _is_compiling():
         use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
         if out is None:
@@ -951,6 +961,11 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     act = q.dtype
     if act not in _ACT:
         raise TypeError(f"q must be float32/float16/bfloat16, got {act}")
+    if q.shape[2] != K and q.shape[2] == Vd and K != Vd:   # most likely the other layout
+        raise ValueError(f"q's head dim ({q.shape[2]}) is the state's V, not its K, under "
+                         f"state_layout={state_layout!r} (state {list(state.shape)}: "
+                         f"{'[slots, HV, K, V]' if state_layout == 'kv' else '[slots, HV, V, K]'}); "
+                         f"is the state in the other layout?")
     bsz, _ = _gdn_inputs((H, HV, K, Vd), q, k, v, g, beta, A_log, a, dt_bias, b, dev, act, None)
     V.scale(scale)
     V.pad_slot(pad_slot_id)

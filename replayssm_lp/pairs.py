@@ -75,7 +75,10 @@ def _valid_names() -> List[str]:
 
 
 def parse_pair(name) -> PrecisionPair:
-    """Parse ``"nvfp4/fp16sr"``-style names (or pass a PrecisionPair through)."""
+    """Parse ``"nvfp4/fp16sr"``-style names (or pass a PrecisionPair through). A name must spell
+    one of :data:`CANONICAL_PAIRS` / :data:`EXTRA_PAIRS` (explicit default roundings such as
+    ``"nvfp4rn/fp16sr"`` are the same pair); any other, well formed or not, is a ValueError
+    listing them -- those are the pairs the kernels are built and tested for."""
     if isinstance(name, PrecisionPair):
         return name
     if not isinstance(name, str):
@@ -93,7 +96,10 @@ def parse_pair(name) -> PrecisionPair:
             return PrecisionPair("fp32", "rn", "fp32", "rn", True)
         if rnd is None:  # a shared low-precision copy is a recurrence: it must state its rounding
             raise err
-        return PrecisionPair(fmt, rnd, fmt, rnd, True)
+        pair = PrecisionPair(fmt, rnd, fmt, rnd, True)
+        if pair.name not in _valid_names():   # (bf16rn: not a config of DESIGN §2)
+            raise err
+        return pair
     if len(parts) != 2:
         raise err
     mr, mc = _SIDE.match(parts[0]), _SIDE.match(parts[1])
@@ -109,7 +115,10 @@ def parse_pair(name) -> PrecisionPair:
         raise err
     if rf == "fp32" or (rf == cf):     # same format twice: that is a shared copy, spell it so
         raise err
-    return PrecisionPair(rf, rr, cf, cr, False)
+    pair = PrecisionPair(rf, rr, cf, cr, False)
+    if pair.name not in _valid_names():  # well formed but not a pair of DESIGN §2 (e.g. a read
+        raise err                        # copy as wide as its checkpoint): no kernel is tested
+    return pair
 
 
 def precision_pairs(include_extra: bool = False) -> Dict[str, PrecisionPair]:

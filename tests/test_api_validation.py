@@ -63,7 +63,7 @@ def test_vllm_tied_views_accepted(cache):
     # a tied dt's last size is headdim (it is never read, but a wrong one is a wrong call)
     kw = _m2()
     kw["dt"] = kw["dt"][..., None].expand(3, H, P - 1)
-    msg = f"headdim {P} with stride 0, got size {P - 1}, stride 0"
+    msg = rf"stride 0 on headdim, size {P}\).*got size {P - 1}, stride 0"
     with pytest.raises(ValueError, match=msg):
         R.mamba2_decode(cache, **kw)
     with pytest.raises(ValueError, match=msg):
@@ -409,3 +409,69 @@ def test_switch_arguments_must_be_bools(cache):
             for f in (True, 1, np.bool_(True), False, 0)}
     assert torch.equal(outs[True], outs[1]) and torch.equal(outs[True], outs[np.bool_(True)])
     assert torch.equal(outs[False], outs[0]) and not torch.equal(outs[True], outs[False])
+
+
+def test_session40_audit_mends(seed):
+    """An empty slot list is no slots; shape errors speak the caller's layout; backend='cute'
+    without kernels raises in init_from_state too; numpy ints size a cache; only the pairs of
+    DESIGN §2 parse; GDN blocks check scale when built; clearer commit / dt / layout messages."""
+    import numpy as np
+    from replayssm_lp.nn import GDNDecodeBlock
+    c = R.Mamba2ReplayCache(4, H, P, N, G, precision="nvfp4/fp16sr", act_dtype=torch.float32)
+    S = torch.randn(2, H, P, N)
+    c.init_from_state([1, 3], S)
+    before = [t.clone() for t in (c.hi.data, c.lo.data, c.flush_count)]
+    c.reset([])
+    c.reset(())
+    c.init_from_state([], torch.zeros(0, H, P, N))
+    assert c.materialize([]).shape == (0, H, P, N)
+    assert all(torch.equal(a, b) for a, b in zip(before, (c.hi.data, c.lo.data, c.flush_count)))
+    GDNDecodeBlock(2, 4, 16, 16, num_slots=2, act_dtype=torch.float32).reset([])
+    with pytest.raises(TypeError, match="slots must be integers"):
+        c.reset([1.0])
+    with pytest.raises(RuntimeError, match="backend='cute' requested for init_from_state"):
+        c.init_from_state([0], S[:1], backend="cute")
+    assert torch.equal(c.hi.data, before[0])
+    # the GDN layouts: the expected shape in the layout the caller named
+    g = R.GDNReplayCache(4, 2, 4, 16, 8, act_dtype=torch.float32)          # K = 16, V = 8
+    with pytest.raises(ValueError, match=r"S must have shape \[2, 4, 16, 8\] \(\[n, HV, K, V\] "
+                                         r"for layout='kv'\), got \[2, 4, 8, 16\]"):
+        g.init_from_state([0, 1], torch.randn(2, 4, 8, 16), layout="kv")
+    with pytest.raises(ValueError, match=r"S must have shape \[2, 4, 8, 16\].*pass layout='kv'"):
+        g.init_from_state([0, 1], torch.randn(2, 4, 16, 8))
+    with pytest.raises(ValueError, match="layout must be 'vk' or 'kv'"):
+        g.materialize([0], layout="xx")
+    st = torch.randn(4, 4, 8, 16)                                            # [slots, HV, V, K]
+    q = k = torch.randn(1, 2, 16)
+    with pytest.raises(ValueError, match="is the state in the other layout"):
+        R.gdn_standard_decode(st, q, k, torch.randn(1, 4, 8), -torch.rand(1, 4), torch.rand(1, 4),
+                              state_layout="kv", backend="torch")
+    # sizes: numpy ints are ints; dtypes must be torch dtypes
+    c2 = R.Mamba2ReplayCache(np.int64(3), np.int32(H), P, N, G)
+    assert type(c2.num_slots) is int and type(c2.nheads) is int and c2.x_buf.shape[0] == 3
+    for bad, exc, match in ((0, ValueError, "num_slots must be >= 1, got 0"),
+                            (np.True_, TypeError, "num_slots must be an int"),
+                            (2.0, TypeError, "num_slots must be an int")):
+        with pytest.raises(exc, match=match):
+            R.Mamba2ReplayCache(bad, H, P, N, G)
+    with pytest.raises(TypeError, match="act_dtype must be a torch.dtype"):
+        R.Mamba2ReplayCache(2, H, P, N, G, act_dtype="bfloat16")
+    # pairs: well formed but not in DESIGN §2 -> the listed error; aliases of listed ones parse
+    for name in ("fp16/fp8sr", "bf16/fp16sr", "fp8/bf16sr", "bf16rn"):
+        with pytest.raises(ValueError, match="unknown precision pair.*nvfp4/fp16sr"):
+            R.parse_pair(name)
+    assert R.parse_pair("nvfp4rn/fp16sr").name == "nvfp4/fp16sr"
+    assert all(R.parse_pair(n).name == n for n in R.precision_pairs(include_extra=True))
+    with pytest.raises(TypeError, match="scale must be a float or None, got str"):
+        GDNDecodeBlock(2, 4, 16, 8, num_slots=2, scale="0.1")
+    # commit: the lengths that disagree, and the shape that was given
+    cv = R.Mamba2ReplayCache(4, H, P, N, G, max_draft=2, act_dtype=torch.float32)
+    with pytest.raises(ValueError, match="state_batch_indices has 3 rows but num_accepted_tokens has 2"):
+        R.commit(cv, torch.ones(2, dtype=torch.int32), torch.arange(3, dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"got shape \[2, 1\]"):
+        R.commit(cv, torch.ones(2, 1, dtype=torch.int32))
+    # an untied [b, H, P] dt: Mamba-2 has one dt per head
+    kw = _m2()
+    kw["dt"] = torch.randn(3, H, P)
+    with pytest.raises(ValueError, match="one dt per head"):
+        R.mamba2_decode(c, **kw)
