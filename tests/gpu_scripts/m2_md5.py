@@ -13,11 +13,19 @@ with the order's cursors.) Compare a default build with an env-forced one (same 
 default is what was timed, or a refactor's builds with the GPU-tested ones. ``M2_MD5_L``: the
 buffer length (default 16); ``M2_MD5_SHAPE``: a `replayssm-bench traffic` Mamba-2 shape of all
 builds (default Nemotron-3-Super).
+
+``--loops`` also disassembles each build (ptxas on PATH, ``nvdisasm`` from ``pip download
+nvidia-cuda-nvdisasm``, unzipped; its path in ``NVDISASM``) and prints its static SASS count and
+every loop (a backward branch) of more than 100 instructions with its size in KB: the static view
+of the hot loops (instruction-cache size questions, e.g. the pair fold's chunk loop).
 """
 import hashlib
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
 os.environ.setdefault("REPLAYSSM_PDL", "0")
@@ -43,7 +51,35 @@ def decode(pair, hpc, **kw):
     return k, ptx
 
 
-for spec in sys.argv[1:]:
+NVDISASM = os.environ.get("NVDISASM", "/tmp/cuobj/nvidia/cu13/bin/nvdisasm")
+_INSTR = re.compile(r"\s*/\*[0-9a-f]+\*/\s")
+
+
+def sass_loops(ptx, min_len=100):
+    """(static SASS count, [(first line, last line, instructions)] of every backward branch)."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(f"{d}/k.ptx", "w") as fh:
+            fh.write(ptx)
+        subprocess.run([shutil.which("ptxas") or "ptxas", "-arch=sm_90a", f"{d}/k.ptx", "-o",
+                        f"{d}/k.cubin"], check=True)
+        lines = subprocess.run([NVDISASM, "-c", f"{d}/k.cubin"], capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+    label = {m.group(1): i for i, l in enumerate(lines) if (m := re.match(r"^(\.L_x_\d+):", l))}
+    count = [0]
+    for l in lines:
+        count.append(count[-1] + bool(_INSTR.match(l)))
+    loops = []
+    for i, l in enumerate(lines):
+        m = re.search(r"BRA `\((\.L_x_\d+)\)", l)
+        if m and label.get(m.group(1), i) < i:
+            n = count[i + 1] - count[label[m.group(1)]]
+            if n > min_len:
+                loops.append((label[m.group(1)], i, n))
+    return count[-1], loops
+
+
+want_loops = "--loops" in sys.argv[1:]
+for spec in [a for a in sys.argv[1:] if a != "--loops"]:
     parts = spec.split(":")
     kind, pair = parts[0], parts[1]
     if kind == "verify":
@@ -69,3 +105,8 @@ for spec in sys.argv[1:]:
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
     smem = k.meta["op"].smem_bytes() if "op" in k.meta else ""
     print(f"{spec}: md5 {md5} registers {regs} spills {spills} smem {smem}", flush=True)
+    if want_loops:
+        total, loops = sass_loops(re.sub(r"\.version 9\.\d", ".version 9.0", ptx))
+        print(f"  static SASS {total} ({16 * total / 1024:.1f} KB)")
+        for a, b, n in loops:
+            print(f"  loop lines {a}-{b}: {n} instructions, {16 * n / 1024:.1f} KB")
