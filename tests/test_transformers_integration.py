@@ -437,3 +437,107 @@ def test_bad_arguments_are_refused(models):
         unpatch(model)
     with pytest.raises(RuntimeError, match="not patched"):
         unpatch(model)
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_deepcopy_of_patched_model_is_its_own_unpatched_model(family):
+    """A deep copy's mixers run their own forwards with the copy's weights (they used to run the
+    original's mixers through the copied wrapper), the copy is not patched, and the original
+    stays patched and correct."""
+    import copy
+    model = _build(family)
+    ref = _build(family)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.mul_(0.5)
+    seq_ref, log_ref = _generate(ref, L + 2)
+    seq0, log0 = _generate(model, L + 2)
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    try:
+        twin = copy.deepcopy(model)
+        assert getattr(twin, "_replayssm_patch", None) is None
+        with pytest.raises(RuntimeError, match="not patched"):
+            unpatch(twin)
+        with torch.no_grad():
+            for p in twin.parameters():
+                p.mul_(0.5)
+        seq_t, log_t = _generate(twin, L + 2)
+        assert torch.equal(seq_t, seq_ref) and _fp32_close(log_t, log_ref)
+        decode_before = {n: c["decode"] for n, c in handle.stats().items()}
+        seq1, log1 = _generate(model, L + 2)            # the original: still patched, own weights
+        assert torch.equal(seq1, seq0) and _fp32_close(log1, log0)
+        assert all(c["decode"] > decode_before[n] for n, c in handle.stats().items())
+        h2 = patch(twin, precision="fp32", buffer_len=L, backend="torch")   # its own handle
+        seq2, log2 = _generate(twin, L + 2)
+        assert torch.equal(seq2, seq_ref) and _fp32_close(log2, log_ref)
+        assert all(c["decode"] == L + 1 for c in h2.stats().values())
+        unpatch(twin)
+    finally:
+        unpatch(model)
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_refused_decode_step_leaves_hf_cache_untouched(family):
+    """A step the replay block refuses (here backend='cute' without kernels) raises before HF's
+    token count and conv state move, so retrying unpatched gives the right step."""
+    from replayssm_lp.backends import cute_unavailable_reason
+    if cute_unavailable_reason(torch.device("cpu")) is None:
+        pytest.skip("CuTe runs on CPU tensors here")
+    model = _build(family)
+    kw = _cache_kwarg(model)
+    with torch.no_grad():
+        out = model(NOPAD_PROMPT, use_cache=True)
+        tok = out.logits[:, -1:].argmax(-1)
+        ref = model(tok, use_cache=True, **{kw: _out_cache(out)}).logits[:, -1]
+        out = model(NOPAD_PROMPT, use_cache=True)
+        cache = _out_cache(out)
+        li = rt._find_layers(model)[0][0][1].layer_idx      # the first SSM mixer's layer
+        n0 = int(cache.get_seq_length())
+        conv0 = cache.get_conv_state(li, state_idx=0).clone()
+        patch(model, precision="fp32", buffer_len=L, backend="cute")
+        try:
+            with pytest.raises(RuntimeError, match="backend='cute'"):
+                model(tok, use_cache=True, **{kw: cache})
+        finally:
+            unpatch(model)
+        assert int(cache.get_seq_length()) == n0
+        assert torch.equal(cache.get_conv_state(li, state_idx=0), conv0)
+        retry = model(tok, use_cache=True, **{kw: cache}).logits[:, -1]
+    assert torch.equal(retry, ref)
+
+
+def test_patch_checks_seed():
+    model = _build("mamba2")
+    with pytest.raises(TypeError, match="seed must be an int"):
+        patch(model, precision="fp32", seed="a")
+    assert getattr(model, "_replayssm_patch", None) is None
+
+
+def test_assisted_generation_falls_back_with_one_warning(models):
+    """transformers >= 5.25 runs prompt-lookup assisted generation on these models with a cache
+    that records its past: every step takes the original mixer (same tokens), and a one-time
+    warning says ReplaySSM is not used (5.24 refuses assisted generation: skipped)."""
+    import warnings as _w
+    model = _model(models, "mamba2")
+    try:
+        with torch.no_grad():
+            ref = model.generate(NOPAD_PROMPT[:1], max_new_tokens=6, do_sample=False,
+                                 prompt_lookup_num_tokens=2)
+    except (ValueError, NotImplementedError, TypeError) as e:
+        pytest.skip(f"transformers {transformers.__version__} refuses assisted generation: {e}")
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    try:
+        with _w.catch_warnings(record=True) as rec:
+            _w.simplefilter("always")
+            with torch.no_grad():
+                out = model.generate(NOPAD_PROMPT[:1], max_new_tokens=6, do_sample=False,
+                                     prompt_lookup_num_tokens=2)
+                model.generate(NOPAD_PROMPT[:1], max_new_tokens=6, do_sample=False,
+                               prompt_lookup_num_tokens=2)
+        stats = handle.stats()
+    finally:
+        unpatch(model)
+    assert torch.equal(out, ref)
+    msgs = [str(w.message) for w in rec if "records its past" in str(w.message)]
+    assert len(msgs) == 1, msgs
+    assert all(c["decode"] == 0 and c["fallback"] > 0 for c in stats.values()), stats

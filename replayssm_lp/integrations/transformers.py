@@ -37,7 +37,8 @@ activation dtype allow). Inference only: the replay step runs under ``torch.no_g
 
 Supported: the layer classes in :data:`SUPPORTED_LAYERS` from ``transformers.models.*`` (not
 ``trust_remote_code`` copies, whose cache API differs). Written against **transformers 5.24.0**
-(torch 2.13, CPU); the tests also pass on 5.21.1, 5.22.2 and 5.23.0. It needs the
+(torch 2.13, CPU); the CPU tests also pass on 5.21.1, 5.22.2, 5.23.0 and 5.25.0 (the GPU
+integration tests ran with 5.24.0). It needs the
 linear-attention ``Cache`` API (``get_conv_state`` / ``get_recurrent_state`` /
 ``is_recording_past``) that appeared in transformers 5.21; older versions are refused. Newer
 versions are accepted when that API and the layer attributes used here are present (a one-time
@@ -63,9 +64,10 @@ itself is tested in tests/test_gpu_integration.py).
 
 Not supported: ``torch.compile`` of the patched model (the wrapper decides per call in Python) and
 so HF's ``cache_implementation="static"`` compile path of ``generate``. transformers 5.24 refuses
-assisted / speculative generation for these stateful models; ``max_draft`` only sizes the ring
-for callers that drive ``verify``/``commit`` on the blocks (:meth:`ReplayPatch.blocks`)
-themselves. A cache that records its past runs the original mixer (correct, no savings).
+assisted / speculative generation for these stateful models; 5.25 accepts it (prompt lookup) with
+a cache that records its past, and such a cache runs the original mixer (correct, no savings; a
+one-time warning says so). ``max_draft`` only sizes the ring for callers that drive
+``verify``/``commit`` on the blocks (:meth:`ReplayPatch.blocks`) themselves.
 """
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ __all__ = ["patch", "unpatch", "ReplayPatch", "GraphDecodeStep", "graph_generate
            "SUPPORTED_LAYERS", "TESTED_TRANSFORMERS_VERSION", "MIN_TRANSFORMERS_VERSION",
            "UnsupportedModelError"]
 
-TESTED_TRANSFORMERS_VERSION = "5.24.0"
+TESTED_TRANSFORMERS_VERSION = "5.25.0"   # CPU tests; the GPU tests ran 5.24.0
 MIN_TRANSFORMERS_VERSION = "5.21.0"
 
 # class name -> (modeling module it must come from, family)
@@ -229,6 +231,10 @@ class _LayerState:
         if (b is None or b.cache.num_slots < batch or b.cache.device != torch.device(device)
                 or b.cache.act_dtype != dtype):
             self.block = b = self._new_block(batch, dtype, device)
+        if b.backend == "cute":      # the step's own op would refuse it: say so before any work
+            from ..backends import resolve
+            resolve("cute", "mamba2_decode" if self.family == "mamba2" else "gdn_decode",
+                    b.cache)
         S = cache.get_recurrent_state(self.mixer_ref().layer_idx, state_idx=0)
         if S is None or S.shape[0] != batch:
             raise RuntimeError(f"{self.name}: the HF cache holds no recurrent state for a batch of "
@@ -332,15 +338,17 @@ def _conv_state(cache, layer_idx):
 def _mamba2_decode(mixer, st, hidden_states, cache, attention_mask):
     bsz, dtype = hidden_states.shape[0], hidden_states.dtype
     H, P, N, G = mixer.num_heads, mixer.head_dim, mixer.ssm_state_size, mixer.n_groups
-    conv_state = _conv_state(cache, mixer.layer_idx)
     proj = mixer.in_proj(_mask(hidden_states, attention_mask))
+    # the block first: a step it refuses (activation dtype, backend, batch) leaves HF's cache --
+    # its token count and conv state -- as it was, so the caller can retry unpatched
+    act = proj.dtype
+    block = st.ensure(cache, bsz, act, proj.device)
+    conv_state = _conv_state(cache, mixer.layer_idx)
     gate, xBC, dt = proj.split([mixer.intermediate_size, mixer.conv_dim, H], dim=-1)
     xBC = st.conv_update(xBC.transpose(1, 2), conv_state, mixer.conv1d.weight.squeeze(1),
                          mixer.conv1d.bias, activation=mixer.activation)
-    xBC = _mask(xBC.transpose(1, 2), attention_mask)
+    xBC = _mask(xBC.transpose(1, 2), attention_mask).to(act)
     x, B, C = torch.split(xBC, [mixer.intermediate_size, G * N, G * N], dim=-1)
-    act = x.dtype
-    block = st.ensure(cache, bsz, act, x.device)
     A = -torch.exp(mixer.A_log.float())
     # per-head parameters in fp32 (a bf16 model stores them in bf16; the kernels read fp32)
     y = block(x.reshape(bsz, H, P).contiguous(), dt.reshape(bsz, H), A,
@@ -353,7 +361,6 @@ def _mamba2_decode(mixer, st, hidden_states, cache, attention_mask):
 def _gdn_decode(mixer, st, hidden_states, cache, attention_mask):
     bsz = hidden_states.shape[0]
     H, HV, K, V = mixer.num_k_heads, mixer.num_v_heads, mixer.head_k_dim, mixer.head_v_dim
-    conv_state = _conv_state(cache, mixer.layer_idx)
     hs = _mask(hidden_states, attention_mask)
     if st.family == "gdn_qkvz":   # Qwen3-Next: interleaved qkvz / ba projections
         q, k, v, z, b, a = mixer.fix_query_key_value_ordering(mixer.in_proj_qkvz(hs),
@@ -363,10 +370,12 @@ def _gdn_decode(mixer, st, hidden_states, cache, attention_mask):
         mixed = mixer.in_proj_qkv(hs)
         z = mixer.in_proj_z(hs).reshape(bsz, 1, HV, V)
         b, a = mixer.in_proj_b(hs), mixer.in_proj_a(hs)
+    act = mixed.dtype                # the block before HF's cache is touched (see Mamba-2's)
+    block = st.ensure(cache, bsz, act, mixed.device)
+    conv_state = _conv_state(cache, mixer.layer_idx)
     mixed = st.conv_update(mixed.transpose(1, 2), conv_state, mixer.conv1d.weight.squeeze(1),
-                           mixer.conv1d.bias, mixer.activation).transpose(1, 2)
+                           mixer.conv1d.bias, mixer.activation).transpose(1, 2).to(act)
     q, k, v = torch.split(mixed, [mixer.key_dim, mixer.key_dim, mixer.value_dim], dim=-1)
-    block = st.ensure(cache, bsz, q.dtype, q.device)
     o = block(q.reshape(bsz, H, K).contiguous(), k.reshape(bsz, H, K).contiguous(),
               v.reshape(bsz, HV, V).contiguous(), A_log=mixer.A_log.float(),
               a=a.reshape(bsz, HV), dt_bias=mixer.dt_bias.float(), b=b.reshape(bsz, HV))
@@ -431,10 +440,22 @@ def _check_capture(st: "_LayerState", cache, batch: int) -> None:
                            f"but {why}")
 
 
-def _make_forward(st: _LayerState, orig_forward):
+def _rebound(fn, obj):
+    """``fn`` (a mixer's forward as patch() found it) for the mixer ``obj`` instead."""
+    if isinstance(fn, types.MethodType):
+        return types.MethodType(fn.__func__, obj)
+    return type(obj).forward.__get__(obj)
+
+
+def _make_forward(st: _LayerState, orig_forward, mixer):
+    """The patched forward, a method of ``mixer``: ``copy.deepcopy`` of the model rebinds it to
+    the copy's mixer, which then runs its own original forward (a copy is not patched:
+    ``ReplayPatch.__deepcopy__``)."""
     decode = _with_conv_hooks(_DECODE[st.family])
 
-    def forward(hidden_states, *args, **kwargs):
+    def forward(self, hidden_states, *args, **kwargs):
+        if self is not st.mixer_ref():   # a deep copy's mixer: its own weights, unpatched
+            return _rebound(orig_forward, self)(hidden_states, *args, **kwargs)
         if st.disabled:                  # unpatched, but someone re-wrapped us meanwhile
             return orig_forward(hidden_states, *args, **kwargs)
         cache = kwargs.get("cache", kwargs.get("cache_params", None))
@@ -461,13 +482,21 @@ def _make_forward(st: _LayerState, orig_forward):
                 f"{st.name}: this forward would write the replay state back into the HF cache "
                 f"(a host-synchronising step) while a CUDA graph is being captured; only "
                 f"single-token decode steps with a cache can be captured")
+        if has_state and hidden_states.shape[1] == 1 and cache.is_recording_past(li):
+            h = st.handle_ref()
+            if h is not None and not h.warned_recording:
+                h.warned_recording = True
+                warnings.warn(f"{st.name}: a decode step on an HF cache that records its past "
+                              f"(e.g. assisted generation) runs the original mixer: correct, but "
+                              f"without ReplaySSM (see ReplayPatch.stats()['fallback'])",
+                              stacklevel=2)
         # original mixer: make HF's recurrent state current first (ours may be for another cache)
         st.release()
         st.counts["fallback" if has_state else "prefill"] += 1
         return orig_forward(hidden_states, *args, **kwargs)
 
     forward.__replayssm__ = True
-    return forward
+    return types.MethodType(forward, mixer)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -482,7 +511,13 @@ class ReplayPatch:
         self.buffer_len, self.max_draft = buffer_len, max_draft
         self.backend, self.seed = backend, seed
         self.transformers_version = version
+        self.warned_recording = False
         self.layers: List[_LayerState] = []
+
+    def __deepcopy__(self, memo):
+        """A deep copy of a patched model is not patched (its mixers run their own forwards;
+        ``patch`` it to get its own handle): its ``_replayssm_patch`` is None."""
+        return None
 
     def blocks(self) -> Dict[str, Optional[torch.nn.Module]]:
         """Layer name -> its decode block (None before the layer's first decode step)."""
@@ -728,8 +763,9 @@ def patch(model, precision="nvfp4/fp16sr", buffer_len: int = 16, max_draft: int 
     if getattr(model, "_replayssm_patch", None) is not None:
         raise RuntimeError("model is already patched; call unpatch(model) first")
     pair = parse_pair(precision)
-    _check_int("buffer_len", buffer_len, 1, 64)
-    _check_int("max_draft", max_draft, 0, 16)
+    buffer_len = _check_int("buffer_len", buffer_len, 1, 64)
+    max_draft = _check_int("max_draft", max_draft, 0, 16)
+    seed = _check_int("seed", seed, -(1 << 63), (1 << 63) - 1)
     if backend not in ("auto", "torch", "cute"):
         raise ValueError(f"backend must be one of ('auto', 'torch', 'cute'), got {backend!r}")
     supported, unsupported = _find_layers(model)
@@ -758,10 +794,10 @@ def patch(model, precision="nvfp4/fp16sr", buffer_len: int = 16, max_draft: int 
             raise ValueError(f"precision {pair.name!r} uses nvfp4, which needs the contiguous "
                              f"state dim to be a multiple of 16; {name} has "
                              f"{'dstate' if fam == 'mamba2' else 'head_k_dim'}={cols}")
-    handle = ReplayPatch(model, pair.name, buffer_len, max_draft, backend, int(seed), version)
+    handle = ReplayPatch(model, pair.name, buffer_len, max_draft, backend, seed, version)
     for name, m, fam in supported:
         st = _LayerState(handle, name, m, fam)
-        st.wrapper = _make_forward(st, st.orig)
+        st.wrapper = _make_forward(st, st.orig, m)
         setattr(m, st.attr, st.wrapper)
         handle.layers.append(st)
     model._replayssm_patch = handle
