@@ -8,7 +8,7 @@ pinned non-flush (h = L // 2) or flush (h = L), one slot set per step from a poo
         --section SourceCounters --section WarpStateStats -o rep \\
         python tests/gpu_scripts/ncu_gdn_step.py --pair fp8/fp32 --batch 1 --mode nonflush
 
-Mamba-2: ``--kernel-name regex:Mamba2ReplayDecode``, ``--shape nemotron3-super`` (the default
+Mamba-2: ``--kernel-name regex:Mamba2ReplayDecode`` (``--verify T``: ``regex:Mamba2Verify``), ``--shape nemotron3-super`` (the default
 there); at >= 32 rows the decode runs its row order, and fp8 / nvfp4 read copies the split launch
 (``--mode flush`` then profiles the split's flush half: every row flushes).
 
@@ -38,21 +38,29 @@ def _slot_sets(a, tb, dev):
 
 
 def _mamba2_step(a, dev, act):
-    """(cache, step, rot) of a Mamba-2 decode over a pool larger than L2 (``rot`` slot sets)."""
+    """(cache, step, rot) of a Mamba-2 decode (``--verify T``: a verify of T drafts) over a pool
+    larger than L2 (``rot`` slot sets)."""
     from bench.sweep import _mamba2_inputs
     d = traffic.SHAPES[a.shape]
     H, P, N, G = d["H"], d["P"], d["N"], d["G"]
+    T = a.verify
     rot, sets = _slot_sets(a, traffic.mamba2_bytes(a.pair, H, P, N, G, a.L), dev)
     cache = Mamba2ReplayCache(rot * a.batch, H, P, N, G, precision=a.pair, buffer_len=a.L,
-                              act_dtype=act, device=dev, seed=1234)
+                              max_draft=T, act_dtype=act, device=dev, seed=1234)
     cache.init_from_state(list(range(cache.num_slots)),
                           torch.randn(cache.num_slots, H, P, N, device=dev) * 0.1)
-    inp = _mamba2_inputs(a.batch, H, P, N, G, act, dev)
-    out = torch.empty(a.batch, H, P, dtype=act, device=dev)
+    inp = _mamba2_inputs(a.batch * max(T, 1), H, P, N, G, act, dev)
+    if T:
+        inp = {k: (v.reshape(a.batch, T, *v.shape[1:]) if k in ("x", "dt", "B", "C") else v)
+               for k, v in inp.items()}
+        out = torch.empty(a.batch, T, H, P, dtype=act, device=dev)
+    else:
+        out = torch.empty(a.batch, H, P, dtype=act, device=dev)
+    op = ops.mamba2_verify if T else ops.mamba2_decode
 
     def step(i):
-        ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"],
-                          None, inp["dt_bias"], True, sets[i % rot], out=out, backend="cute")
+        op(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None,
+           inp["dt_bias"], True, sets[i % rot], out=out, backend="cute")
     return cache, step, rot
 
 
@@ -86,7 +94,13 @@ def main():
     ap.add_argument("--layer", default="gdn", choices=("gdn", "mamba2"))
     ap.add_argument("--shape", default=None, help="default: qwen3.5-4b / nemotron3-super")
     ap.add_argument("--steps", type=int, default=4, help="profiled launches")
+    ap.add_argument("--verify", type=int, default=0, metavar="T",
+                    help="Mamba-2 only: profile the verify of T drafts (kernel names "
+                         "Mamba2VerifyKernel*); flush: every row at h = L (h + T > L), nonflush: "
+                         "h = L - T; the cursors are reset before each launch")
     a = ap.parse_args()
+    if a.verify and (a.layer != "mamba2" or a.mode == "graph" or not 1 <= a.verify <= 8):
+        ap.error("--verify T (1..8) is for --layer mamba2 and the nonflush / flush modes")
     a.shape = a.shape or ("qwen3.5-4b" if a.layer == "gdn" else "nemotron3-super")
     dev, act = torch.device("cuda"), torch.bfloat16
     if a.layer == "mamba2":
@@ -94,6 +108,8 @@ def main():
     else:
         cache, step, rot = _gdn_step(a, dev, act)
     h = {"nonflush": a.L // 2, "flush": a.L}.get(a.mode)
+    if a.verify and a.mode == "nonflush":
+        h = max(a.L - a.verify, 0)
     if a.mode == "graph":
         from bench.sweep import _stagger
         _stagger(cache, a.L)
@@ -118,9 +134,13 @@ def main():
     step(0)                                 # the profiled build compiled and warm
     torch.cuda.synchronize()
     cache.write_pos.copy_(held)
+    cache.pending.zero_()
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
     for i in range(1, a.steps + 1):
+        if a.verify:                        # a verify's flush moves the cursors: put them back
+            cache.write_pos.copy_(held)
+            cache.pending.zero_()
         step(i)
     torch.cuda.profiler.stop()
     torch.cuda.synchronize()
