@@ -492,7 +492,12 @@ def test_refused_decode_step_leaves_hf_cache_untouched(family):
         out = model(NOPAD_PROMPT, use_cache=True)
         cache = _out_cache(out)
         li = rt._find_layers(model)[0][0][1].layer_idx      # the first SSM mixer's layer
-        n0 = int(cache.get_seq_length())
+        def seq_len():             # (5.24 tracks no length for caches of SSM layers only)
+            try:
+                return int(cache.get_seq_length())
+            except ValueError:
+                return None
+        n0 = seq_len()
         conv0 = cache.get_conv_state(li, state_idx=0).clone()
         patch(model, precision="fp32", buffer_len=L, backend="cute")
         try:
@@ -500,7 +505,7 @@ def test_refused_decode_step_leaves_hf_cache_untouched(family):
                 model(tok, use_cache=True, **{kw: cache})
         finally:
             unpatch(model)
-        assert int(cache.get_seq_length()) == n0
+        assert seq_len() == n0
         assert torch.equal(cache.get_conv_state(li, state_idx=0), conv0)
         retry = model(tok, use_cache=True, **{kw: cache}).logits[:, -1]
     assert torch.equal(retry, ref)

@@ -77,7 +77,10 @@ for p in pkgs:
 if bad:
     sys.exit("stage_transformers: the import-time dependency check of this transformers would fail "
              "on the GPU machine: " + "; ".join(bad) + ". Stage a version whose pins fit (set "
-             "TRANSFORMERS_SRC), or stage the missing package versions as well.")
+             "TRANSFORMERS_SRC; 5.24.0 fits: pip download --no-deps transformers==5.24.0 -d /tmp/tf "
+             "&& (cd /tmp/tf && unzip -q transformers-5.24.0-py3-none-any.whl 'transformers/*') && "
+             "TRANSFORMERS_SRC=/tmp/tf/transformers tools/stage_transformers.sh --test), or stage the "
+             "missing package versions as well.")
 PY
 
 # 2. trimmed copy
