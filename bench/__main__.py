@@ -24,14 +24,22 @@ def _traffic(args):
               f"{std / b.amortized:.2f}x |")
 
 
+def _buffer_len(text):
+    v = int(text)
+    if not 1 <= v <= 64:
+        raise argparse.ArgumentTypeError(f"must be in 1..64, got {v}")
+    return v
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="replayssm-bench", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("traffic", help="print the traffic model (bytes per step) for a layer shape")
     t.add_argument("--shape", default="nemotron3-super",
                    choices=["nemotron3-super", "nemotron3-nano-4b", "qwen3.5-4b", "qwen3.5-122b"])
-    t.add_argument("--L", type=int, default=16)
-    t.add_argument("--act-bytes", type=int, default=2)
+    t.add_argument("--L", type=_buffer_len, default=16, help="buffer length, 1..64 (default 16)")
+    t.add_argument("--act-bytes", type=int, default=2, choices=(1, 2, 4),
+                   help="bytes per activation element (default 2: bf16 / fp16)")
     t.set_defaults(fn=_traffic)
     from . import sweep_cli  # noqa: F401  (registers GPU commands when present)
     sweep_cli.register(sub)

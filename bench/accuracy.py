@@ -73,6 +73,7 @@ import argparse
 import json
 import math
 import os
+import platform
 import sys
 import time
 import zlib
@@ -86,6 +87,7 @@ from replayssm_lp import reference as ref
 from replayssm_lp.backends import cute_unavailable_reason, resolve
 from replayssm_lp.pairs import precision_pairs
 
+from . import cli_checks
 from .plotting import save_figure
 from .traffic import SHAPES
 
@@ -772,6 +774,9 @@ def _aggregate(cfg: StudyConfig, raws: List[dict], calib: Dict, seconds: float) 
         impl=raws[0]["impl"], state_bytes_per_element=bytes_pe, read_bytes_per_element=read_bpe,
         seed_seconds={str(r["seed"]): r["seconds"] for r in raws}, runtime_s=seconds,
         torch_version=torch.__version__, arms=arms,
+        device_name=(torch.cuda.get_device_name(torch.device(cfg.device))
+                     if torch.device(cfg.device).type == "cuda" else platform.processor() or "cpu"),
+        run=cli_checks.run_meta(),
     )
 
 
@@ -1000,13 +1005,17 @@ def run_accuracy(layer: str = "mamba2", *, pairs: Optional[Sequence[str]] = None
             raise ValueError(f"regime must be in {REGIMES}, got {r!r}")
     if chunk < 1 or chunk_samples < 1:
         raise ValueError("chunk and chunk_samples must be >= 1")
+    for name, v in (("max_len", max_len), ("rows_per_regime", rows_per_regime),
+                    ("kl_samples", kl_samples)):
+        if v is not None and (isinstance(v, bool) or int(v) != v or v < 1):
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     seeds = [int(s) for s in seeds]
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be distinct and non-empty, got {seeds}")
     if graph is None:
         graph = on_cuda and backend != "torch"
     cfg = StudyConfig(layer=layer, dims=dict(dims), pairs=list(pairs), controls=list(controls),
-                      max_len=int(max_len or (131072 if on_cuda else 4096)), seeds=seeds,
+                      max_len=int((131072 if on_cuda else 4096) if max_len is None else max_len), seeds=seeds,
                       rows_per_regime=rows_per_regime, regimes=regimes, buffer_len=buffer_len,
                       backend=backend, device=str(device), act_dtype=act_dtype, vocab=vocab,
                       target_entropy=target_entropy, kl_samples=kl_samples,
@@ -1163,8 +1172,10 @@ def summary(res: Dict) -> Dict:
     for a in res["arms"]:
         kT = _at(res, a, "all", "kl_mean", T)
         k1 = _at(res, a, "all", "kl_mean", t1k) if t1k else None
+        # (a KL at fp64 round-off can come out <= 0: no ratio then)
         ratios = {rg: (base[rg] / _at(res, a, rg, "kl_mean", T))
-                  if base[rg] and _at(res, a, rg, "kl_mean", T) else None for rg in res["regimes"]}
+                  if base[rg] and base[rg] > 0 and (_at(res, a, rg, "kl_mean", T) or 0) > 0
+                  else None for rg in res["regimes"]}
         byc = res["arms"][a]["all"]["state_by_class"]
         out["rows"][a] = dict(
             kl_T=kT, kl_1k=k1, growth=(kT / k1) if kT and k1 else None,
@@ -1211,7 +1222,9 @@ def summary_markdown(results: Sequence[Dict], plot_dir: Optional[str] = None) ->
         T, t1k = sm["T"], sm["t1k"]
         lines += [f"**{cfg['layer']}** {cfg['dims']} ({cfg['backend']} on {cfg['device']}, "
                   f"{len(cfg['seeds'])} seeds x {cfg['rows_per_regime'] * len(cfg['regimes'])} rows, "
-                  f"L={cfg['buffer_len']}, {T} tokens, {res['runtime_s']:.0f} s):", "",
+                  f"L={cfg['buffer_len']}, {T} tokens, {res['runtime_s']:.0f} s"
+                  f"{' summed over %d runs' % res['merged_runs'] if res.get('merged_runs', 1) > 1 else ''}):",
+                  "",
                   f"| pair | KL @1K | KL @{T} | growth | KL ÷{BASELINE} (all / worst regime) | "
                   f"state worst @{T} (init / slow / ultra) | dlogp95 | top1 | NaN@ |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -1305,7 +1318,8 @@ def merge_results(results: Sequence[Dict]) -> Dict:
         for k in ("impl", "state_bytes_per_element", "read_bytes_per_element"):
             for a, v in r.get(k, {}).items():
                 base.setdefault(k, {}).setdefault(a, v)
-        base["runtime_s"] += r["runtime_s"]
+        base["runtime_s"] += r["runtime_s"]      # (device time of the parts, not wall time)
+        base["merged_runs"] = base.get("merged_runs", 1) + r.get("merged_runs", 1)
         if "agreement" in r:
             ag = base.setdefault("agreement", r["agreement"])
             if ag is not r["agreement"]:
@@ -1394,10 +1408,14 @@ def _cli(args) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     threads = args.threads if args.threads is not None else (1 if on_cpu else None)
     rows = args.rows if args.rows is not None else (4 if on_cpu else 2)
-    for layer in layers:
+    outs = {}
+    for layer in layers:         # every output folder first, not after hours of study
         out = args.out or os.path.join("bench", "results", f"accuracy_{layer}_{backend}")
         if args.out and len(layers) > 1:
             out = os.path.join(args.out, layer)
+        outs[layer] = cli_checks.out_dir("--out", out)
+    for layer in layers:
+        out = outs[layer]
         res = run_accuracy(
             layer, pairs=args.pairs.split(",") if args.pairs else None,
             controls=[c for c in args.controls.split(",") if c] if args.controls is not None else None,

@@ -37,7 +37,7 @@ from replayssm_lp.backends import resolve
 from replayssm_lp.snapshot import gdn_snapshot_verify, mamba2_snapshot_verify
 
 from .plotting import save_figure
-from . import timing, traffic, warmup
+from . import cli_checks, timing, traffic, warmup
 from .timing import DeadlineProgress, DeadlineReached, L2_BYTES, pool_rotation, progress
 
 DEFAULT_PAIRS = "fp32,nvfp4/fp16sr,nvfp4/fp8sr,fp8/fp32"
@@ -453,13 +453,22 @@ def run(args) -> int:
     snapshot_backend = backend
     pairs = [p for p in args.pairs.split(",") if p]
     for p in pairs:
-        parse_pair(p)
+        try:
+            parse_pair(p)
+        except ValueError as e:
+            raise SystemExit(f"--pairs: {e}") from None
     layers = ["mamba2", "gdn"] if args.layer == "both" else [args.layer]
     shapes = spec_shapes(args.shapes, layers, args.tiny)
-    batches = [int(b) for b in args.batches.split(",")]
-    Ts = [int(t) for t in args.T.split(",")]
-    if any(not 1 <= t <= 16 for t in Ts):
-        raise SystemExit("--T values must be in 1..16")
+    batches = cli_checks.int_list("--batches", args.batches, 1)
+    Ts = cli_checks.int_list("--T", args.T, 1, 16)
+    if not 1 <= args.L <= 64:
+        raise SystemExit(f"--L must be in 1..64, got {args.L}")
+    cli_checks.at_least("--replays", args.replays, 1)
+    cli_checks.at_least("--num-layers", args.num_layers, 1)
+    cli_checks.at_least("--deadline", args.deadline, 0)
+    cli_checks.at_least("--warm-jobs", args.warm_jobs, 0)
+    if not args.budget_gib > 0:
+        raise SystemExit(f"--budget-gib must be > 0, got {args.budget_gib}")
     if dev.type == "cpu":
         torch.set_num_threads(1)   # small CPU runs: intra-op threads cost more than they save
     min_bytes = 4 * L2_BYTES if dev.type == "cuda" else 0
@@ -469,10 +478,10 @@ def run(args) -> int:
         if dt is None:
             raise SystemExit(f"--snapshot-dtypes: unknown state dtype {n!r} (fp32, bf16, fp16)")
         snapshot_dtypes.append(dt)
+    if not args.warm_only:
+        cli_checks.out_dir("--out", args.out)
     # the warm-up processes share this run's deadline (they start now)
     warmup.setup(args, pairs, ["--deadline", f"{args.deadline:g}"] if args.deadline else [])
-    if not args.warm_only:
-        os.makedirs(args.out, exist_ok=True)
     total = len(layers) * len(batches) * (1 + len(Ts) * (len(snapshot_dtypes) + len(pairs)))
     prog = progress(total, "spec")
     # the deadline, counted from the start of the command (warm-up included), is checked between
@@ -480,12 +489,13 @@ def run(args) -> int:
     deadline = DeadlineProgress(prog, t_start + args.deadline if args.deadline else None)
     t0 = time.time()
     cells, mem = [], []
+    error = None
     for layer in layers:
         shape = shapes[layer]
         dims = TINY[layer] if args.tiny else traffic.SHAPES[shape]
         mem += memory_rows(layer, dims, shape, pairs, sorted(set(Ts)), args.L, args.budget_gib,
                            args.num_layers)
-        if deadline.reached:
+        if deadline.reached or error is not None:
             continue
         try:
             layer_cells(layer, dims, shape, pairs, batches, Ts, args.L, args.replays, backend,
@@ -493,20 +503,34 @@ def run(args) -> int:
         except DeadlineReached:
             print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the "
                   f"rest skipped")
+        except Exception as e:    # keep what was measured; re-raised once it is written
+            error = e
+            print(f"\n{type(e).__name__} after {len(cells)} cells: {e}; writing those, then "
+                  f"stopping")
     prog.close()
     if args.warm_only:
+        if error is not None:
+            raise error
         return 0
     meta = dict(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
                 torch=torch.__version__, backend=backend, L=args.L, replays=args.replays,
                 shapes=shapes,
+                dims={layer: {k: v for k, v in (TINY[layer] if args.tiny
+                                                  else traffic.SHAPES[shapes[layer]]).items()
+                              if k != "kind"} for layer in layers},
+                pairs=pairs, batches=batches, T=Ts,
                 budget_gib=args.budget_gib, num_layers=args.num_layers, seconds=time.time() - t0,
-                complete=not deadline.reached)
+                complete=not deadline.reached and error is None,
+                error=None if error is None else f"{type(error).__name__}: {error}",
+                **cli_checks.run_meta(getattr(args, "argv", None)))
     if dev.type == "cuda":
         from .timing import copy_bandwidth_gbs
         meta["copy_gbs"] = copy_bandwidth_gbs()
     with open(os.path.join(args.out, "spec.json"), "w") as f:
         json.dump(dict(meta=meta, cells=cells, memory=mem), f, indent=1)
     md = render(cells, mem, meta)
+    if error is not None:
+        md += f"\n\n**Incomplete:** stopped by {type(error).__name__}: {error}"
     with open(os.path.join(args.out, "spec.md"), "w") as f:
         f.write(md + "\n")
     if not args.no_plots:
@@ -516,6 +540,8 @@ def run(args) -> int:
             pass
     print(md)
     warmup.report(args)
+    if error is not None:
+        raise error
     return 0
 
 

@@ -21,7 +21,7 @@ from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, parse_pair
 from replayssm_lp import ops
 
 from .plotting import save_figure
-from . import traffic, warmup
+from . import cli_checks, traffic, warmup
 from .timing import (DeadlineProgress, DeadlineReached, copy_bandwidth_gbs, graph_time_us,
                      pool_rotation, progress)
 
@@ -125,6 +125,28 @@ def launch_overhead(shape: str) -> Dict[str, float]:
             lambda: mamba2_standard_decode_cute(state, *a, -1, out)),
     }
     return res
+
+
+def gdn_launch_overhead(shape: str) -> Dict[str, float]:
+    """Host µs per eager call at batch 1 of the GDN ops (as :func:`launch_overhead`)."""
+    from .timing import host_overhead_us
+    dims = traffic.SHAPES[shape]
+    H, HV, K, V = dims["H"], dims["HV"], dims["K"], dims["V"]
+    dev, act = torch.device("cuda"), torch.bfloat16
+    inp = _gdn_inputs(1, H, HV, K, V, act, dev)
+    gates = dict(A_log=inp["A_log"], a=inp["a"], dt_bias=inp["dt_bias"], b=inp["b"])
+    out = torch.empty(1, HV, V, dtype=act, device=dev)
+    sbi = torch.zeros(1, dtype=torch.int32, device=dev)
+    cache = GDNReplayCache(2, H, HV, K, V, precision="nvfp4/fp16sr", buffer_len=16, act_dtype=act,
+                           device=dev)
+    state = torch.zeros(2, HV, V, K, device=dev)
+    q, k, v = inp["q"], inp["k"], inp["v"]
+    return {
+        "gdn_decode (public op)": host_overhead_us(lambda: ops.gdn_decode(
+            cache, q, k, v, **gates, state_batch_indices=sbi, out=out, backend="cute")),
+        "gdn_standard_decode (public op)": host_overhead_us(lambda: ops.gdn_standard_decode(
+            state, q, k, v, **gates, state_batch_indices=sbi, out=out, backend="cute")),
+    }
 
 
 def _gdn_inputs(batch, H, HV, K, V, act, dev):
@@ -322,22 +344,29 @@ def plot(cells: List[Dict], out_dir: str) -> List[str]:
 
 def run(args) -> int:
     t_start = time.time()
-    if not torch.cuda.is_available():
-        raise SystemExit("sweep needs a CUDA GPU (sm_90+): none is visible")
+    # every option first: a bad value stops here, not after the warm-up or in a cell
     pairs = args.pairs.split(",") if args.pairs else DEFAULT_PAIRS
     for p in pairs:
-        parse_pair(p)
-    batches = [int(b) for b in args.batches.split(",")]
-    Ls = [int(x) for x in args.L.split(",")]
+        try:
+            parse_pair(p)
+        except ValueError as e:
+            raise SystemExit(f"--pairs: {e}") from None
+    batches = cli_checks.int_list("--batches", args.batches, 1)
+    Ls = cli_checks.int_list("--L", args.L, 1, 64)
+    cli_checks.at_least("--replays", args.replays, 1)
+    cli_checks.at_least("--deadline", args.deadline, 0)
+    cli_checks.at_least("--warm-jobs", args.warm_jobs, 0)
+    if not 0 <= args.max_draft <= 16:
+        raise SystemExit(f"--max-draft must be in 0..16, got {args.max_draft}")
     shapes = (args.shapes or ("nemotron3-super,nemotron3-nano-4b" if args.layer == "mamba2"
                               else "qwen3.5-4b,qwen3.5-122b")).split(",")
-    for shape in shapes:
-        if traffic.SHAPES[shape]["kind"] != args.layer:
-            raise SystemExit(f"shape {shape} is a {traffic.SHAPES[shape]['kind']} layer, not {args.layer}")
+    cli_checks.shapes_of("--shapes", shapes, traffic.SHAPES, args.layer)
+    if not torch.cuda.is_available():
+        raise SystemExit("sweep needs a CUDA GPU (sm_90+): none is visible")
+    if not args.warm_only:
+        cli_checks.out_dir("--out", args.out)
     # the warm-up processes share this run's deadline (they start now)
     warmup.setup(args, pairs, ["--deadline", f"{args.deadline:g}"] if args.deadline else [])
-    if not args.warm_only:
-        os.makedirs(args.out, exist_ok=True)
     copy_gbs = None if args.warm_only else copy_bandwidth_gbs()
     total = len(shapes) * len(batches) * (2 + len(Ls) * len(pairs))
     prog = progress(total, "sweep")
@@ -346,6 +375,7 @@ def run(args) -> int:
     # the deadline, counted from the start of the command (warm-up included), is checked between
     # cells (progress updates): what was measured is kept
     deadline = DeadlineProgress(prog, t_start + args.deadline if args.deadline else None)
+    error = None
     try:
         for shape in shapes:
             fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
@@ -353,26 +383,48 @@ def run(args) -> int:
                cells=cells, order=args.flush_first, max_draft=args.max_draft)
     except DeadlineReached:
         print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the rest skipped")
+    except Exception as e:        # keep what was measured; re-raised once it is written
+        error = e
+        print(f"\n{type(e).__name__} after {len(cells)} cells: {e}; writing those, then stopping")
     prog.close()
-    # on the swept layer shape (an env-forced heads per CTA must divide its heads per group)
-    m2_shapes = [s for s in shapes if traffic.SHAPES[s]["kind"] == "mamba2"]
-    overhead = launch_overhead(m2_shapes[0] if m2_shapes else "nemotron3-super")
+    # host overhead of the swept layer's ops, on its first shape (an env-forced heads per CTA
+    # must divide its heads per group); not once the deadline has passed or a cell failed
+    overhead = {}
+    if error is None and not deadline.reached:
+        overhead = (launch_overhead if args.layer == "mamba2" else gdn_launch_overhead)(shapes[0])
     if args.warm_only:
+        if error is not None:
+            raise error
         return 0
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
                 seconds=time.time() - t0, replays=args.replays, host_overhead_us=overhead,
-                max_draft=args.max_draft,
-                complete=not deadline.reached)
+                max_draft=args.max_draft, layer=args.layer, shapes=shapes,
+                dims={s: {k: v for k, v in traffic.SHAPES[s].items() if k != "kind"}
+                      for s in shapes},
+                pairs=pairs, batches=batches, L=Ls, act_dtype="bfloat16",
+                units=dict(median_us="µs per step: median of CUDA-graph replays, amortized "
+                                     "over the L-cycle", bytes="traffic-model bytes per step "
+                                     "for the whole batch", copy_gbs="GB/s, device copy "
+                                     "bandwidth measured in this run"),
+                complete=not deadline.reached and error is None,
+                error=None if error is None else f"{type(error).__name__}: {error}",
+                **cli_checks.run_meta(getattr(args, "argv", None)))
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
         json.dump(dict(meta=meta, cells=cells), f, indent=1)
-    md = render(cells, copy_gbs) + "\n\nHost time per eager call (batch 1):\n" + "\n".join(
-        f"- {k}: {v:.1f} µs" for k, v in overhead.items())
+    md = render(cells, copy_gbs)
+    if overhead:
+        md += "\n\nHost time per eager call (batch 1):\n" + "\n".join(
+            f"- {k}: {v:.1f} µs" for k, v in overhead.items())
+    if error is not None:
+        md += f"\n\n**Incomplete:** stopped by {type(error).__name__}: {error}"
     with open(os.path.join(args.out, "sweep.md"), "w") as f:
         f.write(md + "\n")
     if not args.no_plots:
         plot(cells, args.out)
     print(md)
     warmup.report(args)
+    if error is not None:
+        raise error
     return 0
 
 

@@ -206,3 +206,15 @@ def test_agreement_same_backend_agrees_and_merge_render(tmp_path):
     txt = readme.read_text()
     assert "old" not in txt and "| nvfp4/fp16sr |" in txt and txt.endswith("## next\n")
     assert "KL@48 >= 30x below nvfp4sr" in txt
+    assert "summed over 2 runs" in txt            # the merged runtime is not a wall time
+    assert m["merged_runs"] == 2 and m["run"]["argv"] is not None and "device_name" in m
+
+
+def test_bad_study_sizes_are_refused():
+    """max_len 0 used to run the default length; negative lengths / rows / KL samples crashed
+    deep inside the study."""
+    for kw, name in ((dict(max_len=0), "max_len"), (dict(max_len=-5), "max_len"),
+                     (dict(rows_per_regime=0), "rows_per_regime"),
+                     (dict(kl_samples=0), "kl_samples")):
+        with pytest.raises(ValueError, match=f"{name} must be an int >= 1"):
+            acc.run_accuracy("mamba2", pairs=["fp32"], **kw)

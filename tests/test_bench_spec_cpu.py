@@ -67,10 +67,47 @@ def test_spec_deadline_keeps_the_cells_measured(tmp_path, restore_threads):
 
 
 def test_spec_bench_rejects_bad_arguments(tmp_path):
-    with pytest.raises(ValueError, match="unknown precision pair"):
-        main(["spec", "--device", "cpu", "--tiny", "--pairs", "fp33", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit):
-        main(["spec", "--device", "cpu", "--tiny", "--T", "0", "--out", str(tmp_path)])
+    """Every bad option stops the command before any cell, naming the option."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    base = ["spec", "--device", "cpu", "--tiny", "--pairs", "fp32"]
+    for extra, match in ((["--pairs", "fp33"], "--pairs: unknown precision pair 'fp33'"),
+                         (["--T", "0"], "--T: every value must be in 1..16"),
+                         (["--batches", "1,2,0"], "--batches: every value must be >= 1"),
+                         (["--batches", "1,x"], "--batches: expected comma-separated integers"),
+                         (["--L", "0"], "--L must be in 1..64"),
+                         (["--replays", "0"], "--replays must be >= 1"),
+                         (["--num-layers", "0"], "--num-layers must be >= 1"),
+                         (["--budget-gib", "0"], "--budget-gib must be > 0"),
+                         (["--out", str(blocker / "sub")], "cannot create the output folder")):
+        argv = base + extra + ([] if "--out" in extra else ["--out", str(tmp_path / "o")])
+        with pytest.raises(SystemExit, match=match):
+            main(argv)
+    assert not (tmp_path / "o").exists()
+
+
+def test_spec_error_mid_run_writes_the_cells_measured(tmp_path, monkeypatch, restore_threads):
+    """A cell that raises stops the run, but the cells measured before it are written (with the
+    error and ``complete`` False) before the exception propagates."""
+    from bench import spec
+    real = spec.layer_cells
+
+    def failing(layer, *a, **k):
+        if layer == "gdn":
+            raise RuntimeError("planted failure")
+        return real(layer, *a, **k)
+    monkeypatch.setattr(spec, "layer_cells", failing)
+    out = str(tmp_path / "spec")
+    with pytest.raises(RuntimeError, match="planted failure"):
+        main(["spec", "--device", "cpu", "--tiny", "--batches", "1", "--T", "1", "--L", "4",
+              "--pairs", "fp32", "--replays", "1", "--no-plots", "--out", out])
+    with open(os.path.join(out, "spec.json")) as f:
+        res = json.load(f)
+    meta = res["meta"]
+    assert meta["complete"] is False and "planted failure" in meta["error"]
+    assert res["cells"] and {c["layer"] for c in res["cells"]} == {"mamba2"}
+    assert meta["argv"][0] == "spec" and "commit" in meta and meta["dims"]["gdn"]["HV"] > 0
+    assert "**Incomplete:** stopped by RuntimeError" in open(os.path.join(out, "spec.md")).read()
 
 
 def test_spec_warm_only_run_times_nothing_and_writes_nothing(tmp_path, monkeypatch,
@@ -100,7 +137,8 @@ def test_spec_warm_jobs_split_the_pairs_over_warm_only_processes(tmp_path, monke
     commands, real_popen = [], subprocess.Popen
 
     def popen(cmd, **kwargs):
-        commands.append((cmd, kwargs["env"][KERNEL_CACHE_DIR_ENV]))
+        if cmd[:1] != ["git"]:        # (the result's run metadata asks git for the commit)
+            commands.append((cmd, kwargs["env"][KERNEL_CACHE_DIR_ENV]))
         return real_popen(cmd, **kwargs)
     monkeypatch.setattr(subprocess, "Popen", popen)
     out = tmp_path / "spec"

@@ -34,3 +34,24 @@ def test_flush_order_sets_match_the_decode():
         flushes += (cache.flush_count != before).long()
     assert torch.all(flushes == 1)               # every slot flushes once per cycle
     assert torch.equal(cache.write_pos, s_all % L + 1)   # and the cycle repeats
+
+
+def test_sweep_rejects_bad_arguments_before_any_work(tmp_path):
+    """Every bad option stops ``sweep`` before the GPU check, the warm-up or the bandwidth
+    measurement, naming the option (the checks run the same on a GPU machine)."""
+    import pytest
+    from bench.__main__ import main
+    base = ["sweep", "--out", str(tmp_path / "o")]
+    for extra, match in ((["--batches", "8,0"], "--batches: every value must be >= 1"),
+                         (["--L", "0"], "--L: every value must be in 1..64"),
+                         (["--L", "16,100"], "--L: every value must be in 1..64"),
+                         (["--replays", "0"], "--replays must be >= 1"),
+                         (["--max-draft", "99"], "--max-draft must be in 0..16"),
+                         (["--warm-jobs", "-1"], "--warm-jobs must be >= 0"),
+                         (["--shapes", "foo"], "--shapes: unknown shape 'foo'"),
+                         (["--layer", "gdn", "--shapes", "nemotron3-super"],
+                          "nemotron3-super is a mamba2 layer, not gdn"),
+                         (["--pairs", "fp16/fp8sr"], "--pairs: unknown precision pair")):
+        with pytest.raises(SystemExit, match=match):
+            main(base + extra)
+    assert not (tmp_path / "o").exists()
