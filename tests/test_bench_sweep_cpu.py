@@ -55,3 +55,62 @@ def test_sweep_rejects_bad_arguments_before_any_work(tmp_path):
         with pytest.raises(SystemExit, match=match):
             main(base + extra)
     assert not (tmp_path / "o").exists()
+
+
+def _fake_gpu_sweep(monkeypatch, fail_on_shape=None):
+    """The sweep's own control flow on CPU: the GPU checks, bandwidth and cells faked."""
+    from bench import sweep, warmup
+
+    def cells_fn(shape, pairs, batches, Ls, replays, peers, progress, phases=False, cells=None,
+                 order=False, max_draft=0):
+        if shape == fail_on_shape:
+            raise RuntimeError("planted failure")
+        for b in batches:
+            cells.append(dict(shape=shape, kind="standard", name="standard fp32", batch=b, L=None,
+                              bytes=1e6 * b, median_us=10.0 * b))
+            for L in Ls:
+                for p in pairs:
+                    cells.append(dict(shape=shape, kind="replay", name=p, batch=b, L=L,
+                                      bytes=2e5 * b, median_us=3.0 * b))
+        return cells
+    monkeypatch.setattr(sweep.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(sweep.torch.cuda, "get_device_name", lambda *a: "fake H200")
+    monkeypatch.setattr(sweep, "copy_bandwidth_gbs", lambda: 4000.0)
+    monkeypatch.setattr(sweep, "mamba2_cells", cells_fn)
+    monkeypatch.setattr(sweep, "gdn_cells", cells_fn)
+    monkeypatch.setattr(sweep, "launch_overhead", lambda shape: {"mamba2_decode (public op)": 5.0})
+    monkeypatch.setattr(sweep, "gdn_launch_overhead", lambda shape: {"gdn_decode (public op)": 6.0})
+    monkeypatch.setattr(warmup, "report", lambda args: None)
+
+
+def test_sweep_writes_self_describing_results(tmp_path, monkeypatch):
+    import json
+    from bench.__main__ import main
+    _fake_gpu_sweep(monkeypatch)
+    out = tmp_path / "o"
+    assert main(["sweep", "--layer", "gdn", "--shapes", "qwen3.5-4b", "--pairs", "fp32",
+                 "--batches", "1,8", "--L", "16", "--no-plots", "--out", str(out)]) == 0
+    res = json.loads((out / "sweep.json").read_text())
+    meta = res["meta"]
+    assert meta["complete"] is True and meta["error"] is None
+    assert meta["layer"] == "gdn" and meta["dims"]["qwen3.5-4b"]["HV"] == 32
+    assert meta["batches"] == [1, 8] and meta["L"] == [16] and meta["argv"][0] == "sweep"
+    assert "commit" in meta and "median_us" in meta["units"]
+    assert meta["host_overhead_us"] == {"gdn_decode (public op)": 6.0}   # the swept layer's ops
+    assert len(res["cells"]) == 4 and "gdn_decode (public op)" in (out / "sweep.md").read_text()
+
+
+def test_sweep_error_mid_run_writes_the_cells_measured(tmp_path, monkeypatch):
+    import json
+    import pytest
+    from bench.__main__ import main
+    _fake_gpu_sweep(monkeypatch, fail_on_shape="nemotron3-nano-4b")
+    out = tmp_path / "o"
+    with pytest.raises(RuntimeError, match="planted failure"):
+        main(["sweep", "--shapes", "nemotron3-super,nemotron3-nano-4b", "--pairs", "fp32",
+              "--batches", "1", "--L", "16", "--no-plots", "--out", str(out)])
+    res = json.loads((out / "sweep.json").read_text())
+    assert res["meta"]["complete"] is False and "planted failure" in res["meta"]["error"]
+    assert {c["shape"] for c in res["cells"]} == {"nemotron3-super"}
+    assert res["meta"]["host_overhead_us"] == {}
+    assert "**Incomplete:** stopped by RuntimeError" in (out / "sweep.md").read_text()
