@@ -15,7 +15,8 @@ setup(
         "apache-tvm-ffi>=0.1.15",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout", "pytest-xdist>=3"],
+        # fla-core: only its torch reference (naive.py) is loaded, by tests/test_peer_references.py
+        "test": ["pytest>=8", "pytest-timeout", "pytest-xdist>=3", "einops", "fla-core==0.6.0"],
         "bench": ["matplotlib", "tqdm"],
         "transformers": ["transformers>=5.21,<6"],
     },
