@@ -113,19 +113,25 @@ def test_mamba2_matches_mamba_ssm_reference(seed):
     assert _close(cache.materialize(list(range(b))), peer)
 
 
-def test_gdn_matches_fla_naive_reference(seed):
+@pytest.mark.parametrize("HV", [2, 4])
+def test_gdn_matches_fla_naive_reference(seed, HV):
+    """HV = 4 value heads over 2 key heads: FLA's kernels map value head i to key head
+    i // (HV / H) (fused_recurrent's ``i_h = i_hv // (HV // H)``); its naive reference takes as
+    many q / k heads as v heads, so it gets q / k repeated that way."""
     naive = _fla_naive()
     gen = torch.Generator().manual_seed(seed)
-    Hk, K, V, b, T = 2, 32, 16, 2, 3 * L + 2         # naive takes as many q/k as v heads
+    Hk, K, V, b, T = 2, 32, 16, 2, 3 * L + 2
     r = lambda *s: torch.randn(*s, generator=gen)   # noqa: E731
     q, k = F.normalize(r(b, T, Hk, K), dim=-1), F.normalize(r(b, T, Hk, K), dim=-1)
-    v = r(b, T, Hk, V)
-    g = -torch.rand(b, T, Hk, generator=gen) * 0.5
-    beta = torch.rand(b, T, Hk, generator=gen)
-    S0 = r(b, Hk, K, V) * 0.3                        # FLA's [.., K, V]
-    o_peer, S_peer = naive(q, k, v, beta, g, initial_state=S0.clone(), output_final_state=True)
+    v = r(b, T, HV, V)
+    g = -torch.rand(b, T, HV, generator=gen) * 0.5
+    beta = torch.rand(b, T, HV, generator=gen)
+    S0 = r(b, HV, K, V) * 0.3                        # FLA's [.., K, V]
+    rep = HV // Hk
+    o_peer, S_peer = naive(q.repeat_interleave(rep, 2), k.repeat_interleave(rep, 2), v, beta, g,
+                           initial_state=S0.clone(), output_final_state=True)
     std = S0.clone()
-    cache = R.GDNReplayCache(b, Hk, Hk, K, V, precision="fp32", buffer_len=L,
+    cache = R.GDNReplayCache(b, Hk, HV, K, V, precision="fp32", buffer_len=L,
                              act_dtype=torch.float32)
     cache.init_from_state(list(range(b)), S0, layout="kv")
     for t in range(T):
