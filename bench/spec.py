@@ -523,7 +523,7 @@ def run(args) -> int:
                 complete=not deadline.reached and error is None,
                 error=None if error is None else f"{type(error).__name__}: {error}",
                 **cli_checks.run_meta(getattr(args, "argv", None)))
-    if dev.type == "cuda":
+    if dev.type == "cuda" and error is None:   # (after a device fault it would fault too)
         from .timing import copy_bandwidth_gbs
         meta["copy_gbs"] = copy_bandwidth_gbs()
     with open(os.path.join(args.out, "spec.json"), "w") as f:

@@ -420,7 +420,12 @@ def run(args) -> int:
     with open(os.path.join(args.out, "sweep.md"), "w") as f:
         f.write(md + "\n")
     if not args.no_plots:
-        plot(cells, args.out)
+        try:
+            plot(cells, args.out)
+        except Exception as e:    # (a plot must not hide a cell's error nor lose the tables)
+            if error is None:
+                raise
+            print(f"plots skipped: {type(e).__name__}: {e}")
     print(md)
     warmup.report(args)
     if error is not None:

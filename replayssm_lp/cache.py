@@ -50,8 +50,9 @@ _ACT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _check_int(name, v, lo, hi=None) -> int:
-    """``v`` as a Python int (numpy's integers too) in ``[lo, hi]``; a bool or float raises."""
-    if isinstance(v, bool) or v.__class__.__name__ == "bool_":
+    """``v`` as a Python int (numpy's integers too) in ``[lo, hi]``; a bool, float or tensor
+    raises (a tensor would sync a CUDA device)."""
+    if isinstance(v, (bool, torch.Tensor)) or v.__class__.__name__ == "bool_":
         raise TypeError(f"{name} must be an int, got {type(v).__name__}")
     try:
         v = operator.index(v)

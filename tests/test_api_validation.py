@@ -451,7 +451,8 @@ def test_session40_audit_mends(seed):
     assert type(c2.num_slots) is int and type(c2.nheads) is int and c2.x_buf.shape[0] == 3
     for bad, exc, match in ((0, ValueError, "num_slots must be >= 1, got 0"),
                             (np.True_, TypeError, "num_slots must be an int"),
-                            (2.0, TypeError, "num_slots must be an int")):
+                            (2.0, TypeError, "num_slots must be an int"),
+                            (torch.tensor(3), TypeError, "num_slots must be an int")):
         with pytest.raises(exc, match=match):
             R.Mamba2ReplayCache(bad, H, P, N, G)
     with pytest.raises(TypeError, match="act_dtype must be a torch.dtype"):

@@ -515,6 +515,8 @@ def test_patch_checks_seed():
     model = _build("mamba2")
     with pytest.raises(TypeError, match="seed must be an int"):
         patch(model, precision="fp32", seed="a")
+    with pytest.raises(ValueError, match="seed must be in"):   # (each block adds its layer_idx)
+        patch(model, precision="fp32", seed=(1 << 63) - 1)
     assert getattr(model, "_replayssm_patch", None) is None
 
 

@@ -482,7 +482,7 @@ def _make_forward(st: _LayerState, orig_forward, mixer):
                 f"{st.name}: this forward would write the replay state back into the HF cache "
                 f"(a host-synchronising step) while a CUDA graph is being captured; only "
                 f"single-token decode steps with a cache can be captured")
-        if has_state and hidden_states.shape[1] == 1 and cache.is_recording_past(li):
+        if has_state and cache.is_recording_past(li):   # (assisted steps are 1 + candidates long)
             h = st.handle_ref()
             if h is not None and not h.warned_recording:
                 h.warned_recording = True
@@ -765,7 +765,7 @@ def patch(model, precision="nvfp4/fp16sr", buffer_len: int = 16, max_draft: int 
     pair = parse_pair(precision)
     buffer_len = _check_int("buffer_len", buffer_len, 1, 64)
     max_draft = _check_int("max_draft", max_draft, 0, 16)
-    seed = _check_int("seed", seed, -(1 << 63), (1 << 63) - 1)
+    seed = _check_int("seed", seed, -(1 << 63), (1 << 63) - 1 - 4096)  # (+ layer_idx per block)
     if backend not in ("auto", "torch", "cute"):
         raise ValueError(f"backend must be one of ('auto', 'torch', 'cute'), got {backend!r}")
     supported, unsupported = _find_layers(model)
