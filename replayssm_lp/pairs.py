@@ -96,10 +96,7 @@ def parse_pair(name) -> PrecisionPair:
             return PrecisionPair("fp32", "rn", "fp32", "rn", True)
         if rnd is None:  # a shared low-precision copy is a recurrence: it must state its rounding
             raise err
-        pair = PrecisionPair(fmt, rnd, fmt, rnd, True)
-        if pair.name not in _valid_names():   # (bf16rn: not a config of DESIGN §2)
-            raise err
-        return pair
+        return _listed(PrecisionPair(fmt, rnd, fmt, rnd, True), err)   # (bf16rn is not)
     if len(parts) != 2:
         raise err
     mr, mc = _SIDE.match(parts[0]), _SIDE.match(parts[1])
@@ -115,9 +112,14 @@ def parse_pair(name) -> PrecisionPair:
         raise err
     if rf == "fp32" or (rf == cf):     # same format twice: that is a shared copy, spell it so
         raise err
-    pair = PrecisionPair(rf, rr, cf, cr, False)
-    if pair.name not in _valid_names():  # well formed but not a pair of DESIGN §2 (e.g. a read
-        raise err                        # copy as wide as its checkpoint): no kernel is tested
+    return _listed(PrecisionPair(rf, rr, cf, cr, False), err)
+
+
+def _listed(pair: PrecisionPair, err: ValueError) -> PrecisionPair:
+    """``pair`` if it is one of DESIGN §2's; a well-formed other one (e.g. a read copy as wide as
+    its checkpoint) raises ``err``: no kernel is built or tested for it."""
+    if pair.name not in _valid_names():
+        raise err
     return pair
 
 
