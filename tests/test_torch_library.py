@@ -49,3 +49,89 @@ def test_compiled_step_matches_eager(kind, seed):
         assert torch.equal(y1, y2)
     assert torch.equal(c1.write_pos, c2.write_pos) and torch.equal(c1.hi.data, c2.hi.data)
     assert torch.equal(c1.lo.data, c2.lo.data) and torch.equal(c1.flush_count, c2.flush_count)
+
+
+# torch.library.opcheck: the declared mutations are the ones made (test_schema), fake impls agree
+# with the real ones and the ops trace under AOT dispatch. SchemaCheckMode compares mutated
+# tensors with torch.allclose, which torch has no CPU kernel for on float8 (an nvfp4 / fp8 copy's
+# scales or codes), so test_schema runs on the pairs without fp8 tensors only.
+_ALL_OPCHECKS = ("test_schema", "test_autograd_registration", "test_faketensor",
+                 "test_aot_dispatch_dynamic")
+
+
+def _opcheck_utils(cache):
+    from replayssm_lp import library as lib
+    fp8 = any(t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) for t in lib.cache_tensors(cache))
+    return _ALL_OPCHECKS[1:] if fp8 else _ALL_OPCHECKS
+
+
+def _opcheck(op, args, utils):
+    res = torch.library.opcheck(op, args, test_utils=utils)
+    assert res == {u: "SUCCESS" for u in utils}, res
+
+
+@pytest.mark.parametrize("pair", ["fp32", "fp16/fp32", "nvfp4/fp16sr", "fp8/fp16sr"])
+def test_opcheck_mamba2_step_verify_commit(pair, seed):
+    from replayssm_lp import library as lib
+    H, P, N, G, L, b = 2, 8, 16, 1, 4, 3
+    c = R.Mamba2ReplayCache(6, H, P, N, G, precision=pair, buffer_len=L, max_draft=2,
+                            act_dtype=torch.float32, seed=3)
+    c.init_from_state(list(range(6)), torch.randn(6, H, P, N))
+    utils = _opcheck_utils(c)
+    sbi = torch.tensor([4, -1, 1], dtype=torch.int32)
+    A, D, dt_bias = -torch.rand(H), torch.randn(H), torch.randn(H)
+    x, dt, z = torch.randn(b, H, P), torch.randn(b, H), torch.randn(b, H, P)
+    B, C = torch.randn(b, G, N), torch.randn(b, G, N)
+    out = torch.full((b, H, P), float("nan"))
+    _opcheck(torch.ops.replayssm.mamba2_step.default,
+             (c.handle, False, x, dt, A, B, C, D, z, dt_bias, True, sbi, -1, out,
+              lib.cache_tensors(c), "torch"), utils)
+    xv, dtv = torch.randn(b, 2, H, P), torch.randn(b, 2, H)
+    Bv, Cv = torch.randn(b, 2, G, N), torch.randn(b, 2, G, N)
+    outv = torch.full((b, 2, H, P), float("nan"))
+    _opcheck(torch.ops.replayssm.mamba2_step.default,
+             (c.handle, True, xv, dtv, A, Bv, Cv, D, None, dt_bias, True, sbi, -1, outv,
+              lib.cache_tensors(c), "torch"), utils)
+    R.mamba2_verify(c, xv, dtv, A, Bv, Cv, D=D, dt_bias=dt_bias, state_batch_indices=sbi,
+                    backend="torch")
+    _opcheck(torch.ops.replayssm.commit.default,
+             (c.handle, torch.tensor([1, 0, 2], dtype=torch.int32), sbi, -1,
+              lib.cache_tensors(c), "torch"), utils)
+
+
+@pytest.mark.parametrize("pair", ["fp32", "bf16/fp32", "nvfp4/fp16sr"])
+def test_opcheck_gdn_step_verify(pair, seed):
+    from replayssm_lp import library as lib
+    H, HV, K, V, L, b = 1, 2, 16, 8, 4, 3
+    c = R.GDNReplayCache(5, H, HV, K, V, precision=pair, buffer_len=L, max_draft=2,
+                         act_dtype=torch.float32, seed=5)
+    c.init_from_state(list(range(5)), torch.randn(5, HV, V, K) * 0.1)
+    utils = _opcheck_utils(c)
+    sbi = torch.tensor([3, 0, -1], dtype=torch.int32)
+    A_log, dt_bias = torch.randn(HV), torch.randn(HV)
+    for T, verify in ((None, False), (2, True)):
+        lead = (b,) if T is None else (b, T)
+        q, k, v = torch.randn(*lead, H, K), torch.randn(*lead, H, K), torch.randn(*lead, HV, V)
+        a, bb = torch.randn(*lead, HV), torch.randn(*lead, HV)
+        out = torch.full((*lead, HV, V), float("nan"))
+        _opcheck(torch.ops.replayssm.gdn_step.default,
+                 (c.handle, verify, q, k, v, None, None, A_log, a, dt_bias, bb, None, True, sbi, -1,
+                  out, lib.cache_tensors(c), "torch"), utils)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_opcheck_standard_decodes(dtype, seed):
+    H, P, N, G, b = 2, 8, 16, 1, 3
+    sbi = torch.tensor([2, -1, 0], dtype=torch.int32)
+    state = torch.randn(4, H, P, N).to(dtype)
+    _opcheck(torch.ops.replayssm.mamba2_standard_decode.default,
+             (state, torch.randn(b, H, P), torch.randn(b, H), -torch.rand(H), torch.randn(b, G, N),
+              torch.randn(b, G, N), torch.randn(H), torch.randn(b, H, P), torch.randn(H), True, sbi,
+              -1, torch.full((b, H, P), float("nan")), "torch"), _ALL_OPCHECKS)
+    HK, HV, K, V = 1, 2, 16, 8
+    for layout, shape in (("vk", (4, HV, V, K)), ("kv", (4, HV, K, V))):
+        _opcheck(torch.ops.replayssm.gdn_standard_decode.default,
+                 ((torch.randn(*shape) * 0.1).to(dtype), torch.randn(b, HK, K), torch.randn(b, HK, K),
+                  torch.randn(b, HV, V), None, None, torch.randn(HV), torch.randn(b, HV),
+                  torch.randn(HV), torch.randn(b, HV), None, True, sbi, -1,
+                  torch.full((b, HV, V), float("nan")), layout, "torch"), _ALL_OPCHECKS)
