@@ -548,3 +548,37 @@ def test_assisted_generation_falls_back_with_one_warning(models):
     msgs = [str(w.message) for w in rec if "records its past" in str(w.message)]
     assert len(msgs) == 1, msgs
     assert all(c["decode"] == 0 and c["fallback"] > 0 for c in stats.values()), stats
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_deepcopy_keeps_nothing_of_the_original_alive(family):
+    """A deep copy's mixers hold no reference to the original's mixers nor to their replay
+    caches (the copied wrapper's closure did): deleting the patched original frees both, and
+    the copy, patched and unpatched, is a model of its own."""
+    import copy
+    import gc
+    import weakref
+    model = _build(family)
+    seq0, log0 = _generate(model, L + 2)
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    _generate(model, L + 2)
+    mixers = [weakref.ref(st.mixer_ref()) for st in handle.layers]
+    blocks = [weakref.ref(st.block) for st in handle.layers]
+    assert all(b() is not None for b in blocks)
+    twin = copy.deepcopy(model)
+    for m in twin.modules():
+        assert "__deepcopy__" not in m.__dict__
+        fwd = m.__dict__.get("forward")
+        assert fwd is None or getattr(fwd, "__self__", None) is m
+    del model, handle
+    gc.collect()
+    assert all(r() is None for r in mixers) and all(b() is None for b in blocks)
+    seq1, log1 = _generate(twin, L + 2)
+    assert torch.equal(seq1, seq0) and _fp32_close(log1, log0)
+    h2 = patch(twin, precision="fp32", buffer_len=L, backend="torch")
+    seq2, log2 = _generate(twin, L + 2)
+    assert torch.equal(seq2, seq0) and _fp32_close(log2, log0)
+    unpatch(twin)
+    assert all("forward" not in m.__dict__ and "__deepcopy__" not in m.__dict__
+               for m in twin.modules() if m.__class__.__name__.endswith(("Mixer", "DeltaNet")))
+    del h2

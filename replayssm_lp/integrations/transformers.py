@@ -190,6 +190,7 @@ class _LayerState:
         self.had_forward = self.attr in mixer.__dict__
         self.orig = getattr(mixer, self.attr)      # what the wrapper calls
         self.wrapper = None
+        self.copy_hook = None      # the mixer's instance __deepcopy__ (:func:`_mixer_deepcopy`)
         self.disabled = False
 
     # -- bookkeeping
@@ -445,6 +446,29 @@ def _rebound(fn, obj):
     if isinstance(fn, types.MethodType):
         return types.MethodType(fn.__func__, obj)
     return type(obj).forward.__get__(obj)
+
+
+def _mixer_deepcopy(st: "_LayerState"):
+    """``copy.deepcopy`` of a patched mixer (an instance ``__deepcopy__``, as for HF caches): the
+    copy gets what the mixer had before :func:`patch` where the wrapper sits -- no instance
+    forward, or the original one rebound to the copy -- so it holds no reference to this layer's
+    replay state nor to the original mixer (deep-copying the wrapper kept both alive)."""
+    def deepcopy_(self, memo):
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        state = {}
+        for k, v in self.__dict__.items():
+            if k == "__deepcopy__":
+                continue
+            if v is st.wrapper:                  # at st.attr, or accelerate's _old_forward
+                if k == st.attr and not st.had_forward:
+                    continue
+                v = st.orig
+            state[k] = copy.deepcopy(v, memo)    # a bound method rebinds to ``new`` via memo
+        new.__setstate__(state)
+        return new
+    return deepcopy_
 
 
 def _make_forward(st: _LayerState, orig_forward, mixer):
@@ -799,6 +823,9 @@ def patch(model, precision="nvfp4/fp16sr", buffer_len: int = 16, max_draft: int 
         st = _LayerState(handle, name, m, fam)
         st.wrapper = _make_forward(st, st.orig, m)
         setattr(m, st.attr, st.wrapper)
+        if "__deepcopy__" not in m.__dict__ and not hasattr(type(m), "__deepcopy__"):
+            st.copy_hook = _mixer_deepcopy(st)           # unbound: st keeps no mixer alive
+            m.__deepcopy__ = types.MethodType(st.copy_hook, m)
         handle.layers.append(st)
     model._replayssm_patch = handle
     return handle
@@ -818,6 +845,9 @@ def unpatch(model) -> None:
         mixer = st.mixer_ref()
         if mixer is None:
             continue
+        hook = mixer.__dict__.get("__deepcopy__")
+        if st.copy_hook is not None and getattr(hook, "__func__", None) is st.copy_hook:
+            del mixer.__dict__["__deepcopy__"]
         # accelerate may have hooked the mixer after patch(): our wrapper then sits in
         # ``_old_forward`` under accelerate's ``forward``; put the original back where we are.
         for attr in (st.attr, "forward", "_old_forward"):
