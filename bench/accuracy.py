@@ -1405,7 +1405,28 @@ def _cli(args) -> int:
     device = args.device or _default_device()
     backend = args.backend or ("cute" if torch.device(device).type == "cuda" else "torch")
     on_cpu = torch.device(device).type == "cpu"
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = cli_checks.int_list("--seeds", args.seeds, 0)
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"--seeds: the seeds must be distinct, got {args.seeds!r}")
+    # every option named as typed, before any output folder or study (run_accuracy's own checks
+    # name its Python arguments)
+    for opt, v, lo in (("--max-len", args.max_len, 1), ("--rows", args.rows, 1),
+                       ("--L", args.L, 1), ("--vocab", args.vocab, 2),
+                       ("--kl-samples", args.kl_samples, 1), ("--calib-steps", args.calib_steps, 1),
+                       ("--chunk", args.chunk, 1), ("--chunk-samples", args.chunk_samples, 1),
+                       ("--agree-len", args.agree_len, 0), ("--threads", args.threads, 1)):
+        cli_checks.at_least(opt, v, lo)
+    if args.L > 64:
+        raise SystemExit(f"--L must be <= 64, got {args.L}")
+    for opt, v in (("--slow-alpha", args.slow_alpha), ("--ultra-alpha", args.ultra_alpha)):
+        if not 0.0 < v < 1.0:
+            raise SystemExit(f"{opt} must be in (0, 1), got {v}")
+    if not 0.0 <= args.burst_p <= 1.0:
+        raise SystemExit(f"--burst-p must be in [0, 1], got {args.burst_p}")
+    if not args.burst_small >= 0.0:
+        raise SystemExit(f"--burst-small must be >= 0, got {args.burst_small}")
+    if not args.entropy > 0.0:
+        raise SystemExit(f"--entropy must be > 0, got {args.entropy}")
     threads = args.threads if args.threads is not None else (1 if on_cpu else None)
     rows = args.rows if args.rows is not None else (4 if on_cpu else 2)
     outs = {}

@@ -218,3 +218,27 @@ def test_bad_study_sizes_are_refused():
                      (dict(kl_samples=0), "kl_samples")):
         with pytest.raises(ValueError, match=f"{name} must be an int >= 1"):
             acc.run_accuracy("mamba2", pairs=["fp32"], **kw)
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--max-len", "0"], "--max-len must be >= 1"),
+    (["--rows", "0"], "--rows must be >= 1"),
+    (["--L", "0"], "--L must be >= 1"),
+    (["--L", "65"], "--L must be <= 64"),
+    (["--vocab", "1"], "--vocab must be >= 2"),
+    (["--kl-samples", "0"], "--kl-samples must be >= 1"),
+    (["--chunk-samples", "0"], "--chunk-samples must be >= 1"),
+    (["--seeds", "1,x"], "--seeds: expected comma-separated integers"),
+    (["--seeds", "1,1"], "--seeds: the seeds must be distinct"),
+    (["--slow-alpha", "1.0"], r"--slow-alpha must be in \(0, 1\)"),
+    (["--burst-p", "1.5"], r"--burst-p must be in \[0, 1\]"),
+    (["--entropy", "0"], "--entropy must be > 0"),
+])
+def test_accuracy_cli_names_the_bad_option_before_any_work(argv, msg, tmp_path):
+    """A bad option stops ``replayssm-bench accuracy`` with the option as typed, before the output
+    folder is made or any study runs."""
+    from bench import accuracy
+    out = tmp_path / "never"
+    with pytest.raises(SystemExit, match=msg):
+        accuracy.main(["--layer", "mamba2", "--device", "cpu", "--out", str(out)] + argv)
+    assert not out.exists()
