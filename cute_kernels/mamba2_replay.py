@@ -43,8 +43,9 @@ flushing row never serialises many head-folds in one CTA). Per CTA:
 3. non-flush rows, per head: a thread owns one 16-byte chunk of ``rows_per_thread`` rows (``TN``
    lanes per state row, see :class:`ReplayTile`) -- from smem (staged) or registers (the next head
    prefetched for nvfp4 / fp8 without staging); the dot with C: nvfp4 with 16-bit acts on the
-   tensor cores (:meth:`Mamba2ReplayDecode._mma_rows`: A = e2m1·s_blk exact in fp16, B = C scaled
-   exactly into fp16, fp32 accumulation), otherwise dequantised in registers
+   tensor cores (:meth:`Mamba2ReplayDecode._mma_rows`: A = e2m1 exact in fp16, B = C scaled
+   exactly into fp16 with block c's k positions in column c, fp32 accumulation, the block scales
+   on the block sums), otherwise dequantised in registers
    (:meth:`Mamba2ReplayDecode._read_row_dot`); plus the lane's share of ``Σ_j coef_j x_j[p]``,
    one butterfly over the TN lanes; lane 0 of a row adds the current-token and D terms, gates
    with z and stores ``out``.
@@ -674,41 +675,63 @@ def _fp16_range_exponent(lane_absmax) -> Int32:
     return _sel_i32(a == Float32(0.0), Int32(0), s_exp)
 
 
-def _mma_nvfp4_tile(raw, bsc, bfr, RPT: int, m: int):
+def _mma_nvfp4_tile(raw, bsc, bfr, RPT: int, m: int, scale_a: bool = True):
     """The 8 k-steps (N = 128) of m-tile ``m`` of the nvfp4 tensor-core dot: the thread's state
     rows (2m, 2m+1) are rows g, g+8 of an m16n8k16 tile (lane = 4g + tq owns 16-byte chunk tq of
-    each; a missing row 2m+1 is zeros). A = e2m1·2^-14 (fp16 bit trick) times the block scale
-    s_blk·2^7 (``mul.rn.f16x2``, exact), B = ``bfr`` (the k-permuted fragments of the caller's
-    ``_mma_b_frags``). Returns two accumulator chains (k-step parity, ``acc[4·hh:4·hh+4]``), each
-    (D[g][2tq], D[g][2tq+1], D[g+8][2tq], D[g+8][2tq+1])."""
+    each; a missing row 2m+1 is zeros). A = e2m1·2^-14 (fp16 bit trick), with ``scale_a`` times
+    the block scale s_blk·2^7 (``mul.rn.f16x2``, exact); B = ``bfr`` (the k-permuted fragments
+    of the caller's ``_mma_b_frags``). Returns two accumulator chains (``acc[4·c:4·c+4]``), each
+    (D[g][2tq], D[g][2tq+1], D[g+8][2tq], D[g+8][2tq+1]): by k-step parity with ``scale_a``, else
+    by word half (chain c = words 2c, 2c+1: block 2tq + c of the lane's chunk)."""
     i0 = 2 * m
     i1 = 2 * m + 1
     sc = []
     for i in (i0, i1):
-        if i < RPT:
+        if i < RPT and scale_a:
             sv = lp._e4m3x2_to_f16x2(Uint32(bsc[i, 0]), False)        # (s_blk0, s_blk1)
             sv = _f16x2_mul(sv, Uint32(0x58005800))                  # * 128 (exact)
             sc.append((_prmt(sv, 0x1010), _prmt(sv, 0x3232)))
         else:
             sc.append(None)
-    acc = [Float32(0.0)] * 8         # two chains (hh = 0, 1) of 4 accumulators
+    acc = [Float32(0.0)] * 8         # two chains of 4 accumulators
     for w in range(4):
         fr = []
         for r, i in enumerate((i0, i1)):
             if i < RPT:
                 d = _e2m1x8_to_f16x2(Uint32(raw[i, 0, w]))
-                bs = sc[r][0] if w < 2 else sc[r][1]
-                fr.append([_f16x2_mul(v, bs) for v in d])
+                if scale_a:
+                    bs = sc[r][0] if w < 2 else sc[r][1]
+                    d = [_f16x2_mul(v, bs) for v in d]
+                fr.append(d)
             else:
                 fr.append([Uint32(0)] * 4)
         for hh in range(2):
             k = 2 * w + hh
-            c = acc[4 * hh: 4 * hh + 4]
+            ch = 4 * (hh if scale_a else w // 2)
+            c = acc[ch: ch + 4]
             d0, d1, d2, d3 = _mma_f16_16816(fr[0][2 * hh], fr[1][2 * hh], fr[0][2 * hh + 1],
                                             fr[1][2 * hh + 1], bfr[2 * k], bfr[2 * k + 1],
                                             c[0], c[1], c[2], c[3])
-            acc[4 * hh: 4 * hh + 4] = [d0, d1, d2, d3]
+            acc[ch: ch + 4] = [d0, d1, d2, d3]
     return acc
+
+
+def _mma_nvfp4_blocks(raw, bsc, bfr, RPT: int, m: int):
+    """The decode's nvfp4 tensor-core dot of m-tile ``m`` with the block scales applied to the
+    accumulators instead of the A operand: B column c holds C' only at the k positions of block
+    c (``bfr`` of :meth:`Mamba2ReplayDecode._mma_b_frags`), so D[row][c] is block c's partial
+    dot. Lane (g, tq) owns blocks 2tq (k-steps of words 0-1: chain 0) and 2tq + 1 (words 2-3:
+    chain 1), whose scales are its own ``bsc`` byte pair (:func:`_mma_nvfp4_tile` without
+    ``scale_a``). Returns the lane's partials of rows (2m, 2m+1): s_blk0·D[g][2tq] +
+    s_blk1·D[g][2tq+1] (the caller's row reduction over the 4 lanes sums the row's 8 blocks);
+    a missing row 2m+1 is 0."""
+    acc = _mma_nvfp4_tile(raw, bsc, bfr, RPT, m, scale_a=False)
+    out = [Float32(0.0), Float32(0.0)]
+    for r, i in enumerate((2 * m, 2 * m + 1)):
+        if i < RPT:
+            s0, s1 = lp.f16x2_to_f32(lp._e4m3x2_to_f16x2(Uint32(bsc[i, 0]), False))
+            out[r] = s1 * acc[4 + 2 * r + 1] + s0 * acc[2 * r]
+    return out
 
 
 def _warp_inclusive_scan(v, lane):
@@ -1135,6 +1158,7 @@ class Mamba2ReplayDecode:
             self.H, self.P = self.H * self.row_split, self.P // self.row_split
         self.hpg = self.H // self.G
         self.has_D, self.has_z, self.has_dt_bias = bool(has_D), bool(has_z), bool(has_dt_bias)
+        self.nz = 2 if self.has_z else 1    # rows (x, z) of the staged non-flush x/z buffer
         self.dt_softplus = bool(dt_softplus)
         self.has_idx = bool(has_state_batch_indices)
         self.cfg = ReplayTile(self.read_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
@@ -1269,7 +1293,7 @@ class Mamba2ReplayDecode:
         the :attr:`smem_ctas_cap` bound, whose tail nothing uses). Flush rows: sB
         [JB, N] f32, sWX [JB, P] f32, sS (v2 with nvfp4 targets). Non-flush rows with staging
         (nvfp4 read copies): per head the state words [P, N/8], block scales [P, N/16] bytes, the
-        global scale, x_j [L-1, P] (act dtype; entries j < h <= L-1), x and z [2, P] f32, D."""
+        global scale, x_j [L-1, P] (act dtype; entries j < h <= L-1), x (and z with z) [NZ, P] f32, D."""
         c, N, P, NT, HPC = self.cfg, self.N, self.P, self.cfg.nt, self.hpc
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         off = {}
@@ -1302,7 +1326,7 @@ class Mamba2ReplayDecode:
             o = 0
             for name, b in (("st", HPC * P * N // 2), ("sc", HPC * P * (N // 16)), ("gs", 4 * HPC),
                             ("dd", 4 * HPC), ("xb", HPC * max(self.L - 1, 1) * P * ab),
-                            ("xz", HPC * (2 if self.has_z else 1) * P * 4)):
+                            ("xz", HPC * self.nz * P * 4)):
                 off[name] = o
                 o += al(b)
             size = max(size, o)
@@ -1631,14 +1655,16 @@ class Mamba2ReplayDecode:
         return acc
 
     def _mma_b_frags(self, sC, bfr, tq):
-        """B fragments of the mma path (once per CTA): every column of B is C' = C·2^s in fp16,
-        k permuted so that lane (g, tq) of step i = 2w + hh holds, for its state chunk tq (codes
-        32tq .. 32tq+31) and word w, the pairs of :func:`_e2m1x8_to_f16x2` (codes c, c+4):
-        ``bfr[2i] = (C'[n0], C'[n0+4])``, ``bfr[2i+1] = (C'[n0+1], C'[n0+5])``, n0 = 32tq+8w+2hh.
+        """B fragments of the mma path (once per CTA): C' = C·2^s in fp16, k permuted so that
+        lane (g, tq) of step i = 2w + hh holds, for its state chunk tq (codes 32tq .. 32tq+31)
+        and word w, the pairs of :func:`_e2m1x8_to_f16x2` (codes c, c+4):
+        ``bfr[2i] = (C'[n0], C'[n0+4])``, ``bfr[2i+1] = (C'[n0+1], C'[n0+5])``, n0 = 32tq+8w+2hh,
+        in column g only where those codes are in block g = 2tq + (w >= 2), else zeros (column c
+        of D is block c's partial: :func:`_mma_nvfp4_blocks`).
         fp16 acts: s = 0 (C' = C exactly). bf16 acts: s = 14 - floor(log2 max|C|) (clamped to
         +-100), an exact power-of-two scaling into fp16's range; elements more than 2^28 below
         max|C| lose bits in fp16's subnormal range (relative error of the dot < N·2^-39).
-        Returns the fp32 factor 2^(7 - s) that undoes s and the 2^-7 of the A operand."""
+        Returns the fp32 factor 2^(14 - s) that undoes s and the 2^-14 of the A operand."""
         s_exp = Int32(0)
         if const_expr(dtype_name(self.act_dtype) == "bfloat16"):
             lane = cute.arch.lane_idx()
@@ -1647,26 +1673,29 @@ class Mamba2ReplayDecode:
                 a = lp.fmax_nq(a, lp.bits_f32(lp.f32_bits(sC[lane + 32 * m]) & Uint32(0x7FFFFFFF)))
             s_exp = _fp16_range_exponent(a)
         cs = _pow2_f32(s_exp)                                               # 2^s
+        g = (cute.arch.lane_idx() // 4).to(Int32)
         for i in range(8):
             n0 = 32 * tq + 8 * (i // 2) + 2 * (i % 2)
-            bfr[2 * i] = lp.pack_f16x2(sC[n0] * cs, sC[n0 + 4] * cs).to(Int32)
-            bfr[2 * i + 1] = lp.pack_f16x2(sC[n0 + 1] * cs, sC[n0 + 5] * cs).to(Int32)
-        return lp.bits_f32(Uint32(Int32(7 + 127) - s_exp) << Uint32(23))   # 2^(7 - s)
+            mine = g == 2 * tq + (1 if i >= 4 else 0)
+            bfr[2 * i] = _sel_i32(mine, lp.pack_f16x2(sC[n0] * cs, sC[n0 + 4] * cs), 0)
+            bfr[2 * i + 1] = _sel_i32(mine, lp.pack_f16x2(sC[n0 + 1] * cs, sC[n0 + 5] * cs), 0)
+        return lp.bits_f32(Uint32(Int32(14 + 127) - s_exp) << Uint32(23))  # 2^(14 - s)
 
     def _mma_rows(self, raw, bsc, bfr, dm):
-        """nvfp4 state dots on the tensor cores: ``dm[i]`` = sum_n e2m1[p_i, n]·s_blk[p_i, n]·C'[n]·2^-7
-        for the thread's rows p_i (RPT of them; the TN = 4 lanes of a row get the same value).
-        Rows (2m, 2m+1) of the thread are rows g, g+8 of one m16n8k16 tile (lane = 4g + tq owns
-        16-byte chunk tq of each, as loaded by :meth:`_issue_read`); 8 k-steps cover N = 128.
-        A = e2m1·2^-14 (fp16 bit trick) times the block scale s_blk·2^7 (``mul.rn.f16x2``, exact:
-        <= 6 significant bits, lowest bit >= 2^-22), so every product A·C' is exact and the sums
-        are fp32 (tensor-core accumulation)."""
+        """nvfp4 state dots on the tensor cores: ``dm[i]`` = this lane's part (its chunk's two
+        blocks) of sum_n e2m1[p_i, n]·s_blk[p_i, n]·C'[n]·2^-14 for the thread's rows p_i (RPT of
+        them; the row reduction over its TN = 4 lanes completes it). Rows (2m, 2m+1) of the
+        thread are rows g, g+8 of one m16n8k16 tile (lane = 4g + tq owns 16-byte chunk tq of
+        each, as loaded by :meth:`_issue_read`); 8 k-steps cover N = 128. A = e2m1·2^-14 (fp16
+        bit trick: exact), so every product A·C' is exact and the block sums fp32 (tensor-core
+        accumulation); each block sum is then scaled by its s_blk in fp32
+        (:func:`_mma_nvfp4_blocks`: no per-element scale multiply)."""
         RPT = self.cfg.rpt
         for m in range(-(-RPT // 2)):
-            acc = _mma_nvfp4_tile(raw, bsc, bfr, RPT, m)
-            dm[2 * m] = acc[0] + acc[4]
+            part = _mma_nvfp4_blocks(raw, bsc, bfr, RPT, m)
+            dm[2 * m] = part[0]
             if 2 * m + 1 < RPT:
-                dm[2 * m + 1] = acc[2] + acc[6]
+                dm[2 * m + 1] = part[1]
 
     def _decode_add_chunk(self, fmt, rW, acc, gf, scale, d_blk):
         """``acc[e] = fl(gf · decode(chunk)[e]) + acc[e]`` with ``decode`` exactly
@@ -2003,7 +2032,7 @@ class Mamba2ReplayDecode:
             sGs = uview("gs", Float32, cute.make_layout(HPC))
             sDD = uview("dd", Float32, cute.make_layout(HPC))
             sXB = uview("xb", self.act_dtype, cute.make_layout((HPC, LB, P), stride=(LB * P, P, 1)))
-            NZ = 2 if self.has_z else 1          # (z's rows only with z)
+            NZ = self.nz
             sXZ = uview("xz", Float32, cute.make_layout((HPC, NZ, P), stride=(NZ * P, P, 1)))
 
         pc0 = pg0 = None
@@ -2133,7 +2162,7 @@ class Mamba2ReplayDecode:
             rsc = cute.make_rmem_tensor((cfg.rpt,), Float32)
             bsc = cute.make_rmem_tensor((cfg.rpt, cfg.cn), Int32)
             gsc = cute.make_rmem_tensor((1,), Float32)
-            NXZ = -(-(HPC * (2 if self.has_z else 1) * P) // NT)
+            NXZ = -(-(HPC * self.nz * P) // NT)
             xzr = cute.make_rmem_tensor((NXZ + 1,), Float32)
             if not flush:
                 if const_expr(self.snf):
@@ -2318,16 +2347,10 @@ class Mamba2ReplayDecode:
         HPC, P, N, L, NT = self.hpc, self.P, self.N, self.L, self.cfg.nt
         CPR = N // 32                    # 16-byte chunks per state row
         NB = N // 16                     # scale bytes per row
-        LB = max(L - 1, 1)
-        ab = self.act_dtype.width // 8
-        EPC = 16 // ab                   # act elements per 16-byte chunk
-        CX = P // EPC                    # chunks per x_j row
         a16 = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
                                   Int32, num_bits_per_copy=128)
         asc = cute.make_copy_atom(cpasync.CopyG2SOp(), Uint8, num_bits_per_copy=8 * NB)
         ags = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
-        ax = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
-                                 self.act_dtype, num_bits_per_copy=128)
         tot = HPC * P * CPR
         for i in cutlass.range_constexpr(-(-tot // NT)):
             c = tidx + NT * i
@@ -2350,22 +2373,9 @@ class Mamba2ReplayDecode:
         if tidx < HPC:
             cute.copy(ags, cute.local_tile(mRdG[slot, None], (1,), (head0 + tidx,)),
                       cute.local_tile(sGs, (1,), (tidx,)))
-        # x_j rows j < h: a thread's (j, chunk) is the same in every head (one head's (L-1)·CX
-        # copies over the NT threads), so its ring index and predicate are worked out once
-        per_head = (L - 1) * CX
-        for m in cutlass.range_constexpr(-(-per_head // NT)):
-            c = tidx + NT * m
-            j = c // CX
-            q = c % CX
-            if c < per_head:
-                if j < h:
-                    ph = self._phys(origin, j)
-                    for k in cutlass.range_constexpr(HPC):
-                        cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, ph, None], (EPC,),
-                                                      (q,)),
-                                  cute.local_tile(sXB[k, j, None], (EPC,), (q,)))
+        self._cpa_xring_heads(mXBuf, sXB, slot, head0, origin, h, tidx, L - 1)
         cute.arch.cp_async_commit_group()
-        NZ = 2 if self.has_z else 1
+        NZ = self.nz
         for i in cutlass.range_constexpr(-(-(HPC * NZ * P) // NT)):
             e = tidx + NT * i
             if e < HPC * NZ * P:
@@ -2403,7 +2413,7 @@ class Mamba2ReplayDecode:
         """x, z, D (loaded by :meth:`_snf_issue`) to smem; wait for this thread's cp.async group
         (the barrier that follows makes every thread's copies visible)."""
         HPC, P, NT = self.hpc, self.P, self.cfg.nt
-        NZ = 2 if self.has_z else 1
+        NZ = self.nz
         for i in cutlass.range_constexpr(-(-(HPC * NZ * P) // NT)):
             e = tidx + NT * i
             if e < HPC * NZ * P:
@@ -2444,7 +2454,7 @@ class Mamba2ReplayDecode:
         # C at this lane's columns, fp32 registers (once per CTA)
         creg = cute.make_rmem_tensor((CN * VEC,), Float32)
         bfr = cute.make_rmem_tensor((16,), Int32)
-        cpow = Float32(1.0)               # mma path: 2^(7 - s), see _mma_b_frags
+        cpow = Float32(1.0)               # mma path: 2^(14 - s), see _mma_b_frags
         if const_expr(self.mma):
             cpow = self._mma_b_frags(sC, bfr, lir)
         else:
@@ -2546,8 +2556,8 @@ class Mamba2ReplayDecode:
                 if const_expr(fmt == "fp8"):
                     sc = gam * rsc[i]
                 if const_expr(self.mma):
-                    # the state dot of the whole row is in every lane of the row: lane 0 adds it
-                    ys.append(lp.sel_f32(lir == 0, dm[i] * sc, Float32(0.0)) + ybuf[i])
+                    # each lane holds its two blocks' part of the row's state dot
+                    ys.append(dm[i] * sc + ybuf[i])
                 else:
                     ys.append(self._read_row_dot(raw, i, creg, sblk) * sc + ybuf[i])
             tot, _ = _rows_reduce(ys, TN, lir)
@@ -2980,6 +2990,31 @@ class Mamba2ReplayDecode:
                       cute.local_tile(cute.make_tensor(cute.recast_ptr(sHS.iterator, dtype=Uint8),
                                                        cute.make_layout(4 * self.cfg.nt)),
                                       (4,), (tidx,)))
+
+    @cute.jit
+    def _cpa_xring_heads(self, mXBuf: cute.Tensor, sX: cute.Tensor, slot: Int32, head0: Int32,
+                         origin: Int32, h: Int32, tidx: Int32, rows: int):
+        """cp.async of the ring's x_j rows j < h (< ``rows``) of every head of the CTA into
+        ``sX[k, j, :]`` (16-byte chunks; thread's share; not committed). A thread's (j, chunk) is
+        the same in every head (one head's rows·CX copies over the NT threads), so its ring index
+        and predicate are worked out once."""
+        P, NT = self.P, self.cfg.nt
+        EPC = 128 // self.act_dtype.width
+        CX = P // EPC
+        ax = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
+                                 self.act_dtype, num_bits_per_copy=128)
+        per_head = rows * CX
+        for m in cutlass.range_constexpr(-(-per_head // NT)):
+            c = tidx + NT * m
+            j = c // CX
+            q = c % CX
+            if c < per_head:
+                if j < h:
+                    ph = self._phys(origin, j)
+                    for k in cutlass.range_constexpr(self.hpc):
+                        cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, ph, None], (EPC,),
+                                                      (q,)),
+                                  cute.local_tile(sX[k, j, None], (EPC,), (q,)))
 
     @cute.jit
     def _cpa_xrows(self, mXBuf: cute.Tensor, sXR: cute.Tensor, slot: Int32, head: Int32,
@@ -3683,9 +3718,9 @@ SPLIT_NFCAP_ENV = "REPLAYSSM_M2_SPLIT_NFCAP"
 #: for a flush CTA (:func:`split_nonflush_cap`). Session 39 (nvfp4/{fp16sr,fp8sr,fp32}, nocap /
 #: cap, call2/g1-g3): Super L16 b64 fp16sr 67.1 -> 62.3 µs, fp32 63.5 -> 57.5 (fp8sr 1.00x), b128
 #: 96.1 -> 91.1 / 94.0 -> 90.9; Nano-4B L16 and b32 within +-1 %; b256 / b512 2-5 % slower (the
-#: non-flush half at 3 CTAs all along); not at L8 (there only nvfp4/fp32 lacks the room: Super
-#: b128 / b256 1.03 / 1.05x slower) nor L32 (3 CTAs -> 2: Super b64 fp16sr 0.95x but fp8sr /
-#: fp32 1.02x slower, Nano-4B b128 1.02-1.09x slower)
+#: non-flush half at 3 CTAs all along); not at L8 (capped there: Super nvfp4/fp32, Nano-4B
+#: nvfp4/fp8sr 5 -> 4; Super b128 / b256 1.03 / 1.05x slower, Nano within 1 %) nor L32 (3 CTAs
+#: -> 2: 0.95-1.14x, Super fp16sr b64 / b128 0.95 / 0.97x, b256 1.08-1.14x slower)
 SPLIT_NFCAP_BELOW = 256
 SPLIT_NFCAP_L = (16,)
 
@@ -3713,8 +3748,9 @@ def split_nonflush_cap(base, hpc1: int, hpc2: int, has_idx: bool, prefetch, impl
     padded = _split_half(base, hpc1, has_idx, prefetch, impl, 1, k - 1)
     # the flush CTA must fit beside k - 1 non-flush ones by registers too (ptxas' caps of the
     # two occupancy hints; no hint: up to 255 a thread)
-    regs = lambda op: op.cfg.nt * (min(255, REGS_PER_SM // (op.min_blocks_per_mp * op.cfg.nt))  # noqa: E731
-                                   if op.min_blocks_per_mp else 255)
+    # (allocated in units of 8 a thread: 255 -> 256)
+    regs = lambda op: op.cfg.nt * (min(256, REGS_PER_SM // (op.min_blocks_per_mp * op.cfg.nt) // 8 * 8)  # noqa: E731
+                                   if op.min_blocks_per_mp else 256)
     fits = ((k - 1) * (padded.smem_bytes() + 1024) + s2 <= SMEM_PER_SM
             and (k - 1) * regs(padded) + regs(fl) <= REGS_PER_SM)
     return k - 1 if fits else 0
@@ -3844,7 +3880,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
               DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV,
-              lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV)
+              lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, SPLIT_NFCAP_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

@@ -576,7 +576,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     def _ulayout(self, padded: bool = True):
         """Union buffer (``sU``): the decode flush's buffers, or the output phase's sDot [T, P] and
         sXE [EM, P] (fp32) -- a flush row finishes its outputs before the flush starts. (No
-        padding: the verify's halves take no ``smem_ctas_cap``.)"""
+        padding: the verify's halves take no ``smem_ctas_cap``; the decode's padding would not
+        count this class's own allocations.)"""
+        assert self.smem_ctas_cap == 0, "the verify takes no smem_ctas_cap"
         off, size = super()._ulayout(padded)
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         off = dict(off)
@@ -1182,24 +1184,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         of every head into ``sXA[k, j, :]`` (16-byte chunks; the ring is the cache's, aligned),
         and plain loads of the drafts' x into ``xdr`` (the caller's tensors may be unaligned
         views; :meth:`_xs_drafts` stores them). Nothing waits here."""
-        HPC, P, T, NT = self.hpc, self.P, self.T, self.cfg.nt
-        EPC = 16 * 8 // self.act_dtype.width      # act elements per 16-byte chunk
-        CX = P // EPC
-        JM = self.EM - T                          # most committed entries a row can hold
+        JM = self.EM - self.T                     # most committed entries a row can hold
         if const_expr(sXA is not None):
-            ax = cute.make_copy_atom(
-                cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), self.act_dtype,
-                num_bits_per_copy=128)
-            tot = HPC * JM * CX
-            for i in cutlass.range_constexpr(-(-tot // NT)):
-                c = tidx + NT * i
-                k = c // (JM * CX)
-                j = (c // CX) % JM
-                q = c % CX
-                if (c < tot) & (j < h):
-                    cute.copy(ax, cute.local_tile(mXBuf[slot, head0 + k, self._phys(origin, j),
-                                                        None], (EPC,), (q,)),
-                              cute.local_tile(sXA[k, j, None], (EPC,), (q,)))
+            self._cpa_xring_heads(mXBuf, sXA, slot, head0, origin, h, tidx, JM)
             cute.arch.cp_async_commit_group()
         for i in cutlass.range_constexpr(xdr.shape[0]):
             k, t, p, live = self._draft_item(tidx, i)

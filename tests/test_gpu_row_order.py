@@ -117,6 +117,15 @@ def test_mamba2_split_wide_nonflush_ctas_match_reference(pair, hpc, H, P, seed, 
     _twin_check("mamba2", pair, 4, dims=dict(H=H, P=P, N=128, G=2))
 
 
+def _default_split(monkeypatch):
+    """The Mamba-2 decode's own split dispatch: no split / order / heads / cap switch set."""
+    from cute_kernels import mamba2_replay as MR
+    _force_split(monkeypatch, "mamba2", "", "")
+    for var in (MR.SPLIT_ENV, MR.SPLIT_FPOS_ENV, MR.SPLIT_HPC2_ENV, "REPLAYSSM_M2_ORDER",
+                "REPLAYSSM_M2_HEADS_PER_CTA", MR.SPLIT_NFCAP_ENV):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.mark.parametrize("pair,L,batch,H,P,heads", [
     ("fp32", 32, 256, 32, 64, 8), ("fp32", 16, 256, 32, 64, 8),
     ("bf16/fp32", 32, 160, 32, 64, 8),
@@ -128,10 +137,7 @@ def test_mamba2_split_defaults_match_reference(pair, L, batch, H, P, heads, seed
     their batches; the flush halves at SPLIT_FLUSH_MINB's hints; H / G = 16, or 12
     as Nano-4B's) against the torch reference over 3L + 3 staggered steps."""
     from cute_kernels import mamba2_replay as MR
-    _force_split(monkeypatch, "mamba2", "", "")
-    for var in (MR.SPLIT_ENV, MR.SPLIT_FPOS_ENV, MR.SPLIT_HPC2_ENV, "REPLAYSSM_M2_ORDER",
-                "REPLAYSSM_M2_HEADS_PER_CTA"):
-        monkeypatch.delenv(var, raising=False)
+    _default_split(monkeypatch)
     cc, _, _ = _twin_check("mamba2", pair, L, dims=dict(H=H, P=P, N=128, G=2),
                            pool=batch + 16, batch=batch)
     assert MR.use_split(cc, batch), "the default must take the split here"
@@ -144,18 +150,25 @@ def test_mamba2_split_nonflush_cap_matches_reference(pair, seed, monkeypatch):
     nvfp4 read set without z would fit 4, leaving no room for a flush CTA; b64, L16) against the
     torch reference over 3L + 3 staggered steps."""
     from cute_kernels import mamba2_replay as MR
-    _force_split(monkeypatch, "mamba2", "", "")
-    for var in (MR.SPLIT_ENV, MR.SPLIT_FPOS_ENV, MR.SPLIT_HPC2_ENV, "REPLAYSSM_M2_ORDER",
-                "REPLAYSSM_M2_HEADS_PER_CTA", MR.SPLIT_NFCAP_ENV):
-        monkeypatch.delenv(var, raising=False)
+    _default_split(monkeypatch)
     L, batch, H, P = 16, 64, 32, 64
     base = (pair, torch.bfloat16, torch.float32, H, P, 128, 2, L, L + 1, True, False, True, True)
     impl = dict(flush_impl=None, nonflush_mma=None, staged=None, row_order=True)
     assert MR.split_nonflush_cap(base, 8, MR.choose_heads_per_cta(batch, H, 2), True, None, impl,
                                  batch) == 3
+    built = []                            # the non-flush builds the launches actually compile
+    compile_real = MR.compile_mamba2_replay
+
+    def compile_spy(*a, **kw):
+        k = compile_real(*a, **kw)
+        if kw.get("rows") == 1:
+            built.append(k.meta["op"])
+        return k
+    monkeypatch.setattr(MR, "compile_mamba2_replay", compile_spy)
     cc, _, _ = _twin_check("mamba2", pair, L, dims=dict(H=H, P=P, N=128, G=2),
                            pool=batch + 16, batch=batch, has_z=False)
     assert MR.use_split(cc, batch)
+    assert built and all(op.smem_ctas_cap == 3 and op._smem_ctas() == 3 for op in built), built
 
 
 def _assert_single_round(pair, H, P, L, R):

@@ -322,7 +322,7 @@ SPLIT_ARGS = ("nvfp4/fp16sr", "bfloat16", "float32", SMALL["H"], 64, SMALL["N"],
 def _clear_split_env(monkeypatch):
     for name in (M.SPLIT_ENV, M.SPLIT_MINB1_ENV, M.SPLIT_MINB2_ENV, M.SPLIT_HPC2_ENV,
                  M.SPLIT_FPOS_ENV, M.ORDER_CURSORS_ENV, "REPLAYSSM_M2_MINBLOCKS",
-                 "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_PROF"):
+                 "REPLAYSSM_M2_ORDER", "REPLAYSSM_M2_PROF", M.SPLIT_NFCAP_ENV):
         monkeypatch.delenv(name, raising=False)
         assert name in M._ENV_NAMES
 
