@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 42, device call 3b: call3.sh cut to ~300 device-s (seven refused machine starts took the
+# Session 42, device call 3b (NOT RUN: no machine started; ready for the next session): s42_call_sweeps_roll.sh cut to ~300 device-s (seven refused machine starts took the
 # rest): docs/patches/s42_pair_roll.patch in a copy (/tmp/new), its GPU tests, and env-switch
 # grids in that tree (same predictions as call3.sh): verify Super b256 T8 fp8/fp16sr (d = pair
 # off, the default; p1 = pair on; r1 = pair on + rolled encodes); decode Super L16 b256
 # fp8/fp16sr --phases (d = pair on inline, the default; r1 = rolled).
-#   source .device/gpu_env.sh && bash bench/results/session42_gpu/call3b.sh
+#   source .device/gpu_env.sh && bash docs/patches/s42_next_call.sh
 source .device/gpu_env.sh >/dev/null 2>&1
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
 OUT=/tmp/c3; rm -rf "$OUT"; mkdir -p "$OUT"
