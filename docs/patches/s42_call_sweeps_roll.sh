@@ -15,6 +15,8 @@
 #     ordered:fp8/fp16sr:4 one 48.6 -> 27.7 KB. Prediction: verify fp8/fp16sr r1 flush-only
 #     ~0.95x of d (the pair's shared B loads without the fetch stalls), mixed T8 ~0.98x; decode
 #     fp8/fp16sr flush-only 0.90-0.97x of d; fp16sr and bf16/fp32 (loops < 25 KB) ~1.0x;
+#     nvfp4 targets (every chunk in sS, +8 KB smem): verify nvfp4/fp16sr flush-only 0.95-0.98x,
+#     decode nvfp4/fp16sr ~0.97x, nvfp4/fp8sr 0.90-1.02x (5 -> 4 CTAs/SM, 76 B of spills);
 #  3. ncu of the decode split's flush half (Super b512 L16, every row flushes): nvfp4/fp16sr and
 #     nvfp4/fp8sr with the pair fold (default, 'd'), nvfp4/fp8sr without. Static: its chunk loop
 #     is 37.7 KB for nvfp4/fp8sr against 24.7 KB for nvfp4/fp16sr (`m2_md5.py --loops
@@ -35,9 +37,9 @@ rm -rf /tmp/new && cp -r "$PWD" /tmp/new && (cd /tmp/new && patch -p1 --forward 
 SN="sweep --shapes nemotron3-super --batches 1,8,32,128,256,512 --L 16 --pairs fp32,nvfp4/fp16sr,fp8/fp32,nvfp4/fp8sr,bf16/fp32"
 S4="sweep --layer gdn --shapes qwen3.5-4b --batches 1,32,64,128,256,512 --L 16 --pairs fp32,nvfp4/fp16sr,fp8/fp32,bf16/fp32,nvfp4/fp8sr"
 SB="sweep --layer gdn --shapes qwen3.5-122b --batches 256,512 --L 16 --pairs fp32,nvfp4/fp16sr,fp8/fp32"
-RG1="spec --layer mamba2 --shapes nemotron3-super --pairs fp8/fp16sr,bf16/fp32 --batches 256 --T 4,8 --L 16 --no-plots"
+RG1="spec --layer mamba2 --shapes nemotron3-super --pairs fp8/fp16sr,bf16/fp32,nvfp4/fp16sr --batches 256 --T 4,8 --L 16 --no-plots"
 RS1="d:- p1:REPLAYSSM_M2_FOLD_PAIR=1 r1:REPLAYSSM_M2_FOLD_PAIR=1,REPLAYSSM_M2_PAIR_ROLL=1"
-RG2="sweep --shapes nemotron3-super --batches 32,256,512 --L 16 --pairs fp8/fp16sr,fp16sr --no-peers --phases"
+RG2="sweep --shapes nemotron3-super --batches 32,256,512 --L 16 --pairs fp8/fp16sr,fp16sr,nvfp4/fp8sr,nvfp4/fp16sr --no-peers --phases"
 RS2="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
 grid() {  # OUTNAME SETTINGS ARGS [RUN_S]: a knob grid in /tmp/new, its own kernel cache
   (cd /tmp/new && PYTHONPATH=/tmp/new REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/$1 \

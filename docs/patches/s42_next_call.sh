@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Session 42, device call 3b (NOT RUN: no machine started; ready for the next session): s42_call_sweeps_roll.sh cut to ~300 device-s (seven refused machine starts took the
+# Session 42, device call 3b (NOT RUN: no machine started; ready for the next session): s42_call_sweeps_roll.sh cut to ~6 device-min (seven refused machine starts took the
 # rest): docs/patches/s42_pair_roll.patch in a copy (/tmp/new), its GPU tests, and env-switch
-# grids in that tree (same predictions as call3.sh): verify Super b256 T8 fp8/fp16sr (d = pair
-# off, the default; p1 = pair on; r1 = pair on + rolled encodes); decode Super L16 b256
-# fp8/fp16sr --phases (d = pair on inline, the default; r1 = rolled).
+# grids in that tree: verify Super b256 T8 fp8/fp16sr + nvfp4/fp16sr (d = default: pair off for
+# fp8, on for nvfp4; p1 = pair on; r1 = pair on + rolled encodes); decode Super L16 b256 / b512
+# fp8/fp16sr, nvfp4/fp8sr, nvfp4/fp16sr --phases (d = pair on inline, the default; r1 = rolled).
+# Predictions (flush-only cells): verify fp8/fp16sr r1 ~0.95x of d, nvfp4/fp16sr 0.95-0.98x;
+# decode fp8/fp16sr 0.90-0.97x, nvfp4/fp16sr ~0.97x, nvfp4/fp8sr 0.90-1.02x (a shorter loop, but
+# 5 -> 4 CTAs/SM and 76 B of spills); mixed cells a third to a half of that.
 #   source .device/gpu_env.sh && bash docs/patches/s42_next_call.sh
 source .device/gpu_env.sh >/dev/null 2>&1
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
@@ -14,13 +17,13 @@ nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 rm -rf /tmp/new && cp -r "$PWD" /tmp/new && (cd /tmp/new && patch -p1 --forward \
   < docs/patches/s42_pair_roll.patch > /dev/null) && grep -q PAIR_ROLL_ENV /tmp/new/cute_kernels/mamba2_replay.py \
   || echo "PATCH FAILED"
-RG1="spec --layer mamba2 --shapes nemotron3-super --pairs fp8/fp16sr --batches 256 --T 8 --L 16 --no-plots"
+RG1="spec --layer mamba2 --shapes nemotron3-super --pairs fp8/fp16sr,nvfp4/fp16sr --batches 256 --T 8 --L 16 --no-plots"
 RS1="d:- p1:REPLAYSSM_M2_FOLD_PAIR=1 r1:REPLAYSSM_M2_FOLD_PAIR=1,REPLAYSSM_M2_PAIR_ROLL=1"
-RG2="sweep --shapes nemotron3-super --batches 256 --L 16 --pairs fp8/fp16sr --no-peers --phases"
+RG2="sweep --shapes nemotron3-super --batches 256,512 --L 16 --pairs fp8/fp16sr,nvfp4/fp8sr,nvfp4/fp16sr --no-peers --phases"
 RS2="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
 grid() {  # OUTNAME SETTINGS ARGS RUN_S: a knob grid in /tmp/new, its own kernel cache
   (cd /tmp/new && PYTHONPATH=/tmp/new REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/$1 \
-     SETTINGS="$2" BENCH_ARGS="$3" REPLAYS=7 RUN_S=$4 WARM_S=150 WARM_JOBS=3 \
+     SETTINGS="$2" BENCH_ARGS="$3" REPLAYS=7 RUN_S=$4 WARM_S=200 WARM_JOBS=3 \
      bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/$1.log" 2>&1)
 }
 T="timeout 170 python -m pytest -q -rs -p no:cacheprovider"
@@ -35,7 +38,7 @@ echo "phase A $(( $(date +%s) - t0 )) s"
 for f in t_roll_ops t_roll_spec; do echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"; grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -5; done
 tarball
 grid roll_verify "$RS1" "$RG1" 45; echo "roll verify $(( $(date +%s) - t0 )) s"; tarball
-grid roll_decode "$RS2" "$RG2" 30; echo "roll decode $(( $(date +%s) - t0 )) s"; tarball
+grid roll_decode "$RS2" "$RG2" 60; echo "roll decode $(( $(date +%s) - t0 )) s"; tarball
 grep -v "standard\|snapshot" "$OUT/roll_verify/knobs.md" | cut -c1-160
 cat "$OUT/roll_decode/knobs.md" | cut -c1-160
 echo "total $(( $(date +%s) - t0 )) s"
