@@ -16,13 +16,15 @@ def cells_of(out: str, n: str, name: str) -> dict:
         p = os.path.join(out, f"g{n}_{name}", name, f)
         if os.path.exists(p):
             for c in json.load(open(p))["cells"]:
-                k = (c.get("shape", c.get("layer")), c["batch"], c.get("L", c.get("T")), c["name"])
+                # (a spec cell has both L and T: both are in the key, or T4 and T8 would collide)
+                lt = "/".join(str(c[x]) if x == "L" else f"T{c[x]}" for x in ("L", "T") if x in c)
+                k = (c.get("shape", c.get("layer")), c["batch"], lt, c["name"])
                 got[k] = c.get("median_us")
     return got
 
 
 def main(out: str, base: str, new: str, grids) -> None:
-    print(f"| shape | batch | L/T | kernel | {base} | {new} | {new}/{base} |\n"
+    print(f"| shape | batch | L / T | kernel | {base} | {new} | {new}/{base} |\n"
           "|---|---:|---:|---|---:|---:|---:|")
     for n in grids:
         a_cells, b_cells = cells_of(out, n, base), cells_of(out, n, new)
