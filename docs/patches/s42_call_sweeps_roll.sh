@@ -47,7 +47,7 @@ grid() {  # OUTNAME SETTINGS ARGS [RUN_S]: a knob grid in /tmp/new, its own kern
      bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/$1.log" 2>&1)
 }
 T="timeout 300 python -m pytest -q -rs -p no:cacheprovider"
-( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 3 tests/test_gpu_ops.py -k "pair_roll or fold_pair_bit_identical" \
+( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 4 tests/test_gpu_ops.py -k "pair_roll" \
     > "$OUT/t_roll_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_ops.log" ) &
 ( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 3 tests/test_gpu_spec.py -k "pair_roll" \
     > "$OUT/t_roll_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_spec.log" ) &

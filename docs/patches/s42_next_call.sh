@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 42, device call 3b (NOT RUN: no machine started; ready for the next session): s42_call_sweeps_roll.sh cut to ~6 device-min (seven refused machine starts took the
+# Session 42, device call 3b (NOT RUN: no machine started; ready for the next session): s42_call_sweeps_roll.sh cut to ~7 device-min (seven refused machine starts took the
 # rest): docs/patches/s42_pair_roll.patch in a copy (/tmp/new), its GPU tests, and env-switch
 # grids in that tree: verify Super b256 T8 fp8/fp16sr + nvfp4/fp16sr (d = default: pair off for
 # fp8, on for nvfp4; p1 = pair on; r1 = pair on + rolled encodes); decode Super L16 b256 / b512
@@ -23,10 +23,10 @@ RG2="sweep --shapes nemotron3-super --batches 256,512 --L 16 --pairs fp8/fp16sr,
 RS2="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
 grid() {  # OUTNAME SETTINGS ARGS RUN_S: a knob grid in /tmp/new, its own kernel cache
   (cd /tmp/new && PYTHONPATH=/tmp/new REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/$1 \
-     SETTINGS="$2" BENCH_ARGS="$3" REPLAYS=7 RUN_S=$4 WARM_S=200 WARM_JOBS=3 \
+     SETTINGS="$2" BENCH_ARGS="$3" REPLAYS=7 RUN_S=$4 WARM_S=250 WARM_JOBS=3 \
      bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/$1.log" 2>&1)
 }
-T="timeout 170 python -m pytest -q -rs -p no:cacheprovider"
+T="timeout 260 python -m pytest -q -rs -p no:cacheprovider"
 ( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 4 tests/test_gpu_ops.py -k "pair_roll" \
     > "$OUT/t_roll_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_ops.log" ) &
 ( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 3 tests/test_gpu_spec.py -k "pair_roll" \
