@@ -31,8 +31,8 @@ export REPLAYSSM_KERNEL_CACHE_DIR=/tmp/replayssm_kernels
 tarball() { (cd "$OUT" && tar czf "$FINAL/call3.tgz" --exclude='warm_*' --exclude='*.ncu-rep' . 2>/dev/null); }
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-rm -rf /tmp/new && cp -r "$PWD" /tmp/new && (cd /tmp/new && patch -p1 --forward \
-  < docs/patches/s42_pair_roll.patch > /dev/null) && grep -q PAIR_ROLL_ENV /tmp/new/cute_kernels/mamba2_replay.py \
+source tests/gpu_scripts/ab_call_lib.sh
+new_copy docs/patches/s42_pair_roll.patch && grep -q PAIR_ROLL_ENV /tmp/new/cute_kernels/mamba2_replay.py \
   || echo "PATCH FAILED"
 SN="sweep --shapes nemotron3-super --batches 1,8,32,128,256,512 --L 16 --pairs fp32,nvfp4/fp16sr,fp8/fp32,nvfp4/fp8sr,bf16/fp32"
 S4="sweep --layer gdn --shapes qwen3.5-4b --batches 1,32,64,128,256,512 --L 16 --pairs fp32,nvfp4/fp16sr,fp8/fp32,bf16/fp32,nvfp4/fp8sr"
@@ -41,11 +41,6 @@ RG1="spec --layer mamba2 --shapes nemotron3-super --pairs fp8/fp16sr,bf16/fp32,n
 RS1="d:- p1:REPLAYSSM_M2_FOLD_PAIR=1 r1:REPLAYSSM_M2_FOLD_PAIR=1,REPLAYSSM_M2_PAIR_ROLL=1"
 RG2="sweep --shapes nemotron3-super --batches 32,256,512 --L 16 --pairs fp8/fp16sr,fp16sr,nvfp4/fp8sr,nvfp4/fp16sr --no-peers --phases"
 RS2="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
-grid() {  # OUTNAME SETTINGS ARGS [RUN_S]: a knob grid in /tmp/new, its own kernel cache
-  (cd /tmp/new && PYTHONPATH=/tmp/new REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/$1 \
-     SETTINGS="$2" BENCH_ARGS="$3" REPLAYS=9 RUN_S=${4:-80} WARM_S=240 WARM_JOBS=3 \
-     bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/$1.log" 2>&1)
-}
 T="timeout 300 python -m pytest -q -rs -p no:cacheprovider"
 ( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 4 tests/test_gpu_ops.py -k "pair_roll" \
     > "$OUT/t_roll_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_ops.log" ) &
@@ -54,7 +49,7 @@ T="timeout 300 python -m pytest -q -rs -p no:cacheprovider"
 ( timeout 280 python -m bench $SN --warm-only --no-plots --warm-jobs 2 --out /tmp/wn > "$OUT/wn.log" 2>&1 ) &
 ( timeout 280 python -m bench $S4 --warm-only --no-plots --warm-jobs 2 --out /tmp/w4 > "$OUT/w4.log" 2>&1 ) &
 ( timeout 280 python -m bench $SB --warm-only --no-plots --out /tmp/wb > "$OUT/wb.log" 2>&1 ) &
-( RUN_S=1 grid warm_r1 "$RS1" "$RG1" 1; RUN_S=1 grid warm_r2 "$RS2" "$RG2" 1 ) &
+( RUN_S=1 new_grid warm_r1 "$RS1" "$RG1" 1; RUN_S=1 new_grid warm_r2 "$RS2" "$RG2" 1 ) &
 NS="tests/gpu_scripts/ncu_gdn_step.py --layer mamba2 --batch 512 --mode flush --steps 1"
 ( REPLAYSSM_M2_FOLD_PAIR=0 timeout 280 python $NS --pair nvfp4/fp8sr > "$OUT/warm_ncu0.log" 2>&1 ) &
 wait
@@ -64,8 +59,8 @@ tarball
 timeout 100 python -m bench $SN --replays 9 --out "$OUT/sweep_m2" > "$OUT/sweep_m2.log" 2>&1; echo "super rc=$? $(( $(date +%s) - t0 )) s"; tarball
 timeout 80 python -m bench $S4 --replays 9 --out "$OUT/sweep4b" > "$OUT/sweep4b.log" 2>&1; echo "4b rc=$? $(( $(date +%s) - t0 )) s"; tarball
 timeout 50 python -m bench $SB --replays 7 --no-plots --out "$OUT/sweep122b" > "$OUT/sweep122b.log" 2>&1; echo "122b rc=$? $(( $(date +%s) - t0 )) s"; tarball
-grid roll_verify "$RS1" "$RG1" 60; echo "roll verify $(( $(date +%s) - t0 )) s"; tarball
-grid roll_decode "$RS2" "$RG2" 60; echo "roll decode $(( $(date +%s) - t0 )) s"; tarball
+new_grid roll_verify "$RS1" "$RG1" 60; echo "roll verify $(( $(date +%s) - t0 )) s"; tarball
+new_grid roll_decode "$RS2" "$RG2" 60; echo "roll decode $(( $(date +%s) - t0 )) s"; tarball
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for v in nvfp4/fp16sr:d nvfp4/fp8sr:d nvfp4/fp8sr:0; do
   p=${v%:*}; fp=${v#*:}; n=d512_$(echo "$p" | tr '/' '_')_fp$fp

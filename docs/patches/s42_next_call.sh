@@ -13,32 +13,28 @@ FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
 OUT=/tmp/c3; rm -rf "$OUT"; mkdir -p "$OUT"
 tarball() { (cd "$OUT" && tar czf "$FINAL/call3b.tgz" --exclude='warm_*' . 2>/dev/null); }
 t0=$(date +%s)
+export REPLAYS=7 WARM_S=250
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
-rm -rf /tmp/new && cp -r "$PWD" /tmp/new && (cd /tmp/new && patch -p1 --forward \
-  < docs/patches/s42_pair_roll.patch > /dev/null) && grep -q PAIR_ROLL_ENV /tmp/new/cute_kernels/mamba2_replay.py \
+source tests/gpu_scripts/ab_call_lib.sh
+new_copy docs/patches/s42_pair_roll.patch && grep -q PAIR_ROLL_ENV /tmp/new/cute_kernels/mamba2_replay.py \
   || echo "PATCH FAILED"
 RG1="spec --layer mamba2 --shapes nemotron3-super --pairs fp8/fp16sr,nvfp4/fp16sr --batches 256 --T 8 --L 16 --no-plots"
 RS1="d:- p1:REPLAYSSM_M2_FOLD_PAIR=1 r1:REPLAYSSM_M2_FOLD_PAIR=1,REPLAYSSM_M2_PAIR_ROLL=1"
 RG2="sweep --shapes nemotron3-super --batches 256,512 --L 16 --pairs fp8/fp16sr,nvfp4/fp8sr,nvfp4/fp16sr --no-peers --phases"
 RS2="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
-grid() {  # OUTNAME SETTINGS ARGS RUN_S: a knob grid in /tmp/new, its own kernel cache
-  (cd /tmp/new && PYTHONPATH=/tmp/new REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/$1 \
-     SETTINGS="$2" BENCH_ARGS="$3" REPLAYS=7 RUN_S=$4 WARM_S=250 WARM_JOBS=3 \
-     bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/$1.log" 2>&1)
-}
 T="timeout 260 python -m pytest -q -rs -p no:cacheprovider"
 ( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 4 tests/test_gpu_ops.py -k "pair_roll" \
     > "$OUT/t_roll_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_ops.log" ) &
 ( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 3 tests/test_gpu_spec.py -k "pair_roll" \
     > "$OUT/t_roll_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_spec.log" ) &
-( grid warm_r1 "$RS1" "$RG1" 1 ) &
-( grid warm_r2 "$RS2" "$RG2" 1 ) &
+( new_grid warm_r1 "$RS1" "$RG1" 1 ) &
+( new_grid warm_r2 "$RS2" "$RG2" 1 ) &
 wait
 echo "phase A $(( $(date +%s) - t0 )) s"
 for f in t_roll_ops t_roll_spec; do echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"; grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -5; done
 tarball
-grid roll_verify "$RS1" "$RG1" 45; echo "roll verify $(( $(date +%s) - t0 )) s"; tarball
-grid roll_decode "$RS2" "$RG2" 60; echo "roll decode $(( $(date +%s) - t0 )) s"; tarball
+new_grid roll_verify "$RS1" "$RG1" 45; echo "roll verify $(( $(date +%s) - t0 )) s"; tarball
+new_grid roll_decode "$RS2" "$RG2" 60; echo "roll decode $(( $(date +%s) - t0 )) s"; tarball
 grep -v "standard\|snapshot" "$OUT/roll_verify/knobs.md" | cut -c1-160
 cat "$OUT/roll_decode/knobs.md" | cut -c1-160
 echo "total $(( $(date +%s) - t0 )) s"

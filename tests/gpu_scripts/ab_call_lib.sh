@@ -8,6 +8,9 @@
 #   m2_test_set; wait; test_summary               # the GPU tests on this (patched) tree
 #   ab_run 1 2                                    # base then new, grid by grid
 #   python tests/gpu_scripts/ab_merge.py "$OUT" base new 1 2
+# Or, for env-switch grids of a patch in one tree while this tree stays as committed:
+#   new_copy P.patch || exit 1                    # /tmp/new = this tree + the patch
+#   new_grid NAME "d:- r1:VAR=1" "$ARGS" RUN_S     # a knob grid in /tmp/new ($OUT/NAME)
 # OUT: where the logs and grids go (set by the caller before sourcing).
 
 ab_trees() {  # copy the tree to /tmp/base, then apply the patches here, in order
@@ -55,4 +58,18 @@ test_summary() {  # one line per test log of m2_test_set, and its failures
     echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"
     grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -8
   done
+}
+
+new_copy() {  # P.patch ...: /tmp/new = this tree with the patches applied (this tree unchanged)
+  rm -rf /tmp/new && cp -r "$PWD" /tmp/new || return 1
+  local p
+  for p in "$@"; do
+    (cd /tmp/new && patch -p1 --forward < "$p" > /dev/null) || { echo "patch $p failed"; return 1; }
+  done
+}
+
+new_grid() {  # NAME SETTINGS ARGS RUN_S: a knob grid (run_knob_grid.sh) in /tmp/new, its own cache
+  (cd /tmp/new && PYTHONPATH=/tmp/new REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/$1 \
+     SETTINGS="$2" BENCH_ARGS="$3" REPLAYS=${REPLAYS:-9} RUN_S=${4:-80} WARM_S=${WARM_S:-240} \
+     WARM_JOBS=3 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/$1.log" 2>&1)
 }
