@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 42, device call 3b (NOT RUN: no machine started; ready for the next session): s42_call_sweeps_roll.sh cut to ~7 device-min (seven refused machine starts took the
+# Session 42, device call 3b (NOT RUN: no machine started; ready for the next session; also runs
+# m2_test_set on the committed tree, owed on the H200 for 0961e6e): s42_call_sweeps_roll.sh cut to ~7 device-min (seven refused machine starts took the
 # rest): docs/patches/s42_pair_roll.patch in a copy (/tmp/new), its GPU tests, and env-switch
 # grids in that tree: verify Super b256 T8 fp8/fp16sr + nvfp4/fp16sr (d = default: pair off for
 # fp8, on for nvfp4; p1 = pair on; r1 = pair on + rolled encodes); decode Super L16 b256 / b512
@@ -27,10 +28,12 @@ T="timeout 260 python -m pytest -q -rs -p no:cacheprovider"
     > "$OUT/t_roll_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_ops.log" ) &
 ( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 3 tests/test_gpu_spec.py -k "pair_roll" \
     > "$OUT/t_roll_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_spec.log" ) &
+TEST_S=300 m2_test_set   # the final-code M2 kernel set on this (committed) tree: owed on the H200
 ( new_grid warm_r1 "$RS1" "$RG1" 1 ) &
 ( new_grid warm_r2 "$RS2" "$RG2" 1 ) &
 wait
 echo "phase A $(( $(date +%s) - t0 )) s"
+test_summary
 for f in t_roll_ops t_roll_spec; do echo "== $f: $(grep -E "passed|failed" "$OUT/$f.log" | tail -1) $(tail -1 "$OUT/$f.log")"; grep -E "^FAILED|^ERROR" "$OUT/$f.log" | head -5; done
 tarball
 new_grid roll_verify "$RS1" "$RG1" 45; echo "roll verify $(( $(date +%s) - t0 )) s"; tarball
