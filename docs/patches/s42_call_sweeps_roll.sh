@@ -42,9 +42,9 @@ RS1="d:- p1:REPLAYSSM_M2_FOLD_PAIR=1 r1:REPLAYSSM_M2_FOLD_PAIR=1,REPLAYSSM_M2_PA
 RG2="sweep --shapes nemotron3-super --batches 32,256,512 --L 16 --pairs fp8/fp16sr,fp16sr,nvfp4/fp8sr,nvfp4/fp16sr --no-peers --phases"
 RS2="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
 T="timeout 300 python -m pytest -q -rs -p no:cacheprovider"
-( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 4 tests/test_gpu_ops.py -k "pair_roll" \
+( cd /tmp/new && PYTHONPATH=/tmp/new:$PYTHONPATH $T -n 4 tests/test_gpu_ops.py -k "pair_roll" \
     > "$OUT/t_roll_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_ops.log" ) &
-( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 3 tests/test_gpu_spec.py -k "pair_roll" \
+( cd /tmp/new && PYTHONPATH=/tmp/new:$PYTHONPATH $T -n 3 tests/test_gpu_spec.py -k "pair_roll" \
     > "$OUT/t_roll_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_spec.log" ) &
 ( timeout 280 python -m bench $SN --warm-only --no-plots --warm-jobs 2 --out /tmp/wn > "$OUT/wn.log" 2>&1 ) &
 ( timeout 280 python -m bench $S4 --warm-only --no-plots --warm-jobs 2 --out /tmp/w4 > "$OUT/w4.log" 2>&1 ) &

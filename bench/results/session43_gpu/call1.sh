@@ -24,9 +24,9 @@ RS1="d:- p1:REPLAYSSM_M2_FOLD_PAIR=1 r1:REPLAYSSM_M2_FOLD_PAIR=1,REPLAYSSM_M2_PA
 RG2="sweep --shapes nemotron3-super --batches 256,512 --L 16 --pairs fp8/fp16sr,nvfp4/fp8sr,nvfp4/fp16sr --no-peers --phases"
 RS2="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
 T="timeout 260 python -m pytest -q -rs -p no:cacheprovider"
-( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 4 tests/test_gpu_ops.py -k "pair_roll" \
+( cd /tmp/new && PYTHONPATH=/tmp/new:$PYTHONPATH $T -n 4 tests/test_gpu_ops.py -k "pair_roll" \
     > "$OUT/t_roll_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_ops.log" ) &
-( cd /tmp/new && PYTHONPATH=/tmp/new $T -n 3 tests/test_gpu_spec.py -k "pair_roll" \
+( cd /tmp/new && PYTHONPATH=/tmp/new:$PYTHONPATH $T -n 3 tests/test_gpu_spec.py -k "pair_roll" \
     > "$OUT/t_roll_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_spec.log" ) &
 TEST_S=300 m2_test_set   # the final-code M2 kernel set on this (committed) tree: owed on the H200
 ( new_grid warm_r1 "$RS1" "$RG1" 1 ) &
