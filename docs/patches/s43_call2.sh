@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# Session 43, device call 2 (cut to ~4-5 min after refused starts; the steps after round 1
-# run as far as the limit allows, each tarballed): docs/patches/s43_pair_roll_rule.patch (session 42's rolled pair
-# encodes + a default rule: on for nvfp4/fp16sr in a decode split's flush half and in the
+# Session 43, device call 2 -- NOT RUN (refused machine starts took ~1200 device-s); ready for
+# the next session, ~8 min, one machine start. docs/patches/s43_pair_roll_rule.patch (s42's rolled
+# pair encodes + a default rule: on for nvfp4/fp16sr in a decode split's flush half and in the
 # verify) applied to this tree (new; /tmp/base = the tree as committed):
 #  1. the final-code M2 GPU test set on the patched tree (its defaults now roll those builds) +
 #     the roll's own GPU tests (decode / verify bit-identical to the inline pair, verify fuzz);
-#  2. A/B base / new twice (ABAB: the second round shows the noise): decode Super L16 b32-b512
-#     nvfp4/fp16sr + nvfp4/fp8sr --phases (nvfp4/fp8sr: identical builds, a control; the
-#     non-flush-only cells run the unchanged non-flush half); verify Super b256 T4 / T8
-#     nvfp4/fp16sr;
-#  3. (as time allows) Nano-4B b256 / b512, and the roll forced in the shared kernel (b1 / b8 /
-#     b16: ordered:nvfp4/fp16sr loses its 80 / 84 B of spills rolled, 96 -> 128 registers).
+#  2. A/B base / new twice (ABAB: the second round shows the noise): decode Super L16 b1-b512
+#     nvfp4/fp16sr + nvfp4/fp8sr --phases (nvfp4/fp8sr and b1 / b8 are identical builds:
+#     controls); verify Super b256 T4 / T8 nvfp4/fp16sr + fp8/fp16sr (fp8: a control);
+#  3. the roll forced in the shared kernel (b1 / b8 / b16: ordered:nvfp4/fp16sr loses its
+#     80 / 84 B of spills rolled, 96 -> 128 registers, +8 KB smem) and Nano-4B b256 / b512.
 # Call 1 (H100, d / r1 back to back): Super L16 nvfp4/fp16sr mixed b256 159.8 -> 154.0, b512
 # 299.7 -> 290.6 us (but identical non-flush halves moved 1-4 % the same way: order bias);
 # verify T8 nvfp4/fp16sr 701.9 -> 680.2. Predictions: decode nvfp4/fp16sr flush only 0.95-1.0x,
@@ -26,8 +25,8 @@ nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 source tests/gpu_scripts/ab_call_lib.sh
 ab_trees docs/patches/s43_pair_roll_rule.patch || { echo "PATCH FAILED"; exit 1; }
 grep -q _pair_roll_default cute_kernels/mamba2_replay.py || echo "PATCH NOT APPLIED"
-E1="sweep --shapes nemotron3-super --batches 32,256,512 --L 16 --pairs nvfp4/fp16sr,nvfp4/fp8sr --no-peers --phases"
-E2="spec --layer mamba2 --shapes nemotron3-super --pairs nvfp4/fp16sr --batches 256 --T 4,8 --L 16 --no-plots"
+E1="sweep --shapes nemotron3-super --batches 1,8,32,256,512 --L 16 --pairs nvfp4/fp16sr,nvfp4/fp8sr --no-peers --phases"
+E2="spec --layer mamba2 --shapes nemotron3-super --pairs nvfp4/fp16sr,fp8/fp16sr --batches 256 --T 4,8 --L 16 --no-plots"
 E3="sweep --shapes nemotron3-nano-4b --batches 256,512 --L 16 --pairs nvfp4/fp16sr --no-peers --phases"
 RS="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
 RF="sweep --shapes nemotron3-super,nemotron3-nano-4b --batches 1,8,16 --L 16 --pairs nvfp4/fp16sr,nvfp4/fp8sr --no-peers --phases"
@@ -36,7 +35,9 @@ T="timeout 280 python -m pytest -q -rs -p no:cacheprovider"
 ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 2 tests/test_gpu_spec.py -k "pair_roll" > "$OUT/t_roll_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_spec.log" ) &
 TEST_S=280 m2_test_set
 export WARM_S=250
-ab_warm 1 2
+ab_warm 1 2 3
+( cd "$PWD" && REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/force_warm SETTINGS="$RS" BENCH_ARGS="$RF" \
+    RUN_S=1 WARM_JOBS=2 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/force_warm.log" 2>&1 ) &
 wait
 echo "phase A $(( $(date +%s) - t0 )) s"
 test_summary
@@ -44,13 +45,12 @@ for f in t_roll_ops t_roll_spec; do echo "== $f: $(grep -E "passed|failed" "$OUT
 tarball
 export RUN_S=45
 ab_run 1 2; tarball
-echo "== round 1"; python tests/gpu_scripts/ab_merge.py "$OUT" base new 1 2 | tee "$OUT/merged.md" | cut -c1-120
 ( OUT=$OUT/r2; mkdir -p "$OUT"; ab_run 1 2 ); tarball
 ab_run 3; tarball
 ( REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/force SETTINGS="$RS" BENCH_ARGS="$RF" REPLAYS=9 \
     RUN_S=45 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/force.log" 2>&1 ); echo "force $(( $(date +%s) - t0 )) s"
 tarball
-python tests/gpu_scripts/ab_merge.py "$OUT" base new 1 2 3 > "$OUT/merged.md"
+echo "== round 1"; python tests/gpu_scripts/ab_merge.py "$OUT" base new 1 2 3 | tee "$OUT/merged.md" | cut -c1-120
 echo "== round 2"; python tests/gpu_scripts/ab_merge.py "$OUT/r2" base new 1 2 | tee "$OUT/r2/merged.md" | cut -c1-120
 echo "== forced in the shared kernel"; cut -c1-120 "$OUT/force/knobs.md"
 tarball
