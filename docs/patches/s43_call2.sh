@@ -8,8 +8,10 @@
 #  2. A/B base / new twice (ABAB: the second round shows the noise): decode Super L16 b1-b512
 #     nvfp4/fp16sr + nvfp4/fp8sr --phases (nvfp4/fp8sr and b1 / b8 are identical builds:
 #     controls); verify Super b256 T4 / T8 nvfp4/fp16sr + fp8/fp16sr (fp8: a control);
-#  3. the roll forced in the shared kernel (b1 / b8 / b16: ordered:nvfp4/fp16sr loses its
-#     80 / 84 B of spills rolled, 96 -> 128 registers, +8 KB smem) and Nano-4B b256 / b512.
+#  3. the roll forced in the shared kernel (b1 / b8 / b16 L16, b1 / b2 L8: ordered:nvfp4/fp16sr
+#     loses its 80 / 84 B of spills rolled, 96 -> 128 registers, +8 KB smem; at b1 (hint 4, no
+#     spills either way) the chunk loop 23.6 -> 15.4 KB, nvfp4/fp8sr 35.7 -> 22.0 KB) and
+#     Nano-4B b256 / b512.
 # Call 1 (H100, d / r1 back to back): Super L16 nvfp4/fp16sr mixed b256 159.8 -> 154.0, b512
 # 299.7 -> 290.6 us (but identical non-flush halves moved 1-4 % the same way: order bias);
 # verify T8 nvfp4/fp16sr 701.9 -> 680.2. Predictions: decode nvfp4/fp16sr flush only 0.95-1.0x,
@@ -30,6 +32,7 @@ E2="spec --layer mamba2 --shapes nemotron3-super --pairs nvfp4/fp16sr,fp8/fp16sr
 E3="sweep --shapes nemotron3-nano-4b --batches 256,512 --L 16 --pairs nvfp4/fp16sr --no-peers --phases"
 RS="d:- r1:REPLAYSSM_M2_PAIR_ROLL=1"
 RF="sweep --shapes nemotron3-super,nemotron3-nano-4b --batches 1,8,16 --L 16 --pairs nvfp4/fp16sr,nvfp4/fp8sr --no-peers --phases"
+RF8="sweep --shapes nemotron3-super,nemotron3-nano-4b --batches 1,2 --L 8 --pairs nvfp4/fp16sr,nvfp4/fp8sr --no-peers --phases"
 T="timeout 280 python -m pytest -q -rs -p no:cacheprovider"
 ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 3 tests/test_gpu_ops.py -k "pair_roll" > "$OUT/t_roll_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_ops.log" ) &
 ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 2 tests/test_gpu_spec.py -k "pair_roll" > "$OUT/t_roll_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_roll_spec.log" ) &
@@ -49,9 +52,11 @@ ab_run 1 2; tarball
 ab_run 3; tarball
 ( REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/force SETTINGS="$RS" BENCH_ARGS="$RF" REPLAYS=9 \
     RUN_S=45 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/force.log" 2>&1 ); echo "force $(( $(date +%s) - t0 )) s"
+( REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/force8 SETTINGS="$RS" BENCH_ARGS="$RF8" REPLAYS=9 \
+    RUN_S=45 WARM_S=120 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/force8.log" 2>&1 ); echo "force8 $(( $(date +%s) - t0 )) s"
 tarball
 echo "== round 1"; python tests/gpu_scripts/ab_merge.py "$OUT" base new 1 2 3 | tee "$OUT/merged.md" | cut -c1-120
 echo "== round 2"; python tests/gpu_scripts/ab_merge.py "$OUT/r2" base new 1 2 | tee "$OUT/r2/merged.md" | cut -c1-120
-echo "== forced in the shared kernel"; cut -c1-120 "$OUT/force/knobs.md"
+echo "== forced in the shared kernel"; cut -c1-120 "$OUT/force/knobs.md"; cut -c1-120 "$OUT/force8/knobs.md"
 tarball
 echo "total $(( $(date +%s) - t0 )) s"
