@@ -52,7 +52,7 @@ ab_run 1 2; tarball
 ab_run 3; tarball
 ( REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/force SETTINGS="$RS" BENCH_ARGS="$RF" REPLAYS=9 \
     RUN_S=45 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/force.log" 2>&1 ); echo "force $(( $(date +%s) - t0 )) s"
-( REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/force8 SETTINGS="$RS" BENCH_ARGS="$RF8" REPLAYS=9 \
+( REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/force8 SETTINGS="$RS" BENCH_ARGS="$RF8" REPLAYS=9 ROUNDS=2 \
     RUN_S=45 WARM_S=120 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/force8.log" 2>&1 ); echo "force8 $(( $(date +%s) - t0 )) s"
 tarball
 echo "== round 1"; python tests/gpu_scripts/ab_merge.py "$OUT" base new 1 2 3 | tee "$OUT/merged.md" | cut -c1-120
