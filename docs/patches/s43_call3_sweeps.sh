@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 43, device call 3 (ready; ~6 min, one machine start): s42_call_sweeps_roll.sh without
+# Session 43, device call 3 (ready; ~6 min, one machine start): s42_call_sweeps_roll.sh (in git
+# history, 899ef82) without
 # its roll part (s43_call2.sh times the roll). Run it on the final kernel code (after the roll
 # rule lands, or on the tree as committed):
 #  1. the landing sweeps to refresh the README's headline tables (sessions 21 / 18 until now),
