@@ -12,6 +12,17 @@ MAMBA2_SMALL = dict(H=4, P=8, N=32, G=2)
 GDN_SMALL = dict(H=2, HV=4, K=32, V=16)
 
 
+def gpu_script(name: str):
+    """A module of tests/gpu_scripts/ (device-call tools with CPU-testable parts), loaded by path
+    (the folder is not a package)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(os.path.dirname(__file__), "gpu_scripts", f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def compile_workers(jobs: int) -> int:
     """Processes for a module's batch of kernel compiles (single-threaded, seconds each): up to
     2 on a machine with the cores, 1 inside a pytest-xdist worker (the workers hold the cores)."""

@@ -1,19 +1,14 @@
 """tests/gpu_scripts/ab_merge.py (the A/B table of a device call; CPU): one row per cell, spec
 cells keyed by both L and T (T4 and T8 of one pair once collided into one row), the ratio new/base,
 the standard-decode anchors left out, a cell of one tree only kept with '-'."""
-import importlib.util
 import json
 import os
 
-HERE = os.path.dirname(__file__)
+from tests.harness import gpu_script
 
 
 def _ab_merge():
-    spec = importlib.util.spec_from_file_location(
-        "ab_merge", os.path.join(HERE, "gpu_scripts", "ab_merge.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return gpu_script("ab_merge")
 
 
 def _write(out, n, name, fname, cells):

@@ -2,19 +2,14 @@
 table (medians per setting, the A/B ratio with two settings, '-' for a failed cell); with rounds
 the value is the median of the rounds' medians and the round spread column shows the largest
 drift of one setting between its rounds."""
-import importlib.util
 import json
 import os
 
-HERE = os.path.dirname(__file__)
+from tests.harness import gpu_script
 
 
 def _knob_table():
-    spec = importlib.util.spec_from_file_location(
-        "knob_table", os.path.join(HERE, "gpu_scripts", "knob_table.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return gpu_script("knob_table")
 
 
 def _write(path, fname, cells):

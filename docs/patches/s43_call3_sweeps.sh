@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Session 43, device call 3 (ready; ~6 min, one machine start): s42_call_sweeps_roll.sh (in git
-# history, 899ef82) without
-# its roll part (s43_call2.sh times the roll). Run it on the final kernel code (after the roll
-# rule lands, or on the tree as committed):
+# history, 899ef82) without its roll part (s43_call2.sh times the roll). Run it on the final
+# kernel code (after the roll rule lands, or on the tree as committed):
 #  1. the landing sweeps to refresh the README's headline tables (sessions 21 / 18 until now),
 #     peers in the same run: Nemotron-3-Super b1..b512 L16, five pairs, our standard + mamba_ssm's
 #     Triton selective_state_update; Qwen3.5-4B b1..b512 L16, five pairs, our standard + FLA's
