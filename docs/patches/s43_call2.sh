@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 43, device call 2 -- NOT RUN (refused machine starts took ~1200 device-s); ready for
 # the next session, ~8 min, one machine start. docs/patches/s43_pair_roll_rule.patch (s42's rolled
-# pair encodes + a default rule: on for nvfp4/fp16sr in a decode split's flush half at L16 and
-# in the verify's flush launch) applied to this tree (new; /tmp/base = the tree as committed):
+# pair encodes + a default rule: on for nvfp4/fp16sr at L16 in a decode split's flush half and
+# the verify's flush launch) applied to this tree (new; /tmp/base = the tree as committed):
 #  1. the final-code M2 GPU test set on the patched tree (its defaults now roll those builds) +
 #     the roll's own GPU tests (decode / verify bit-identical to the inline pair, verify fuzz);
 #  2. A/B base / new twice (ABAB: the second round shows the noise): decode Super L16 b1-b512
