@@ -24,7 +24,7 @@ ab_trees() {  # copy the tree to /tmp/base, then apply the patches here, in orde
 ab_grid() {  # TREE NAME N [warm]: grid N (bench arguments in $EN) in TREE, its own kernel cache
   local B
   eval "B=\$E$3"
-  (cd "$1" && PYTHONPATH="$1" REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_$2 OUT=$OUT/g$3_$2 SETTINGS="$2:-" \
+  (cd "$1" && PYTHONPATH="$1:${PYTHONPATH:-}" REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_$2 OUT=$OUT/g$3_$2 SETTINGS="$2:-" \
      BENCH_ARGS="$B" REPLAYS=9 RUN_S=${RUN_S:-80} WARM_S=${WARM_S:-240} WARM_JOBS=1 \
      bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/grid$3_$2_${4:-run}.log" 2>&1)
 }
@@ -69,7 +69,7 @@ new_copy() {  # P.patch ...: /tmp/new = this tree with the patches applied (this
 }
 
 new_grid() {  # NAME SETTINGS ARGS RUN_S: a knob grid (run_knob_grid.sh) in /tmp/new, its own cache
-  (cd /tmp/new && PYTHONPATH=/tmp/new REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/$1 \
+  (cd /tmp/new && PYTHONPATH=/tmp/new:${PYTHONPATH:-} REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc_new OUT=$OUT/$1 \
      SETTINGS="$2" BENCH_ARGS="$3" REPLAYS=${REPLAYS:-9} RUN_S=${4:-80} WARM_S=${WARM_S:-240} \
      WARM_JOBS=3 bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/$1.log" 2>&1)
 }
