@@ -310,6 +310,33 @@ def _fold_pair_env() -> Optional[bool]:
     return _env_flag(FOLD_PAIR_ENV)
 
 
+PAIR_ROLL_ENV = "REPLAYSSM_M2_PAIR_ROLL"
+
+
+def _pair_roll_env() -> Optional[bool]:
+    """``REPLAYSSM_M2_PAIR_ROLL`` (0 / 1; unset: the kernel's rule,
+    :meth:`Mamba2ReplayDecode._pair_roll_default`): a fold pair's two chunk encodes as one
+    rolled two-trip loop instead of inline twice (with nvfp4 targets: their pass-1 targets, every
+    chunk kept in sS -- one more chunk of smem per thread, no deferred chunk): the verify's
+    fp8/fp16sr pair chunk loop 53.9 -> 33.2 KB (it stalls on instruction fetch inline, session 42
+    call 2); the second chunk waits in smem (``sS``, 64 B per thread) across the first one's
+    encode. Static (sm_90a, ``m2_md5.py --loops``): verify fp8/fp16sr flush half 12 / 16 B of
+    spills, all outside the head loop (0 inline); decode ordered:fp8/fp16sr:4 48.6 -> 27.7 KB,
+    32 -> 36 B, two spill ops inside the pair loop; split2:nvfp4/fp8sr 37.7 -> 23.5 KB, but its
+    sS (+8 KB) takes the half from 5 to 4 CTAs/SM by smem, hence 96 -> 128 registers, and 0 ->
+    76 / 88 B of spills (two ops in the pair loop); split2:nvfp4/fp16sr 24.7 -> 16.3 KB,
+    verify:nvfp4/fp16sr:8:2 29.4 -> 21.4 KB, both without spills. The cost: 64 B of smem per
+    thread (8 KB a CTA) in every rolled build but nvfp4 targets at an odd NIT (P = 80: their last
+    chunk stays in registers as inline), so where smem sets the occupancy a CTA fewer per
+    SM (flush halves, Super: fp16sr / fp8/fp16sr L32 6 -> 5, fp32 L32 5 -> 4, nvfp4/fp8sr
+    L16 5 -> 4 -- nvfp4/fp16sr's register hint is 4 already --, nvfp4/fp8sr L32 4 -> 3; the
+    shared kernels' non-flush rows alike, e.g. nvfp4/fp16sr L4 6 -> 5; the verify's
+    nvfp4/fp16sr T8 hint 4 -> 3), and with it the split's non-flush cap and flush grid. (The second chunk in registers instead spills more: verify fp8/fp16sr 16 /
+    24 B, ordered:fp8/fp16sr:4 68 / 76 B, mostly inside the loops.) Bit-identical to 0 by
+    construction (the same operations per chunk; SR bits are counter-based)."""
+    return _env_flag(PAIR_ROLL_ENV)
+
+
 def _staged_default() -> bool:
     """``REPLAYSSM_M2_STAGED`` (0 / 1; default 1): non-flush rows with nvfp4 read copies stage
     every head's read set in smem with cp.async before the preamble; 0 = register loads."""
@@ -1077,6 +1104,25 @@ class Mamba2ReplayDecode:
             return self.hpc >= 4
         return True
 
+    def _pair_roll_default(self) -> bool:
+        """Whether a fold pair's encodes run rolled unless ``REPLAYSSM_M2_PAIR_ROLL`` says
+        (H100, session 43 call 1, ``bench/results/session43_gpu/call1/roll_decode``, Super
+        L16, rolled / inline): on for nvfp4 read copies over an fp16 SR checkpoint in a split's
+        flush half at L16 (flush only b256 / b512 0.998 / 0.953x, mixed 0.964 / 0.970x; session
+        45 call 1, the rule's build against the inline one, two rounds A B A B: mixed b256
+        0.965 / 0.966x, b512 0.975 / 0.975x, flush only b256 / b512 0.971 / 0.976x and 0.976 /
+        0.957x, with nvfp4/fp8sr, an identical build, mixed at 0.989-1.007x; Nano-4B b256 / b512
+        mixed 0.994 / 0.995x);
+        off for fp8 read copies (fp8/fp16sr flush only 1.16x: the rolled half spills 88 / 144 B
+        at 128 registers, 0 inline) and nvfp4/fp8sr (flush only 0.95-0.97x, mixed 1.000-1.006x:
+        0 -> 76 B of spills). Untimed, so off: other buffer lengths (at L8 the rolled flush CTA,
+        37 -> 45 KB, no longer fits beside four non-flush CTAs) and the shared kernel (rolled,
+        its nvfp4 builds lose their spills: 96 -> 127 registers; forced there in session 45 call
+        1, Super / Nano-4B b1 / b8 / b16 L16 and b1 / b2 L8: inline / rolled mixed 0.95-1.02x,
+        no lead for batch 1)."""
+        return (self.read_fmt == "nvfp4" and self.rec_fmt == "fp16" and self.rows == 2
+                and self.L == 16)
+
     def fold_smem(self, R: int, L: int) -> int:
         """Bytes of one fold staging round (:class:`ReplayTile`'s ``fold_smem``): the same for
         every ring and buffer length here (``R`` / ``L`` are for subclasses; the verify
@@ -1231,8 +1277,15 @@ class Mamba2ReplayDecode:
         # last pair's second chunk is the one pass 2 keeps in registers, so with an even NIT the
         # pass-1 targets of chunk NIT - 2 are encoded in pass 2 (every pass-1 target there:
         # 1.04x slower flush, session37_gpu/call1)
+        # (rolled encodes: every chunk of a head waits in sS, the last one too -- no deferral)
+        pr = _pair_roll_env()
+        if pr is None:
+            pr = self._pair_roll_default()
+        self.pair_roll = bool(self.fold_pair and pr)
         self.pair_defer = bool(self.fold_pair and self.needs_gamax and self.flush_p1
-                               and self.cfg.nit % 2 == 0)
+                               and self.cfg.nit % 2 == 0 and not self.pair_roll)
+        # (with the roll the pair loop keeps both chunks in sS whenever a later chunk follows;
+        # an even NIT's last pair keeps its second chunk there too: :attr:`_sS_all`)
         # non-flush: prefetch the next head's read copy while reducing the current one (formats
         # with few state registers per head: nvfp4 8, fp8 16 per thread at P=64, N=128)
         if prefetch is None:
@@ -1304,7 +1357,10 @@ class Mamba2ReplayDecode:
         o += al(4 * c.jb * P)
         if self.flush_impl == 2 and self.needs_gamax:
             off["sS"] = o
-            o += 64 * NT * max(c.nit - 1, 1)
+            o += 64 * NT * self._sS_chunks()
+        elif self.pair_roll:
+            off["sS"] = o                # a pair's second chunk, across the first one's encode
+            o += 64 * NT
         if self.mma_fold:
             off["slab"] = o              # the tensor-core fold's 16-row pass (rows padded)
             o += al(4 * 16 * (N + 4))
@@ -1335,6 +1391,18 @@ class Mamba2ReplayDecode:
             # cap CTAs fit, cap + 1 do not
             size = al(SMEM_PER_SM // (cap + 1) - 1024 + 1 - self._smem_fixed())
         return off, size
+
+    @property
+    def _sS_all(self) -> bool:
+        """nvfp4 targets with the rolled pair encodes and an even NIT: the last chunk is a
+        pair's second, so it waits in sS too (an odd NIT's last chunk, from the single-chunk
+        loop, stays in registers for pass 2 as without the roll)."""
+        return self.pair_roll and self.needs_gamax and self.cfg.nit % 2 == 0
+
+    def _sS_chunks(self) -> int:
+        """Chunks per thread in sS with nvfp4 targets: all but the last, which stays in registers
+        for pass 2 -- or all of them (:attr:`_sS_all`)."""
+        return self.cfg.nit if self._sS_all else max(self.cfg.nit - 1, 1)
 
     def _smem_fixed(self) -> int:
         """Shared memory of one CTA outside the union buffer (16-byte aligned allocations)."""
@@ -1426,9 +1494,12 @@ class Mamba2ReplayDecode:
         if self.flush_impl == 2 and self.needs_gamax:
             # the fp32 S_new of one head (flush rows, nvfp4 targets): float4 (it, g) of thread t
             # at row (it*4 + g)*NT + t -> conflict-free 16-byte accesses
-            # (the last chunk stays in registers: NIT - 1 chunks per thread here)
-            sS = uview("sS", Float32, cute.make_layout((max(cfg.nit - 1, 1) * 4 * NT, 4),
+            # (the last chunk stays in registers: NIT - 1 chunks per thread here; every chunk
+            # with the rolled pair encodes at an even NIT, :meth:`_sS_chunks`)
+            sS = uview("sS", Float32, cute.make_layout((self._sS_chunks() * 4 * NT, 4),
                                                        stride=(4, 1)))
+        elif self.flush_impl == 2 and self.pair_roll:
+            sS = uview("sS", Float32, cute.make_layout((4 * NT, 4), stride=(4, 1)))
         sHW = sHS = sXR = None
         if self.flush_impl == 2:
             wpc = CHUNK * _BITS[self.rec_fmt] // 32
@@ -2922,14 +2993,23 @@ class Mamba2ReplayDecode:
     def _chunk_keep(self, acc: cute.Tensor, amax: Float32, it: Int32, sS: cute.Tensor,
                     tidx: Int32) -> Float32:
         """nvfp4 targets: the running amax with chunk ``it`` (returned), the chunk into sS but
-        for the last (pass 2 takes it from registers)."""
+        for the last (pass 2 takes it from registers; every chunk with :attr:`_sS_all`)."""
         # rows past P (clamped duplicates) hold a valid row's values: amax unchanged
         amax = lp.fmax_nq(amax, _absmax16(acc))
-        if it < self.cfg.nit - 1:
-            for g in cutlass.range_constexpr(4):
-                cute.autovec_copy(cute.local_tile(acc, (4,), (g,)),
-                                  sS[(it * 4 + g) * self.cfg.nt + tidx, None])
+        if const_expr(self._sS_all):
+            self._sS_store(acc, sS, it, tidx)
+        else:
+            if it < self.cfg.nit - 1:
+                self._sS_store(acc, sS, it, tidx)
         return amax
+
+    @cute.jit
+    def _sS_store(self, acc: cute.Tensor, sS: cute.Tensor, it: Int32, tidx: Int32):
+        """The thread's chunk ``it`` (``acc``) into sS: float4 (it, g) at row (it*4 + g)*NT + t
+        (conflict-free 16-byte accesses)."""
+        for g in cutlass.range_constexpr(4):
+            cute.autovec_copy(cute.local_tile(acc, (4,), (g,)),
+                              sS[(it * 4 + g) * self.cfg.nt + tidx, None])
 
     @cute.jit
     def _sS_load(self, acc: cute.Tensor, sS: cute.Tensor, it: Int32, tidx: Int32):
@@ -3212,7 +3292,35 @@ class Mamba2ReplayDecode:
                                    sDotF, mX, mZ, mOut)
                 self._chunk_output(acc, k, row, head_i, r2, cbi, vq2, gout, ccur + dsk, sC, sCT,
                                    sDotF, mX, mZ, mOut)
-                if const_expr(self.needs_gamax and len(self.flush_p1) > 0):
+                if const_expr(self.pair_roll):
+                    # chunk it, then chunk it + 1 (from sS: acc is not live through the first
+                    # encode) through one copy of the code; the trip count through a mov so that
+                    # ptxas does not unroll it back. With nvfp4 targets both chunks are kept in
+                    # sS first (pass 2 reads every chunk from there), then the pass-1 targets.
+                    if const_expr(self.needs_gamax):
+                        amax = self._chunk_keep(accp, amax, it, sS, tidx)
+                        amax = self._chunk_keep(acc, amax, it + 1, sS, tidx)
+                    else:
+                        self._sS_store(acc, sS, 0, tidx)
+                    if const_expr(not self.needs_gamax or len(self.flush_p1) > 0):
+                        for q in cutlass.range(_opaque_i32(2), unroll=1):
+                            rq = rrow + (it + q) * RPF
+                            vqq = rq < P
+                            if const_expr(not cfg.full):
+                                rq = cutlass.min(rq, P - 1)
+                            if const_expr(self.needs_gamax):
+                                self._encode_store(False, accp, rq * CB + cbi, rq, cbi, vqq,
+                                                   slot_i, head_i, w3_hi, w3_lo, sKey, s_glob,
+                                                   mHi, mHiS, mLo, mLoS)
+                                if q == 0:
+                                    self._sS_load(accp, sS, it + 1, tidx)
+                            else:
+                                amax = self._chunk_store(accp, amax, it + q, rq, cbi, vqq, slot_i,
+                                                         head_i, w3_hi, w3_lo, s_glob, sKey, sS,
+                                                         mHi, mHiS, mLo, mLoS, tidx)
+                                if q == 0:
+                                    self._sS_load(accp, sS, 0, tidx)
+                elif const_expr(self.needs_gamax and len(self.flush_p1) > 0):
                     amax = self._chunk_keep(accp, amax, it, sS, tidx)
                     amax = self._chunk_keep(acc, amax, it + 1, sS, tidx)
                     if it + 1 < NIT - 1:     # acc waits in sS while accp is encoded
@@ -3289,8 +3397,11 @@ class Mamba2ReplayDecode:
                     if const_expr(not cfg.full):
                         r = cutlass.min(r, P - 1)
                     qc = r * CB + cbi
-                    if it2 > 0:
+                    if const_expr(self._sS_all):
                         self._sS_load(acc, sS, it, tidx)
+                    else:
+                        if it2 > 0:
+                            self._sS_load(acc, sS, it, tidx)
                     self._encode_store(True, acc, qc, r, cbi, vq, slot_i, head_i, w3_hi, w3_lo,
                                        sKey, s_glob, mHi, mHiS, mLo, mLoS)
                 if const_expr(self.pair_defer):
@@ -3354,7 +3465,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
            _fold_unroll(2 if rows == 2 else 1), os.environ.get(FOLD_SMEM_ENV),
            os.environ.get(FOLD_ENTRIES_ENV), os.environ.get(DEP_ARRIVE_ENV),
            os.environ.get(RING_PHYS_ENV), os.environ.get(LATE_CHECK_ENV),
-           lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env()) + tuple(kw.values())
+           lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env(), _pair_roll_env()) + tuple(kw.values())
     if rows:
         key += (_env_int(SPLIT_MINB1_ENV if rows == 1 else SPLIT_MINB2_ENV),)
     return kw, key
@@ -3880,7 +3991,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2_MMA", "REPLAYSSM_M2_STAGED",
               ORDER_CURSORS_ENV, FOLD_UNROLL_ENV, SPLIT_ENV, SPLIT_MINB1_ENV, SPLIT_MINB2_ENV,
               SPLIT_HPC2_ENV, SPLIT_FPOS_ENV, FOLD_SMEM_ENV, FOLD_ENTRIES_ENV, PF_EARLY_ENV,
               DEP_ARRIVE_ENV, THREADS_ENV, ROW_SPLIT_ENV, RING_PHYS_ENV, LATE_CHECK_ENV,
-              lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, SPLIT_NFCAP_ENV)
+              lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, SPLIT_NFCAP_ENV, PAIR_ROLL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

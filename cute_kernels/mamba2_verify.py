@@ -124,6 +124,7 @@ from .mamba2_replay import (
     _add_rn,
     _fold_pair_env,
     _fold_unroll,
+    _pair_roll_env,
     _mma_fold_default,
     _opaque_i32,
     _pow2_f32,
@@ -133,6 +134,7 @@ from .mamba2_replay import (
     _warp_inclusive_scan,
     E2M1_ENV,
     FOLD_PAIR_ENV,
+    PAIR_ROLL_ENV,
     choose_heads_per_cta,
     e2m1_magic,
     fold_a_frag,
@@ -457,8 +459,23 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         """The pair fold in the verify's flush (measured at b256, bench/results/session37_gpu/
         call2, session38_gpu/call1): on for nvfp4 and 16-bit read copies (T8 nvfp4/fp16sr 0.973x,
         bf16/fp32 0.955x); off for fp8 (T8 fp8/fp16sr 1.074x slower, flush only 1.07x, with 128
-        registers and no spills either way: not understood) and fp32 (T4 / T8 0.99 / 1.00x)."""
+        registers and no spills either way: instruction fetch -- its inline pair chunk loop is
+        53.9 KB, and "no instruction" goes to 25.6 % of the stall samples with it, session42_gpu/
+        call2; REPLAYSSM_M2_PAIR_ROLL rolls the pair's encodes) and fp32 (T4 / T8 0.99 /
+        1.00x)."""
         return self.read_fmt not in ("fp8", "fp32")
+
+    def _pair_roll_default(self) -> bool:
+        """Rolled pair encodes in the verify's flush launch (H100, Super b256 L16, rolled /
+        inline): on for nvfp4/fp16sr at T8 (session 43 call 1: mixed 0.969x, flush only 0.966x;
+        session 45 call 1, two rounds: mixed 0.965 / 0.974x, flush only 0.971 / 0.971x); off at
+        T4, where it loses (session 45 call 1: mixed 1.034 / 1.045x, flush only 1.024 /
+        1.026x), and T5-T7 (untimed); off for fp8 read copies (their pair is off,
+        :meth:`_fold_pair_default`; forced on and rolled, 1.155x), and where untimed: the single
+        launch (+8 KB for every row's CTA: 4 -> 3 CTAs per SM at T4 with 2-4 heads per CTA) and
+        buffer lengths other than 16."""
+        return (self.read_fmt == "nvfp4" and self.rec_fmt == "fp16" and self.rows == 2
+                and self.L == 16 and self.T >= 8)
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,
@@ -1813,7 +1830,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            os.environ.get(FRAG_L2PF_ENV, "1"), os.environ.get(READ_L2PF_ENV),
            os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV),
            _dot_pieces(), os.environ.get(FOLD_SMEM_ENV), os.environ.get(FOLD_ENTRIES_ENV),
-           lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env()) + tuple(
+           lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env(), _pair_roll_env()) + tuple(
         kw.values())
     return kw, key
 
@@ -2016,7 +2033,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
               DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV,
-              FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV)
+              FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, PAIR_ROLL_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

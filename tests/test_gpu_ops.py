@@ -375,6 +375,15 @@ def _wide_rows(*shape, dev="cuda"):
 WIDE_INPUT = 2.0 ** -20
 
 
+def _assert_twins_equal(outs, pad, caches, step):
+    """Two caches run under two switch settings: pad rows' (poisoned) outputs untouched, outputs
+    and every cache tensor bit-identical."""
+    assert torch.isnan(outs[1][pad]).all(), "pad rows must stay untouched"
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), step
+    for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
+        assert torch.equal(a, b), step
+
+
 def _gdn_bit_identical_steps(pair, envs, monkeypatch, batch=4, L=4, max_draft=0, pool=8,
                              wide=False):
     """Two GDN caches through the same 3L + 3 steps with random pad rows (poisoned outputs), one
@@ -403,10 +412,7 @@ def _gdn_bit_identical_steps(pair, envs, monkeypatch, batch=4, L=4, max_draft=0,
             out = torch.full((batch, HV, Vd), float("nan"), device=dev, dtype=torch.bfloat16)
             R.gdn_decode(c, q, k, v, **gates, state_batch_indices=sbi, out=out, backend="cute")
             outs.append(out)
-        assert torch.isnan(outs[1][pad]).all(), "pad rows must stay untouched"
-        assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), step
-        for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
-            assert torch.equal(a, b), step
+        _assert_twins_equal(outs, pad, caches, step)
     assert int(caches[1].flush_count.max()) >= 3
     return caches[1]
 
@@ -468,10 +474,7 @@ def _bit_identical_steps(pair, P, envs, monkeypatch, batch=6, L=4, wide=False):
             out = torch.full((batch, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
             R.mamba2_decode(c, *inp, True, sbi, out=out, backend="cute")
             outs.append(out)
-        assert torch.isnan(outs[1][pad]).all(), "pad rows must stay untouched"
-        assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)), step
-        for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
-            assert torch.equal(a, b), step
+        _assert_twins_equal(outs, pad, caches, step)
     assert int(caches[1].flush_count.max()) >= 3
 
 
@@ -601,6 +604,71 @@ def test_mamba2_fold_pair_bit_identical(pair, P, batch, L, seed, monkeypatch):
     assert op.fold_pair and op.fold_pairs == op.cfg.nit // 2, pair
     _bit_identical_steps(pair, P, ({MR.FOLD_PAIR_ENV: "0"}, {MR.FOLD_PAIR_ENV: "1"}),
                          monkeypatch, batch=batch, L=L, wide=True)
+
+
+@pytest.mark.parametrize("P,batch,L", [(64, 8, 4), (80, 8, 4), (72, 8, 4), (64, 6, 4),
+                                       (64, 16, 16)])
+@pytest.mark.parametrize("pair", ["fp16sr", "fp8/fp16sr", "bf16sr", "nvfp4/fp16sr", "nvfp4/fp8sr",
+                                  "fp32"])
+def test_mamba2_pair_roll_bit_identical(pair, P, batch, L, seed, monkeypatch):
+    """REPLAYSSM_M2_PAIR_ROLL=1 (a fold pair's two chunk encodes as one rolled loop, the second
+    chunk waiting in smem; with nvfp4 targets every chunk kept in sS, none deferred to pass 2)
+    gives the bytes of the inline pair (=0), both with the pair fold on: the small split's flush
+    half, the shared kernel, P = 80 (a single chunk after two pairs), P = 72 (the same with
+    clamped rows), fp32 (whose pair is the default in the split's flush half only)."""
+    from cute_kernels import mamba2_replay as MR
+    c = R.Mamba2ReplayCache(batch, M2["H"], P, M2["N"], M2["G"], precision=pair, buffer_len=L,
+                            device="cuda")
+    assert MR.use_small_split(c, batch) is (batch >= 8), (pair, batch)
+    monkeypatch.setenv(MR.FOLD_PAIR_ENV, "1")
+    monkeypatch.setenv(MR.PAIR_ROLL_ENV, "1")
+    op = MR.Mamba2ReplayDecode(pair, "bfloat16", "float32", M2["H"], P, M2["N"], M2["G"], L,
+                               L + 1, True, False, True, True, 4, True)
+    assert op.pair_roll, pair
+    _bit_identical_steps(pair, P, ({MR.FOLD_PAIR_ENV: "1", MR.PAIR_ROLL_ENV: "0"},
+                                   {MR.FOLD_PAIR_ENV: "1", MR.PAIR_ROLL_ENV: "1"}),
+                         monkeypatch, batch=batch, L=L, wide=True)
+
+
+@pytest.mark.parametrize("split", ["0", "1"])
+@pytest.mark.parametrize("pair", ["fp8/fp16sr", "bf16/fp32", "nvfp4/fp16sr", "nvfp4/fp8sr"])
+def test_mamba2_verify_pair_roll_bit_identical(pair, split, seed, monkeypatch):
+    """The verify with the rolled pair encodes (REPLAYSSM_M2_PAIR_ROLL=1) gives the bytes of the
+    inline pair (=0), both with the pair fold on, as one launch or split (REPLAYSSM_M2V_SPLIT=1:
+    the flush rows' own launch): 3L verify + commit calls of T = 1..4 drafts with random
+    acceptance, pad rows (poisoned outputs), flushed states in every fp16 regime; outputs,
+    stored copies, scales, rings and cursors bit-identical after every call."""
+    from cute_kernels import mamba2_replay as MR
+    H, P, N, G, L, T, pool, batch, dev = M2["H"], 64, M2["N"], M2["G"], 4, 4, 16, 6, "cuda"
+    envs = tuple({MR.FOLD_PAIR_ENV: "1", "REPLAYSSM_M2V_SPLIT": split, MR.PAIR_ROLL_ENV: v}
+                 for v in ("0", "1"))
+    caches = [R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L, max_draft=T,
+                                  act_dtype=torch.bfloat16, device=dev, seed=99) for _ in range(2)]
+    slots = torch.randperm(pool, device=dev)[:batch]
+    S0 = _wide_rows(batch, H, P, N)
+    for c in caches:
+        c.init_from_state(slots.tolist(), S0)
+    for step in range(3 * L):
+        g = torch.Generator(device=dev).manual_seed(2000 + step)
+        r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+        t = 1 + step % T
+        pad = torch.rand(batch, device=dev, generator=g) < 0.25
+        sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
+        inp = ((r(batch, t, H, P) * WIDE_INPUT).to(torch.bfloat16), r(batch, t, H),
+               -torch.rand(H, device=dev, generator=g) - 0.1,
+               r(batch, t, G, N).to(torch.bfloat16), r(batch, t, G, N).to(torch.bfloat16))
+        D, dt_bias = r(H), r(H) * 0.3
+        acc = torch.randint(0, t + 1, (batch,), device=dev, generator=g, dtype=torch.int32)
+        outs = []
+        for c, env in zip(caches, envs):
+            _switch_env(monkeypatch, envs, env)
+            out = torch.full((batch, t, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
+            R.mamba2_verify(c, *inp, D=D, dt_bias=dt_bias, dt_softplus=True,
+                            state_batch_indices=sbi, out=out, backend="cute")
+            R.commit(c, acc, sbi, backend="cute")
+            outs.append(out)
+        _assert_twins_equal(outs, pad, caches, step)
+    assert int(caches[1].flush_count.max()) >= 3
 
 
 @pytest.mark.parametrize("fold_kib", [None, 4])

@@ -259,6 +259,16 @@ def test_fuzz_mamba2_verify_fold_round_l32(pair, fold_kib, seed, monkeypatch):
     _variant_fuzz("mamba2", pair, M2, dict(L=32, max_draft=8), 80, seed, f"L32 fold {fold_kib} KiB")
 
 
+@pytest.mark.parametrize("pair", ["fp8/fp16sr", "bf16/fp32", "fp16sr", "nvfp4/fp16sr"])
+def test_fuzz_mamba2_verify_pair_roll(pair, seed, monkeypatch):
+    """The verify's flush with the pair fold and its two chunk encodes rolled
+    (REPLAYSSM_M2_FOLD_PAIR=1, REPLAYSSM_M2_PAIR_ROLL=1) against the twin, L16, T in {3, 8}."""
+    from cute_kernels import mamba2_replay as MR
+    monkeypatch.setenv(MR.FOLD_PAIR_ENV, "1")
+    monkeypatch.setenv(MR.PAIR_ROLL_ENV, "1")
+    _variant_fuzz("mamba2", pair, M2, dict(L=16, max_draft=8), 60, seed, "pair roll")
+
+
 @pytest.mark.parametrize("pair", ["fp8/fp32", "bf16/fp32"])
 def test_fuzz_mamba2_verify_drafts_buffer_at_4_heads(pair, seed, monkeypatch):
     """The flush rows' drafts buffer in the 4-heads-per-CTA build at T <= 4 (the b256 build: its

@@ -590,13 +590,14 @@ def test_split_heads_per_cta(monkeypatch):
 
 def test_split_nonflush_cap(monkeypatch):
     """The split's non-flush half leaves an SM's room for a flush CTA below SPLIT_NFCAP_BELOW
-    rows at L16 (SPLIT_NFCAP_L): Nemotron-3-Super's 8-head nvfp4 read set without z (55.7 KB, 4 CTAs / SM) is padded to
-    3 CTAs (the flush CTA's 44.5 KB then fits); with z (57.7 KB: 3 CTAs already) nothing; Nano-4B
-    nvfp4/fp32 neither (its 168-register flush CTA would not fit beside 3 by registers); never
+    rows at L16 (SPLIT_NFCAP_L): Nemotron-3-Super's 8-head nvfp4 read set without z (55.7 KB,
+    4 CTAs / SM) is padded to 3 CTAs (the flush CTA then fits: 52.7 KB for nvfp4/fp16sr,
+    rolled); with z (57.7 KB: 3 CTAs already) nothing; Nano-4B nvfp4/fp32 neither (its 168-register flush CTA would not fit beside 3 by registers); never
     from 256 rows nor at L8 / L32 unless REPLAYSSM_M2_SPLIT_NFCAP=1, never with =0."""
     import torch
 
     monkeypatch.delenv(M.SPLIT_NFCAP_ENV, raising=False)
+    monkeypatch.delenv(M.PAIR_ROLL_ENV, raising=False)
     impl = dict(flush_impl=None, nonflush_mma=None, staged=None, row_order=True)
 
     def cap(pair, batch, has_z=False, H=128, P=64, hpc1=8, L=16):
@@ -616,6 +617,9 @@ def test_split_nonflush_cap(monkeypatch):
     assert cap("nvfp4/fp16sr", 512) == 3 and cap("nvfp4/fp16sr", 64, L=32) == 2  # 3 -> 2
     assert cap("nvfp4/fp16sr", 64, L=8) == 0           # 4 CTAs + a 37 KB flush CTA fit
     assert cap("nvfp4/fp32", 64, L=8) == 3             # ... its 41 KB one does not
+    monkeypatch.setenv(M.PAIR_ROLL_ENV, "1")
+    assert cap("nvfp4/fp16sr", 64, L=8) == 3           # ... nor a rolled 45 KB one (+8 KB sS)
+    monkeypatch.delenv(M.PAIR_ROLL_ENV)
     monkeypatch.setenv(M.SPLIT_NFCAP_ENV, "0")
     assert cap("nvfp4/fp16sr", 64) == 0
     # the padded build: 3 CTAs fit, 4 do not; its occupancy hint stays the unpadded build's 4
@@ -624,7 +628,8 @@ def test_split_nonflush_cap(monkeypatch):
     nf = M._split_half(base, 8, True, None, impl, 1, 3)
     assert nf.smem_bytes(padded=False) == 55664 and nf._smem_ctas(padded=False) == 4
     assert nf._smem_ctas() == 3 and nf.min_blocks_per_mp == 4
-    assert 3 * (nf.smem_bytes() + 1024) + 44528 + 1024 <= M.SMEM_PER_SM
+    assert 3 * (nf.smem_bytes() + 1024) + 52720 + 1024 <= M.SMEM_PER_SM   # the rolled flush CTA
+    assert M._split_half(base, 4, True, None, impl, 2).smem_bytes() == 52720
 
 
 def test_decode_folds_p80_l32_in_one_round():
@@ -980,11 +985,13 @@ def test_flush_encoder_switches_in_keys_and_launch_memo(monkeypatch):
     from cute_kernels import mamba2_verify as MV
     for names in (M._ENV_NAMES, MV._ENV_NAMES):
         assert lp.F16_SR_CHUNK_ENV in names and M.E2M1_ENV in names and M.FOLD_PAIR_ENV in names
+        assert M.PAIR_ROLL_ENV in names
     assert lp.F16_SR_CHUNK_ENV in GR._ENV_NAMES and lp.F16_SR_CHUNK_ENV in GV._ENV_NAMES
     args = ("nvfp4/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True,
             True, 4, True)
     keys, vkeys = [], []
-    envs = ({}, {lp.F16_SR_CHUNK_ENV: "0"}, {M.E2M1_ENV: "code"}, {M.FOLD_PAIR_ENV: "0"})
+    envs = ({}, {lp.F16_SR_CHUNK_ENV: "0"}, {M.E2M1_ENV: "code"}, {M.FOLD_PAIR_ENV: "0"},
+            {M.PAIR_ROLL_ENV: "1"})
     for env in envs:
         for name in set().union(*envs):
             monkeypatch.delenv(name, raising=False)
@@ -1034,3 +1041,60 @@ def test_fold_pair_rule(monkeypatch):
     assert not M.Mamba2ReplayDecode("fp8/fp32", *base).fold_pair          # tensor-core fold
     assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, prof=True).fold_pair
     assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, flush_impl=1).fold_pair
+
+
+def test_pair_roll_rule(monkeypatch):
+    """The rolled pair encodes (REPLAYSSM_M2_PAIR_ROLL unset: the kernels' rule, measured at L16):
+    on in a decode split's flush half and the verify's flush launch (T8) for nvfp4 read copies
+    over an fp16 SR checkpoint only (not the shared kernels, not L8 / L32, not nvfp4/fp8sr, fp8 or
+    16-bit read copies); every chunk then in sS, none deferred; =0 / =1 force it off / on
+    wherever the pair fold is on. The rule's build is the env-forced one that was timed (the
+    same PTX), and a build outside it is the =0 one."""
+    from cute_kernels import mamba2_verify as MV
+    base = ("bfloat16", "float32", 128, 64, 128, 8, 16, 17, True, False, True, True, 4, True)
+    split = dict(row_order=True, order_cursors=True, rows=2, flush_positions=4)
+    for name in (M.PAIR_ROLL_ENV, M.FOLD_PAIR_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for pair, on in (("nvfp4/fp16sr", True), ("nvfp4/fp8sr", False), ("fp8/fp16sr", False),
+                     ("fp16sr", False), ("nvfp4/fp32", False)):
+        op = M.Mamba2ReplayDecode(pair, *base, **split)
+        assert op.fold_pair and op.pair_roll is on, pair
+        assert not M.Mamba2ReplayDecode(pair, *base).pair_roll, pair
+    for L in (8, 32):
+        lb = base[:6] + (L, L + 1) + base[8:]
+        assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *lb, **split).pair_roll, L
+    op = M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, **split)
+    assert not op.pair_defer and op._sS_chunks() == op.cfg.nit
+    for pair, rows, on in (("nvfp4/fp16sr", 2, True), ("nvfp4/fp16sr", 0, False),
+                           ("nvfp4/fp8sr", 2, False), ("fp8/fp16sr", 2, False)):
+        kw, _ = MV._resolve(pair, *base[:8], 8, *base[8:14], rows=rows, row_order=rows > 0,
+                            order_cursors=rows > 0)
+        assert MV.Mamba2VerifyKernel(**kw).pair_roll is on, (pair, rows)
+    kw, _ = MV._resolve("nvfp4/fp16sr", *base[:6], 8, 9, 8, *base[8:14], rows=2, row_order=True,
+                        order_cursors=True)
+    assert not MV.Mamba2VerifyKernel(**kw).pair_roll                     # L8: untimed
+    kw, _ = MV._resolve("nvfp4/fp16sr", *base[:8], 4, *base[8:14], rows=2, row_order=True,
+                        order_cursors=True)
+    assert not MV.Mamba2VerifyKernel(**kw).pair_roll                     # T4: rolled loses
+    monkeypatch.setenv(M.PAIR_ROLL_ENV, "0")
+    assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, **split).pair_roll
+    monkeypatch.setenv(M.PAIR_ROLL_ENV, "1")
+    assert M.Mamba2ReplayDecode("nvfp4/fp8sr", *base).pair_roll
+    monkeypatch.setenv(M.FOLD_PAIR_ENV, "0")
+    assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, **split).pair_roll
+    monkeypatch.delenv(M.FOLD_PAIR_ENV)
+
+    def ptx(pair, roll):
+        if roll is None:
+            monkeypatch.delenv(M.PAIR_ROLL_ENV, raising=False)
+        else:
+            monkeypatch.setenv(M.PAIR_ROLL_ENV, roll)
+        with common.dump_ptx() as d:
+            M.compile_mamba2_replay(pair, *base, dump=d, row_order=True, rows=2,
+                                    flush_positions=20)
+            text = d.read()
+            d.cleanup()
+        return re.sub(r"kernel_\w+", "K", text)
+
+    assert ptx("nvfp4/fp16sr", None) == ptx("nvfp4/fp16sr", "1")
+    assert ptx("nvfp4/fp8sr", None) == ptx("nvfp4/fp8sr", "0")

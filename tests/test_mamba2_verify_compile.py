@@ -320,6 +320,41 @@ def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
     assert env in MV._ENV_NAMES
 
 
+def test_pair_roll_switch_and_compile(monkeypatch):
+    """REPLAYSSM_M2_PAIR_ROLL=1 (with the pair fold): the verify flush's two chunk encodes as one
+    rolled loop, the second chunk in sS (with nvfp4 targets at an even NIT every chunk there, no
+    deferral); in the compile key and the launch memo's environment; the fp8/fp16sr and
+    nvfp4/fp16sr flush halves compile for sm_90a, with less PTX than inline."""
+    from cute_kernels import mamba2_replay as MR
+    args = ("fp8/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 24, 8, True, False, True,
+            True, 4)
+    monkeypatch.setenv(MR.FOLD_PAIR_ENV, "1")
+    monkeypatch.delenv(MR.PAIR_ROLL_ENV, raising=False)
+    assert not MV.Mamba2VerifyKernel(*args, rows=2).pair_roll
+    k0 = MV._resolve(*args, True)[1]
+    monkeypatch.setenv(MR.PAIR_ROLL_ENV, "1")
+    assert MV._resolve(*args, True)[1] != k0 and MR.PAIR_ROLL_ENV in MV._ENV_NAMES
+    op = MV.Mamba2VerifyKernel(*args, rows=2)
+    assert op.pair_roll and op.fold_pair
+    off, _ = op._ulayout()
+    assert "sS" in off
+    # nvfp4 targets: every chunk in sS (one more than inline), no chunk deferred to pass 2
+    nv = MV.Mamba2VerifyKernel("nvfp4/fp16sr", *args[1:], rows=2)
+    assert nv.pair_roll and not nv.pair_defer and nv._sS_chunks() == nv.cfg.nit
+    monkeypatch.setenv(MR.PAIR_ROLL_ENV, "0")
+    nv0 = MV.Mamba2VerifyKernel("nvfp4/fp16sr", *args[1:], rows=2)
+    assert nv0.pair_defer and nv0._sS_chunks() == nv0.cfg.nit - 1
+    monkeypatch.setenv(MR.PAIR_ROLL_ENV, "1")
+    for pair in ("fp8/fp16sr", "nvfp4/fp16sr"):
+        sizes = []
+        for v in ("0", "1"):
+            monkeypatch.setenv(MR.PAIR_ROLL_ENV, v)
+            _, ptx = MV.compile_only(pair, T=8, heads_per_cta=4, keep_ptx=True, rows=2,
+                                     order_cursors=True, L=16, H=128, P=64, N=128, G=8)
+            sizes.append(len(ptx))
+        assert sizes[1] < 0.8 * sizes[0], (pair, sizes)
+
+
 def test_preamble_hoist_and_read_prefetch(monkeypatch):
     """Defaults: the preamble's loads hoisted for every read copy but fp8; the read
     copy's L2 prefetch one head ahead up to T = READ_L2PF_MAX_T in builds without the fragment

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Run in session 45 as docs/patches/s43_call2.sh on 69cc6a0 (call 1, H100; the patch it applies,
+# docs/patches/s43_pair_roll_rule.patch, is in git history at 69cc6a0 and landed in session 45).
 # Session 43, device call 2 -- NOT RUN (refused machine starts took ~1200 device-s); ready for
 # the next session, ~8 min, one machine start. docs/patches/s43_pair_roll_rule.patch (s42's rolled
 # pair encodes + a default rule: on for nvfp4/fp16sr at L16 in a decode split's flush half and
