@@ -470,12 +470,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         inline): on for nvfp4/fp16sr at T8 (session 43 call 1: mixed 0.969x, flush only 0.966x;
         session 45 call 1, two rounds: mixed 0.965 / 0.974x, flush only 0.971 / 0.971x); off at
         T4, where it loses (session 45 call 1: mixed 1.034 / 1.045x, flush only 1.024 /
-        1.026x), and T5-T7 (untimed); off for fp8 read copies (their pair is off,
+        1.026x), and at every other T (untimed: T1-T7, T9-T16); off for fp8 read copies (their pair is off,
         :meth:`_fold_pair_default`; forced on and rolled, 1.155x), and where untimed: the single
         launch (+8 KB for every row's CTA: 4 -> 3 CTAs per SM at T4 with 2-4 heads per CTA) and
         buffer lengths other than 16."""
         return (self.read_fmt == "nvfp4" and self.rec_fmt == "fp16" and self.rows == 2
-                and self.L == 16 and self.T >= 8)
+                and self.L == 16 and self.T == 8)
 
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,

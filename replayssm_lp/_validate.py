@@ -90,10 +90,36 @@ def output(name, t, shape, dtype, device):
 
 def no_overlap(name, t):
     """A tensor an op writes must not have elements that share memory (an ``expand``-ed view, a
-    stride-0 dim): its rows would overwrite each other -- and, for a state pool, unowned slots."""
-    if torch._debug_has_internal_overlap(t) == 1:
+    stride-0 dim, an ``as_strided`` / ``unfold`` view whose rows overlap): its rows would
+    overwrite each other -- and, for a state pool, unowned slots."""
+    flag = torch._debug_has_internal_overlap(t)     # 0 no, 1 yes, 2 torch cannot tell
+    if flag == 1 or (flag == 2 and _strides_overlap(t.shape, t.stride())):
         raise ValueError(f"{name} is written by this op, so its elements must not share memory "
                          f"(got strides {list(t.stride())} for shape {list(t.shape)})")
+
+
+def _strides_overlap(shape, stride) -> bool:
+    """Whether two indices of a strided layout reach one element. Sufficient test first: with the
+    dims of size > 1 sorted by stride, each stride passes the span of the dims inside it (a
+    non-dense slice such as ``[..., ::2]`` passes); layouts it cannot clear (interleaved strides)
+    are decided exactly from their offsets, up to 2^24 elements (beyond that: refused)."""
+    dims = sorted((st, n) for n, st in zip(shape, stride) if n > 1)
+    span = 0
+    for st, n in dims:
+        if st <= span:
+            break
+        span += (n - 1) * st
+    else:
+        return False
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel > 1 << 24:
+        return True
+    off = torch.zeros((), dtype=torch.int64)
+    for n, st in zip(shape, stride):
+        off = off[..., None] + torch.arange(n, dtype=torch.int64) * st
+    return off.unique().numel() != numel
 
 
 def indices(name, t, batch, device, num_slots=None, pad_slot_id=-1):

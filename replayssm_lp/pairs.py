@@ -7,6 +7,7 @@ A single name (``fp32``, ``fp16sr``, ``nvfp4sr`` ...) means one shared copy used
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
@@ -80,6 +81,11 @@ def parse_pair(name) -> PrecisionPair:
     ``"nvfp4rn/fp16sr"`` are the same pair); any other, well formed or not, is a ValueError
     listing them -- those are the pairs the kernels are built and tested for."""
     if isinstance(name, PrecisionPair):
+        # built by hand: it must be the listed pair its name spells (not e.g. an unknown
+        # rounding, which would only fail at the first flush, after the checkpoint was written)
+        if not _spells_listed(name):
+            raise ValueError(f"precision {name!r} is not one of the pairs the kernels are built "
+                             f"for; valid pairs: {', '.join(_valid_names())}")
         return name
     if not isinstance(name, str):
         raise TypeError(f"precision must be a str or PrecisionPair, got {type(name).__name__}")
@@ -113,6 +119,16 @@ def parse_pair(name) -> PrecisionPair:
     if rf == "fp32" or (rf == cf):     # same format twice: that is a shared copy, spell it so
         raise err
     return _listed(PrecisionPair(rf, rr, cf, cr, False), err)
+
+
+@functools.lru_cache(maxsize=None)
+def _spells_listed(pair: PrecisionPair) -> bool:
+    """Whether ``pair`` is the listed pair its name spells (memoised: kernels' dispatch passes
+    the cache's pair on every call)."""
+    try:
+        return parse_pair(pair.name) == pair
+    except ValueError:
+        return False
 
 
 def _listed(pair: PrecisionPair, err: ValueError) -> PrecisionPair:

@@ -51,14 +51,24 @@ def snapshot_read_slots(state_indices: torch.Tensor, num_accepted_tokens: Option
 
 
 def _check_read_column(state_indices, num_accepted_tokens, pad_slot_id):
-    """CPU tensors: a row with a slot in column 0 (a real request) must not read a pad entry
-    (``num_accepted_tokens`` past the drafts the row has): the row would be skipped, as a pad row."""
+    """CPU tensors: column 0 and the read column must agree on whether a row is a pad row. A row
+    with a slot in column 0 (a real request) must not read a pad entry (``num_accepted_tokens``
+    past the drafts the row has: the row would be skipped, as a pad row); a pad row (pad id in
+    column 0) must not read a real slot (the kernels would run it and write its slots)."""
     read = snapshot_read_slots(state_indices, num_accepted_tokens)
-    bad = (state_indices[:, 0] != pad_slot_id) & (read == pad_slot_id)
+    pad0, pad_read = state_indices[:, 0] == pad_slot_id, read == pad_slot_id
+    bad = ~pad0 & pad_read
     if bool(bad.any()):
         rows = bad.nonzero().squeeze(1).tolist()[:8]
         raise ValueError(f"num_accepted_tokens of rows {rows} ({num_accepted_tokens[bad].tolist()[:8]}) "
                          f"point at pad entries of state_indices: more drafts accepted than the row has")
+    bad = pad0 & ~pad_read
+    if bool(bad.any()):
+        rows = bad.nonzero().squeeze(1).tolist()[:8]
+        raise ValueError(f"state_indices rows {rows} are pad rows (pad_slot_id={pad_slot_id} in "
+                         f"column 0) but num_accepted_tokens ({num_accepted_tokens[bad].tolist()[:8]}) "
+                         f"selects a real slot ({read[bad].tolist()[:8]}): a pad row must hold the "
+                         f"pad id in every column")
 
 
 def snapshot_accept(state_indices: torch.Tensor, num_accepted_tokens: torch.Tensor,
@@ -81,9 +91,9 @@ def snapshot_accept(state_indices: torch.Tensor, num_accepted_tokens: torch.Tens
             raise ValueError(f"num_accepted_tokens must be in [1, {T}] (the first draft is always "
                              f"accepted in snapshot verify), got {num_accepted_tokens[bad].tolist()[:8]}")
         _check_read_column(state_indices, num_accepted_tokens, pad_slot_id)
-    slots = snapshot_read_slots(state_indices, num_accepted_tokens)
-    pad = state_indices[:, 0] == pad_slot_id
-    return torch.where(pad, torch.full_like(slots, pad_slot_id), slots).to(torch.int32)
+    # a pad row is one whose read slot is the pad id, as the kernels skip it (CPU tensors have
+    # been checked to agree with column 0 above)
+    return snapshot_read_slots(state_indices, num_accepted_tokens).to(torch.int32)
 
 
 def _valid_rows(state_indices, num_accepted_tokens, pad_slot_id):

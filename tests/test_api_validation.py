@@ -476,3 +476,59 @@ def test_session40_audit_mends(seed):
     kw["dt"] = torch.randn(3, H, P)
     with pytest.raises(ValueError, match="one dt per head"):
         R.mamba2_decode(c, **kw)
+
+
+def test_session45_audit_mends(cache):
+    """Session 45's audit: writable tensors whose rows overlap through ``as_strided`` / ``unfold``
+    (torch reports 'too hard to tell' for them) are refused, non-dense views that do not overlap
+    still run; a hand-built PrecisionPair must be a listed pair (a bogus rounding used to fail at
+    the first flush, after the checkpoint was rewritten); a snapshot pad row (pad id in column 0)
+    that reads a real slot is refused (the kernels would run it and write its slots)."""
+    from replayssm_lp._validate import no_overlap
+    per = H * P * N
+    # state pool [6, H, P, N] whose slots overlap by half: slot 2's rows are slots 1 and 3's
+    state = torch.randn(4 * per).as_strided((6, H, P, N), (per // 2, P * N, N, 1))
+    base = state.clone()
+    with pytest.raises(ValueError, match="state is written by this op.*share memory"):
+        R.mamba2_standard_decode(state, **_m2(),
+                                 state_batch_indices=torch.tensor([2, -1, -1], dtype=torch.int32))
+    assert torch.equal(state, base)
+    out = torch.full((3 * H * P,), float("nan")).as_strided((3, H, P), (1, P, 1))
+    before = cache.write_pos.clone()
+    with pytest.raises(ValueError, match="out is written by this op"):
+        R.mamba2_decode(cache, **_m2(), out=out)
+    assert torch.equal(before, cache.write_pos)
+    for t, bad in ((torch.zeros(3, 4, 8)[..., ::2], False),                # non-dense, disjoint
+                   (torch.zeros(20).as_strided((3, 2), (2, 3)), False),    # interleaved, disjoint
+                   (torch.zeros(10).unfold(0, 4, 2), True),                # windows overlap
+                   (torch.zeros(20).as_strided((4, 3), (2, 3)), True)):    # [3, 0] and [0, 2] meet
+        if bad:
+            with pytest.raises(ValueError, match="must not share memory"):
+                no_overlap("t", t)
+        else:
+            no_overlap("t", t)
+    st = torch.randn(6, H, P, N)
+    out = R.mamba2_standard_decode(st, **_m2(), out=torch.full((3, 2 * H, P), float("nan"))[:, ::2])
+    assert torch.isfinite(out).all()
+    # hand-built pairs
+    from replayssm_lp.pairs import PrecisionPair
+    for pair in (PrecisionPair("fp8", "xx", "fp16", "sr", False),        # unknown rounding
+                 PrecisionPair("fp16", "rn", "bf16", "sr", False),       # not in DESIGN §2
+                 PrecisionPair("fp32", "rn", "nvfp4", "sr", False)):     # refused as a name too
+        with pytest.raises(ValueError, match="not one of the pairs.*valid pairs: .*nvfp4/fp16sr"):
+            R.Mamba2ReplayCache(2, H, P, N, G, precision=pair)
+    ok = R.parse_pair("nvfp4/fp8sr")
+    assert R.Mamba2ReplayCache(2, H, P, N, G, precision=PrecisionPair(*[getattr(ok, f) for f in (
+        "read_fmt", "read_rounding", "rec_fmt", "rec_rounding", "shared")])).pair == ok
+    # snapshot: a pad row reading a real slot
+    st = torch.randn(6, H, P, N)
+    base = st.clone()
+    idx = torch.tensor([[-1, 3], [0, 1]], dtype=torch.int32)
+    n = torch.tensor([2, 1], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"rows \[0\] are pad rows.*selects a real slot \(\[3\]\)"):
+        R.mamba2_snapshot_verify(st, **_m2(b=2, T=2), state_indices=idx, num_accepted_tokens=n)
+    with pytest.raises(ValueError, match="are pad rows"):
+        R.snapshot_accept(idx, n)
+    assert torch.equal(st, base)
+    n1 = torch.tensor([1, 1], dtype=torch.int32)                 # reads column 0: a pad row
+    assert R.snapshot_accept(idx, n1).tolist() == [-1, 0]

@@ -1076,6 +1076,9 @@ def test_pair_roll_rule(monkeypatch):
     kw, _ = MV._resolve("nvfp4/fp16sr", *base[:8], 4, *base[8:14], rows=2, row_order=True,
                         order_cursors=True)
     assert not MV.Mamba2VerifyKernel(**kw).pair_roll                     # T4: rolled loses
+    kw, _ = MV._resolve("nvfp4/fp16sr", *base[:8], 12, *base[8:14], rows=2, row_order=True,
+                        order_cursors=True)
+    assert not MV.Mamba2VerifyKernel(**kw).pair_roll                     # T12: untimed
     monkeypatch.setenv(M.PAIR_ROLL_ENV, "0")
     assert not M.Mamba2ReplayDecode("nvfp4/fp16sr", *base, **split).pair_roll
     monkeypatch.setenv(M.PAIR_ROLL_ENV, "1")
