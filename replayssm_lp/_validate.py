@@ -73,7 +73,8 @@ def per_head(name, t, nheads, device, optional=False, trailing=0):
         raise ValueError(f"{name} must be on {device}, got {t.device}")
     if not t.is_floating_point():
         raise TypeError(f"{name} must be a floating tensor, got {t.dtype}")
-    if t.dim() >= 1 and t.shape[0] == nheads and all(s == 0 for s in t.stride()[1:]):
+    if (t.dim() >= 1 and t.shape[0] == nheads and all(s == 0 for s in t.stride()[1:])
+            and all(n >= 1 for n in t.shape[1:])):
         return t[(slice(None),) + (0,) * (t.dim() - 1)]
     raise ValueError(f"{name} must have shape [{nheads}] (or [{nheads}, ...] with stride-0 trailing "
                      f"dims), got {list(t.shape)} with strides {list(t.stride())}")
@@ -218,7 +219,8 @@ def backend(name):
 
 def pad_slot(pad_slot_id):
     if isinstance(pad_slot_id, bool) or not isinstance(pad_slot_id, int) or pad_slot_id >= 0:
-        raise ValueError(f"pad_slot_id must be a negative int, got {pad_slot_id!r}")
+        raise ValueError(f"pad_slot_id must be a negative int (a Python int), got {pad_slot_id!r} "
+                         f"({type(pad_slot_id).__name__})")
     return pad_slot_id
 
 

@@ -142,6 +142,8 @@ class ReplayCache:
     def _slots(self, slots) -> torch.Tensor:
         if isinstance(slots, int) and not isinstance(slots, bool):
             slots = [slots]
+        if isinstance(slots, (list, tuple)) and any(isinstance(s, bool) for s in slots):
+            raise TypeError(f"slots must be integers, got a bool in {list(slots)}")
         try:
             t = torch.as_tensor(slots, device=self.device)
         except (TypeError, ValueError, RuntimeError) as e:

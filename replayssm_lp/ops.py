@@ -591,6 +591,9 @@ class PreparedGDNDecode:
         HV, dev = cache.HV, cache.device
         V.tensor("A_log", A_log, (HV,), _FLOAT, dev, optional=True)
         V.tensor("dt_bias", dt_bias, (HV,), _FLOAT, dev, optional=True)
+        if dt_bias is not None and A_log is None:
+            raise ValueError("dt_bias is used only with A_log (the raw gate form: g = -exp(A_log) "
+                             "* softplus(a + dt_bias)); bind A_log too, or neither")
         V.scale(scale)
         V.pad_slot(pad_slot_id)
         V.backend(backend)

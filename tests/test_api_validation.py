@@ -532,3 +532,26 @@ def test_session45_audit_mends(cache):
     assert torch.equal(st, base)
     n1 = torch.tensor([1, 1], dtype=torch.int32)                 # reads column 0: a pad row
     assert R.snapshot_accept(idx, n1).tolist() == [-1, 0]
+
+
+def test_session45_minor_audit_mends():
+    """The audit's smaller points: a per-head tensor with an empty trailing dim names itself (was
+    a raw IndexError); bools among slots are refused (``[True, 2]`` was slots 1, 2); the
+    pad_slot_id error names the type it got; a prepared GDN step refuses dt_bias without A_log
+    (it could never be used)."""
+    import numpy as np
+    from replayssm_lp.ops import prepare_gdn_decode
+    with pytest.raises(ValueError, match=r"A must have shape \[4\]"):
+        R.mamba2_standard_decode(torch.zeros(3, H, P, N), **{**_m2(), "A": torch.zeros(H, 0)})
+    c = R.Mamba2ReplayCache(4, H, P, N, G, act_dtype=torch.float32)
+    c.init_from_state([1, 2], torch.randn(2, H, P, N))
+    before = c.hi.data.clone()
+    with pytest.raises(TypeError, match="slots must be integers, got a bool"):
+        c.reset([True, 2])
+    assert torch.equal(before, c.hi.data)
+    with pytest.raises(ValueError, match=r"pad_slot_id must be a negative int \(a Python int\), got .*int64"):
+        R.mamba2_decode(c, **_m2(), pad_slot_id=np.int64(-1))
+    g = R.GDNReplayCache(4, 2, 4, 16, 16, act_dtype=torch.float32)
+    with pytest.raises(ValueError, match="dt_bias is used only with A_log"):
+        prepare_gdn_decode(g, dt_bias=torch.randn(4))
+    prepare_gdn_decode(g, A_log=torch.randn(4), dt_bias=torch.randn(4))
