@@ -305,7 +305,7 @@ def render(cells: List[Dict], copy_gbs: float) -> str:
     return "\n".join(lines)
 
 
-def plot(cells: List[Dict], out_dir: str) -> List[str]:
+def plot(cells: List[Dict], out_dir: str, device: str = "") -> List[str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -333,7 +333,7 @@ def plot(cells: List[Dict], out_dir: str) -> List[str]:
                 a.grid(True, alpha=0.3)
             a1.set_yscale("log")
             a2.legend(fontsize=7, ncol=2)
-            fig.suptitle(f"{shape}, L={L}, bf16 activations, H200")
+            fig.suptitle(f"{shape}, L={L}, bf16 activations" + (f", {device}" if device else ""))
             p = os.path.join(out_dir, f"sweep_{shape}_L{L}.png")
             fig.tight_layout()
             save_figure(fig, p)
@@ -421,7 +421,7 @@ def run(args) -> int:
         f.write(md + "\n")
     if not args.no_plots:
         try:
-            plot(cells, args.out)
+            plot(cells, args.out, meta["device"])
         except Exception as e:    # (a plot must not hide a cell's error nor lose the tables)
             if error is None:
                 raise

@@ -35,8 +35,10 @@ def progress(total, desc):
 
 
 def pool_rotation(bytes_per_row_step: float, batch: int, min_bytes: float = 4 * L2_BYTES,
-                  max_rot: int = 64) -> int:
-    """How many disjoint slot sets to rotate through so one pass over them exceeds ``min_bytes``."""
+                  max_rot: int = 1024) -> int:
+    """How many disjoint slot sets to rotate through so one pass over them exceeds ``min_bytes``.
+    (``max_rot`` was 64 until session 45: at batch 1 the nvfp4 read-copy pools were then 19-38
+    MB, inside the 50 / 60 MB L2 of an H100 / H200, so those cells read partly from L2.)"""
     per_set = max(bytes_per_row_step * batch, 1.0)
     return int(max(1, min(max_rot, -(-min_bytes // per_set))))
 

@@ -50,7 +50,8 @@ def mamba2_standard_bytes(H, P, N, G, state_bytes=4, act_bytes=2, has_z=False):
 
 def gdn_bytes(pair, H, HV, K, V, L, act_bytes=2):
     """Per sequence per step (GDN): the read copy once (S₀k and S₀q from one pass), ring entries
-    (k per key head, u fp32 + g per value head; split pairs also raw v + beta, read at flush)."""
+    (k per key head, u fp32 + g per value head; split pairs also raw v + beta, read at flush
+    instead of u: their flush recomputes u from the checkpoint)."""
     p = parse_pair(pair)
     elems = HV * V * K
     io = 2 * H * K * act_bytes + 2 * HV * V * act_bytes + 2 * HV * 4
@@ -61,7 +62,8 @@ def gdn_bytes(pair, H, HV, K, V, L, act_bytes=2):
     lo = 0 if p.shared else read
     mean_h = L / 2.0
     nonflush = read + mean_h * entry + entry + split_extra + io
-    flush = hi + L * (entry + split_extra) + hi + lo + entry + split_extra + io
+    flush_entry = entry - HV * V * 4 + split_extra if p.split else entry
+    flush = hi + L * flush_entry + hi + lo + entry + split_extra + io
     return StepBytes(nonflush, flush, L)
 
 

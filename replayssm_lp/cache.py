@@ -275,7 +275,9 @@ class ReplayCache:
                     total += t[0].numel() * t.element_size()
         for t in self._buffers():
             total += t[0].numel() * t.element_size()
-        return total + 4 * 4
+        # the int32 cursors and the row-order scratch (5 per slot each)
+        cursors = (self.write_pos, self.ring_origin, self.flush_count, self.pending, self.arrive)
+        return total + sum(t.element_size() for t in cursors) + 5 * self.row_order_ext.element_size()
 
     def __repr__(self):
         return (f"{type(self).__name__}(precision={self.pair.name!r}, num_slots={self.num_slots}, "

@@ -179,9 +179,10 @@ def test_init_materialize_reset_bytes(seed):
         c.init_from_state([1, 1], S)
     c.reset([3])
     assert (c.materialize([3]) == 0).all() and c.flush_count[3] == 0
-    # bytes: fp32 state + ring (x, B act fp32, dt, dA)
+    # bytes: fp32 state + ring (x, B act fp32, dt, dA) + five int32 cursors and the row-order
+    # scratch (5 int32 a slot; 16 B were counted until session 45)
     Rg = c.ring
-    exp = H * P * N * 4 + H * Rg * P * 4 + G * Rg * N * 4 + 2 * H * Rg * 4 + 16
+    exp = H * P * N * 4 + H * Rg * P * 4 + G * Rg * N * 4 + 2 * H * Rg * 4 + 40
     assert c.bytes_per_slot() == exp
     split = R.Mamba2ReplayCache(5, H, P, N, G, precision="nvfp4/fp16sr", buffer_len=4, act_dtype=torch.float32)
     assert split.bytes_per_slot() - (exp - H * P * N * 4) == H * P * N * 2 + H * P * N // 2 + H * P * N // 16 + H * 4

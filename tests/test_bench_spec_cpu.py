@@ -198,3 +198,20 @@ def test_spec_shapes_option():
                                    ("qwen3.5-4b", both, True, "exclude each other")):
         with pytest.raises(SystemExit, match=msg):
             spec_shapes(arg, layers, tiny)
+
+
+def test_session45_spec_acceptance_and_rotation(tmp_path, restore_threads):
+    """ReplaySSM verify cells commit 1..T tokens a step, as the snapshot baseline's (the first of
+    the T tokens is always accepted): at T = 1 every row then flushes once per L steps (0..T
+    drew half that). The acceptance vectors cycle with a count prime to the slot-set rotation."""
+    from bench import spec
+    for rot in range(1, 1025):
+        assert rot % spec._n_acceptance(rot)
+    out = str(tmp_path / "spec")
+    assert main(["spec", "--device", "cpu", "--tiny", "--layer", "mamba2", "--batches", "2",
+                 "--T", "1", "--L", "4", "--pairs", "fp32", "--replays", "1", "--budget-gib", "1",
+                 "--num-layers", "1", "--out", out, "--no-plots"]) == 0
+    with open(os.path.join(out, "spec.json")) as f:
+        cells = json.load(f)["cells"]
+    frs = [c["flush_per_row_step"] for c in cells if c.get("flush_per_row_step") is not None]
+    assert frs and all(abs(f - 1 / 4) < 1e-9 for f in frs), frs

@@ -5,6 +5,7 @@ the ones :func:`bench.sweep.flush_order_sets` puts first."""
 import torch
 
 from bench.sweep import flush_order_sets
+import replayssm_lp as R
 from replayssm_lp import Mamba2ReplayCache, ops
 
 
@@ -114,3 +115,27 @@ def test_sweep_error_mid_run_writes_the_cells_measured(tmp_path, monkeypatch):
     assert {c["shape"] for c in res["cells"]} == {"nemotron3-super"}
     assert res["meta"]["host_overhead_us"] == {}
     assert "**Incomplete:** stopped by RuntimeError" in (out / "sweep.md").read_text()
+
+
+def test_session45_traffic_and_rotation():
+    """The GDN split pairs' flush reads each entry's raw v + beta (and k, 1/|k|, g), not u: it
+    recomputes u from the checkpoint. At batch 1 one pass over the timed slot sets of the smallest
+    read copy (nvfp4, Super) moves >= 4x the L2 by the traffic model, its read copies alone >= 2x
+    (max_rot 64 held them at 38 MB, inside an H200's 60 MB)."""
+    from bench import timing, traffic
+    H, HV, K, V, L, act = 16, 32, 128, 128, 16, 2
+    for pair in ("nvfp4/fp16sr", "fp8/fp32"):
+        p = R.parse_pair(pair)
+        elems = HV * V * K
+        hi, read = elems * p.rec_bytes_per_element(K), elems * p.read_bytes_per_element(K)
+        io = 2 * H * K * act + 2 * HV * V * act + 2 * HV * 4
+        entry = H * K * act + H * 4 + HV * V * 4 + HV * 4            # the appended entry (u)
+        extra = HV * V * act + HV * 4                                 # raw v, beta
+        flush_entry = H * K * act + H * 4 + HV * 4 + HV * V * act + HV * 4
+        b = traffic.gdn_bytes(pair, H, HV, K, V, L)
+        assert b.flush == 2 * hi + read + L * flush_entry + entry + extra + io
+    d = traffic.SHAPES["nemotron3-super"]
+    tb = traffic.mamba2_bytes("nvfp4/fp16sr", d["H"], d["P"], d["N"], d["G"], 16)
+    read = d["H"] * d["P"] * d["N"] * R.parse_pair("nvfp4/fp16sr").read_bytes_per_element(d["N"])
+    rot = timing.pool_rotation(tb.amortized, 1)
+    assert rot * tb.amortized >= 4 * timing.L2_BYTES and rot * read >= 2 * timing.L2_BYTES
