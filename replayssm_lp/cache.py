@@ -134,6 +134,13 @@ class ReplayCache:
         new._handle = register_cache(new)  # a copy is a different cache
         return new
 
+    def __setstate__(self, state):
+        """Unpickled (``pickle`` / ``torch.save`` of a cache or a block holding one): a new cache
+        with a handle of its own -- the pickled one named another cache, or none, here."""
+        from .library import register_cache
+        self.__dict__.update(state)
+        self._handle = register_cache(self)
+
     # -- the read copy the non-flush steps use
     @property
     def read(self) -> F.EncodedState:
@@ -161,6 +168,9 @@ class ReplayCache:
         return t
 
     # -- writing both copies (init and flush share this): generation = flush_count, then += 1
+    # (the cache holds no autograd history: a prefill state that requires grad is read, never
+    # linked into the copies -- under no_grad, as every state write here)
+    @torch.no_grad()
     def write_state(self, slots: torch.Tensor, S: torch.Tensor, backend: str = "auto") -> None:
         """Encode fp32 ``S [n, H, R, C]`` into hi (rec rounding) and lo (read rounding) for ``slots``,
         using the slots' current ``flush_count`` as SR generation, then bump it. On sm_90+ GPUs
@@ -214,6 +224,7 @@ class ReplayCache:
         return self._decode_rows(self.read, fmt, slots)
 
     # -- public cache management
+    @torch.no_grad()
     def reset(self, slots) -> None:
         """Forget ``slots``: zero state, empty buffer, cursors and SR generation back to 0."""
         s = self._slots(slots)
@@ -240,9 +251,17 @@ class ReplayCache:
         S = self._to_internal(S, layout)
         if not S.is_floating_point():
             raise TypeError(f"S must be a floating tensor, got {S.dtype}")
-        S = S.to(device=self.device, dtype=torch.float32)    # (before the slots are reset: a
-        self.reset(s)                                         # failed copy leaves them as they were)
+        S = S.detach().to(device=self.device, dtype=torch.float32)   # (before the slots are reset:
+        if any(S.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()   # a failed copy
+               for t in self._state_tensors()):                       # leaves them as they were;
+            S = S.clone()                                             # S may view the cache itself)
+        self.reset(s)
         self.write_state(s, S, backend)
+
+    def _state_tensors(self):
+        """Every tensor of the stored copies (data, scales)."""
+        return [t for enc, _, _, _ in self._copies()
+                for t in (enc.data, enc.scale, enc.global_scale) if t is not None]
 
     def _require_cute(self, backend, op):
         """``backend="cute"`` where the CuTe encoder cannot run raises, as every op does."""

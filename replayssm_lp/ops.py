@@ -686,13 +686,14 @@ def _mamba2_step(op, cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad
     if impl is not None:
         A, D, dt_bias = _fp32_params(A, D, dt_bias)
         return impl(cache, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out)
-    unsq = (lambda t: t if t is None else t.unsqueeze(1)) if T is None else (lambda t: t)
-    xs, dts, Bs, Cs, zs = map(unsq, (x, dt, B, C, z))
-    rows, slots = _rows_and_slots(sbi, x.shape[0], pad_slot_id, x.device, cache.num_slots)
-    dtp = ref.mamba2_process_dt(dts[rows], dt_bias, dt_softplus)
-    y = ref.mamba2_replay(cache, slots, xs[rows], dtp, A, Bs[rows], Cs[rows], D,
-                          None if zs is None else zs[rows], commit_all=(T is None))
-    out[rows] = (y[:, 0] if T is None else y).to(out.dtype)
+    with torch.no_grad():       # the replay state is not differentiable: no graph in the cache
+        unsq = (lambda t: t if t is None else t.unsqueeze(1)) if T is None else (lambda t: t)
+        xs, dts, Bs, Cs, zs = map(unsq, (x, dt, B, C, z))
+        rows, slots = _rows_and_slots(sbi, x.shape[0], pad_slot_id, x.device, cache.num_slots)
+        dtp = ref.mamba2_process_dt(dts[rows], dt_bias, dt_softplus)
+        y = ref.mamba2_replay(cache, slots, xs[rows], dtp, A, Bs[rows], Cs[rows], D,
+                              None if zs is None else zs[rows], commit_all=(T is None))
+        out[rows] = (y[:, 0] if T is None else y).to(out.dtype)
     return out
 
 
@@ -754,6 +755,7 @@ def _lib_gdn(cache, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l
              out, backend):
     from .library import cache_tensors
     use_l2 = V.flag("use_qk_l2norm_in_kernel", use_l2)
+    scale = None if scale is None else float(scale)   # (a NumPy float: the schema's float?)
     if out is None:
         out = torch.zeros(v.shape, dtype=cache.act_dtype, device=cache.device)
     torch.ops.replayssm.gdn_step(cache.handle, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
@@ -779,14 +781,15 @@ def _gdn_step(op, cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l
     if impl is not None:
         return impl(cache, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,
                     sbi, pad_slot_id, out)
-    unsq = (lambda t: t if t is None else t.unsqueeze(1)) if T is None else (lambda t: t)
-    q, k, v, g, beta, a, b = map(unsq, (q, k, v, g, beta, a, b))
-    rows, slots = _rows_and_slots(sbi, bsz, pad_slot_id, dev, cache.num_slots)
-    sel = lambda t: None if t is None else t[rows]  # noqa: E731
-    gg, bb = ref.gdn_gates(sel(g), sel(beta), A_log, sel(a), dt_bias, sel(b))
-    o = ref.gdn_replay(cache, slots, q[rows], k[rows], v[rows], gg, bb, scale,
-                       use_qk_l2norm_in_kernel, commit_all=(T is None))
-    out[rows] = (o[:, 0] if T is None else o).to(out.dtype)
+    with torch.no_grad():       # the replay state is not differentiable: no graph in the cache
+        unsq = (lambda t: t if t is None else t.unsqueeze(1)) if T is None else (lambda t: t)
+        q, k, v, g, beta, a, b = map(unsq, (q, k, v, g, beta, a, b))
+        rows, slots = _rows_and_slots(sbi, bsz, pad_slot_id, dev, cache.num_slots)
+        sel = lambda t: None if t is None else t[rows]  # noqa: E731
+        gg, bb = ref.gdn_gates(sel(g), sel(beta), A_log, sel(a), dt_bias, sel(b))
+        o = ref.gdn_replay(cache, slots, q[rows], k[rows], v[rows], gg, bb, scale,
+                           use_qk_l2norm_in_kernel, commit_all=(T is None))
+        out[rows] = (o[:, 0] if T is None else o).to(out.dtype)
     return out
 
 

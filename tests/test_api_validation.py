@@ -556,3 +556,71 @@ def test_session45_minor_audit_mends():
     with pytest.raises(ValueError, match="dt_bias is used only with A_log"):
         prepare_gdn_decode(g, dt_bias=torch.randn(4))
     prepare_gdn_decode(g, A_log=torch.randn(4), dt_bias=torch.randn(4))
+
+
+def test_session45_cache_audit_mends(tmp_path):
+    """A cache audit's findings: (1) a prefill state or input that requires grad leaves no autograd
+    graph in the cache (it used to grow a node per step and survive reset); (2) an unpickled /
+    torch.load-ed cache gets a handle of its own (it kept the pickled one: 'not alive', or another
+    live cache's); (3) init_from_state from a view of the cache's own copy keeps the state (reset
+    zeroed it first)."""
+    import pickle
+    A = -torch.rand(H)
+    c = R.Mamba2ReplayCache(3, H, P, N, G, precision="fp32", buffer_len=2, act_dtype=torch.float32)
+    W = torch.randn(1, H, P, N, requires_grad=True)
+    c.init_from_state([0], W * 1.0)
+    x = torch.randn(3, H, P, requires_grad=True)
+    out = R.mamba2_decode(c, x, torch.randn(3, H), A, torch.randn(3, G, N), torch.randn(3, G, N),
+                          backend="torch")
+    for _ in range(3):
+        R.mamba2_decode(c, **_m2(), backend="torch")
+    cache_tensors = [c.hi.data, c.x_buf, c.B_buf, c.dt_buf, c.dA_buf, out]
+    assert not any(t.requires_grad or t.grad_fn is not None for t in cache_tensors)
+    g = R.GDNReplayCache(2, 2, 4, 16, 16, precision="nvfp4/fp16sr", buffer_len=2,
+                         act_dtype=torch.float32)
+    g.init_from_state([0, 1], torch.randn(2, 4, 16, 16, requires_grad=True))
+    q = torch.randn(2, 2, 16, requires_grad=True)
+    R.gdn_decode(g, q, torch.randn(2, 2, 16), torch.randn(2, 4, 16), g=-torch.rand(2, 4),
+                 beta=torch.rand(2, 4), backend="torch")
+    assert not any(t.requires_grad for t in g._state_tensors() + list(g._buffers()))
+    # (2) pickling: the copy runs as itself, with its own buffer length, the original gone
+    c4 = R.Mamba2ReplayCache(2, H, P, N, G, precision="fp32", buffer_len=4, act_dtype=torch.float32)
+    c4.init_from_state([0, 1], torch.randn(2, H, P, N))
+    blob = pickle.dumps(c4)
+    h4 = c4.handle
+    del c4
+    R.Mamba2ReplayCache(2, H, P, N, G, precision="fp32", buffer_len=1, act_dtype=torch.float32)
+    from replayssm_lp.library import _CACHES                 # what the compiled ops look up
+    c5, twin = pickle.loads(blob), pickle.loads(blob)
+    assert c5.handle != h4 and _CACHES[c5.handle] is c5 and _CACHES[twin.handle] is twin
+    kw = _m2(b=2)
+    assert torch.equal(R.mamba2_decode(c5, **kw, backend="torch"),
+                       R.mamba2_decode(twin, **kw, backend="torch"))
+    torch.save(c5, tmp_path / "c.pt")
+    c6 = torch.load(tmp_path / "c.pt", weights_only=False)
+    assert _CACHES[c6.handle] is c6 and c6.buffer_len == 4
+    # (3) init_from_state from the cache's own copy
+    S = torch.randn(1, H, P, N)
+    c5.init_from_state([0], S)
+    c5.init_from_state([0], c5.hi.data[0:1])
+    assert torch.equal(c5.materialize([0]), S)
+
+
+def test_session45_numpy_scale_compiles():
+    """GDN's scale as a NumPy float (``1 / np.sqrt(K)``) runs under torch.compile too (the op
+    schema's ``float?`` refused the 0-dim tensor dynamo made of it)."""
+    import numpy as np
+    g = R.GDNReplayCache(2, 2, 4, 16, 16, precision="fp32", buffer_len=2, act_dtype=torch.float32)
+    twin = R.GDNReplayCache(2, 2, 4, 16, 16, precision="fp32", buffer_len=2, act_dtype=torch.float32)
+    S = torch.randn(2, 4, 16, 16)
+    g.init_from_state([0, 1], S)
+    twin.init_from_state([0, 1], S)
+    args = (torch.randn(2, 2, 16), torch.randn(2, 2, 16), torch.randn(2, 4, 16), -torch.rand(2, 4),
+            torch.rand(2, 4))
+    sc = 1 / np.sqrt(16)
+    f = torch.compile(lambda q, k, v, gg, bb: R.gdn_decode(g, q, k, v, g=gg, beta=bb, scale=sc,
+                                                           backend="torch"),
+                      backend="aot_eager", fullgraph=True)
+    q, k, v, gg, bb = args
+    assert torch.equal(f(*args), R.gdn_decode(twin, q, k, v, g=gg, beta=bb, scale=float(sc),
+                                              backend="torch"))
