@@ -582,3 +582,87 @@ def test_deepcopy_keeps_nothing_of_the_original_alive(family):
     assert all("forward" not in m.__dict__ and "__deepcopy__" not in m.__dict__
                for m in twin.modules() if m.__class__.__name__.endswith(("Mixer", "DeltaNet")))
     del h2
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_generate_under_inference_mode_then_normally(family):
+    """A first generate under torch.inference_mode made the block's state inference tensors, so
+    a later generate outside the mode failed writing it in place, and sync / unpatch failed
+    writing HF's inference-mode state: the block is now made outside the mode and the
+    write-back runs inside it when HF's state needs it."""
+    import gc
+    model = _build(family)
+    seq0, log0 = _generate(model, L + 2)
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    try:
+        with torch.inference_mode():
+            out = model.generate(PROMPT, max_new_tokens=L + 2, do_sample=False,
+                                 return_dict_in_generate=True)
+        assert torch.equal(out.sequences, seq0)
+        seq1, log1 = _generate(model, L + 2)          # the same blocks, outside the mode
+        assert torch.equal(seq1, seq0) and _fp32_close(log1, log0)
+        with torch.inference_mode():                  # and back inside it
+            out = model.generate(PROMPT, max_new_tokens=L + 2, do_sample=False,
+                                 return_dict_in_generate=True)
+        assert torch.equal(out.sequences, seq0)
+        assert all(c["decode"] == 3 * (L + 1) for c in handle.stats().values())
+    finally:
+        unpatch(model)                                # writes back into out's inference state
+    assert not hasattr(model, "_replayssm_patch")
+    del out
+    gc.collect()
+    seq2, log2 = _generate(model, L + 2)
+    assert torch.equal(seq2, seq0) and torch.equal(log2, log0)
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_hf_cache_and_patched_model_pickle(family):
+    """An HF cache after a patched decode, and a patched model, pickle and load (the guards were
+    bound methods, and the handle's closures did not pickle): the loaded cache holds the synced
+    state and continues like the original; the loaded model is unpatched and its own."""
+    import io
+    import pickle
+    model = _build(family)
+    kw = _cache_kwarg(model)
+    with torch.no_grad():
+        out = model(NOPAD_PROMPT, use_cache=True)
+        tok = out.logits[:, -1:].argmax(-1)
+        out = model(tok, use_cache=True, **{kw: _out_cache(out)})
+        tok2 = out.logits[:, -1:].argmax(-1)
+        ref = model(tok2, use_cache=True, **{kw: _out_cache(out)}).logits[:, -1]
+        seq0, log0 = _generate(model, L + 2)
+        handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+        try:
+            out = model(NOPAD_PROMPT, use_cache=True)
+            cache = _out_cache(out)
+            model(tok, use_cache=True, **{kw: cache})    # a replay step: HF's state is stale
+            assert all(c["decode"] == 1 for c in handle.stats().values())
+            twin = pickle.loads(pickle.dumps(cache))
+            buf = io.BytesIO()
+            torch.save(cache, buf)
+            buf.seek(0)
+            twin2 = torch.load(buf, weights_only=False)
+            for c in (twin, twin2):                    # the loaded caches: plain HF caches
+                assert not ({"__deepcopy__", "__getstate__", "crop", "reset"} & set(c.__dict__))
+            got = model(tok2, use_cache=True, **{kw: twin}).logits[:, -1]  # patched, on a copy
+            buf = io.BytesIO()
+            torch.save(model, buf)
+            buf.seek(0)
+            loaded = torch.load(buf, weights_only=False)
+            assert getattr(loaded, "_replayssm_patch", None) is None
+            for m in loaded.modules():                 # its mixers: as before patch()
+                assert not ({"forward", "__deepcopy__", "__getstate__"} & set(m.__dict__))
+            with pytest.raises(RuntimeError, match="not patched"):
+                unpatch(loaded)
+        finally:
+            unpatch(model)
+        assert _fp32_close(got, ref), (got - ref).abs().max().item()
+        got2 = model(tok2, use_cache=True, **{kw: twin2}).logits[:, -1]    # unpatched
+        assert _fp32_close(got2, ref)
+    seq1, log1 = _generate(loaded, L + 2)
+    assert torch.equal(seq1, seq0) and torch.equal(log1, log0)
+    h2 = patch(loaded, precision="fp32", buffer_len=L, backend="torch")
+    seq2, log2 = _generate(loaded, L + 2)
+    assert torch.equal(seq2, seq0) and _fp32_close(log2, log0)
+    assert all(c["decode"] == L + 1 for c in h2.stats().values())
+    unpatch(loaded)

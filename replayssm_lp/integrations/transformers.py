@@ -190,7 +190,7 @@ class _LayerState:
         self.had_forward = self.attr in mixer.__dict__
         self.orig = getattr(mixer, self.attr)      # what the wrapper calls
         self.wrapper = None
-        self.copy_hook = None      # the mixer's instance __deepcopy__ (:func:`_mixer_deepcopy`)
+        self.hooks = {}            # the mixer's instance hooks we set (:func:`_mixer_hooks`)
         self.disabled = False
 
     # -- bookkeeping
@@ -231,7 +231,10 @@ class _LayerState:
         b = self.block
         if (b is None or b.cache.num_slots < batch or b.cache.device != torch.device(device)
                 or b.cache.act_dtype != dtype):
-            self.block = b = self._new_block(batch, dtype, device)
+            # normal tensors even when the first decode runs under torch.inference_mode: the
+            # block is reused by later calls outside it, which write its state in place
+            with torch.inference_mode(False):
+                self.block = b = self._new_block(batch, dtype, device)
         if b.backend == "cute":      # the step's own op would refuse it: say so before any work
             from ..backends import resolve
             resolve("cute", "mamba2_decode" if self.family == "mamba2" else "gdn_decode",
@@ -254,16 +257,21 @@ class _LayerState:
     def sync(self):
         """Write the block's state into the owner's HF recurrent state; HF is the truth after."""
         cache = self.owner() if self.owner is not None else None
-        if self.live and cache is not None:
-            S = cache.get_recurrent_state(self.mixer_ref().layer_idx, state_idx=0)
-            if S is not None and S.shape[0] == self.batch:
-                with torch.no_grad():
-                    if self.family == "mamba2":
-                        S.copy_(self.block.materialize(list(range(self.batch))))
-                    else:
-                        S.copy_(self.block.materialize(list(range(self.batch)), layout="kv"))
-                self.counts["sync"] += 1
-        self.drop()
+        try:
+            if self.live and cache is not None:
+                S = cache.get_recurrent_state(self.mixer_ref().layer_idx, state_idx=0)
+                if S is not None and S.shape[0] == self.batch:
+                    # HF's state made under torch.inference_mode is an inference tensor: it can
+                    # be written in place only inside that mode
+                    mode = torch.inference_mode() if S.is_inference() else torch.no_grad()
+                    with mode:
+                        if self.family == "mamba2":
+                            S.copy_(self.block.materialize(list(range(self.batch))))
+                        else:
+                            S.copy_(self.block.materialize(list(range(self.batch)), layout="kv"))
+                    self.counts["sync"] += 1
+        finally:
+            self.drop()     # (a failed write-back must not leave the layer marked live)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -289,8 +297,35 @@ def _make_guard(name):
 _GUARDS = {n: _make_guard(n) for n in _GUARDED}
 
 
+class _InstanceHook:
+    """An instance ``__deepcopy__`` / ``__getstate__`` (an HF cache's guard, a patched mixer's
+    deepcopy hook): calls ``func(obj, *args)``. Pickled, it is dropped -- it loads as None. (A
+    bound method pickles by its function's name, which the loaded object lacks: pickle.loads
+    raised AttributeError.)"""
+
+    __slots__ = ("func", "obj")
+
+    def __init__(self, func, obj):
+        self.func, self.obj = func, obj
+
+    def __call__(self, *args):
+        return self.func(self.obj, *args)
+
+    def __reduce__(self):
+        return (type(None), ())
+
+
+_HOOKS = ("__deepcopy__", "__getstate__")
+
+
+def _is_guard(name, value):
+    return ((name in _HOOKS and isinstance(value, _InstanceHook))
+            or (name in _GUARDS and getattr(value, "__func__", None) is _GUARDS[name]))
+
+
 def _guarded_deepcopy(self, memo):
-    """copy.deepcopy(cache) (prompt-cache reuse) must copy a current HF state."""
+    """copy.deepcopy(cache) (prompt-cache reuse) must copy a current HF state; the copy is
+    guarded as the original."""
     _sync_owned_by(self)
     cls = type(self)
     if hasattr(cls, "__deepcopy__"):
@@ -298,23 +333,33 @@ def _guarded_deepcopy(self, memo):
     new = cls.__new__(cls)
     memo[id(self)] = new
     for k, v in self.__dict__.items():
-        if k != "__deepcopy__":
-            new.__dict__[k] = copy.deepcopy(v, memo)   # guards are MethodTypes: rebound to new
-    new.__deepcopy__ = types.MethodType(_guarded_deepcopy, new)
+        if not _is_guard(k, v):
+            new.__dict__[k] = copy.deepcopy(v, memo)
+    _guard_cache(new)
     return new
 
 
+def _guarded_getstate(self):
+    """pickle / torch.save(cache) must save a current HF state, and none of the guards: the
+    loaded cache is a plain HF cache (guarded again once a patched model decodes with it)."""
+    _sync_owned_by(self)
+    base = getattr(type(self), "__getstate__", None)
+    state = base(self) if base is not None else self.__dict__
+    if isinstance(state, dict):
+        state = {k: v for k, v in state.items() if not _is_guard(k, v)}
+    return state
+
+
 def _guard_cache(cache):
-    # Instance attributes, so the class (and other caches) stay untouched; MethodType so that
-    # copy.deepcopy rebinds them to the copy.
-    if cache.__dict__.get("_replayssm_guarded"):
-        return
+    # Instance attributes, so the class (and other caches) stay untouched.
+    d = cache.__dict__
     for n in _GUARDED:
-        if hasattr(type(cache), n) and n not in cache.__dict__:
+        if hasattr(type(cache), n) and n not in d:
             setattr(cache, n, types.MethodType(_GUARDS[n], cache))
-    if "__deepcopy__" not in cache.__dict__:
-        cache.__deepcopy__ = types.MethodType(_guarded_deepcopy, cache)
-    cache._replayssm_guarded = True
+    if not _is_guard("__deepcopy__", d.get("__deepcopy__")):
+        cache.__deepcopy__ = _InstanceHook(_guarded_deepcopy, cache)
+    if not _is_guard("__getstate__", d.get("__getstate__")):
+        cache.__getstate__ = _InstanceHook(_guarded_getstate, cache)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -448,27 +493,43 @@ def _rebound(fn, obj):
     return type(obj).forward.__get__(obj)
 
 
-def _mixer_deepcopy(st: "_LayerState"):
-    """``copy.deepcopy`` of a patched mixer (an instance ``__deepcopy__``, as for HF caches): the
-    copy gets what the mixer had before :func:`patch` where the wrapper sits -- no instance
-    forward, or the original one rebound to the copy -- so it holds no reference to this layer's
-    replay state nor to the original mixer (deep-copying the wrapper kept both alive)."""
+def _unpatched_state(st: "_LayerState", mixer):
+    """A patched mixer's ``__dict__`` as it was before :func:`patch` where the wrapper sits -- no
+    instance forward, or the original one -- and without the instance hooks."""
+    state = {}
+    for k, v in mixer.__dict__.items():
+        if k in _HOOKS and isinstance(v, _InstanceHook):
+            continue
+        if v is st.wrapper:                      # at st.attr, or accelerate's _old_forward
+            if k == st.attr and not st.had_forward:
+                continue
+            v = st.orig
+        state[k] = v
+    return state
+
+
+def _mixer_hooks(st: "_LayerState"):
+    """A patched mixer's instance ``__deepcopy__`` and ``__getstate__`` (as for HF caches),
+    unbound so that ``st`` keeps no mixer alive: a deep copy or a pickled (``torch.save``) mixer
+    gets :func:`_unpatched_state`, so it holds no reference to this layer's replay state nor to
+    the original mixer (deep-copying the wrapper kept both alive) and runs its own forward."""
     def deepcopy_(self, memo):
         cls = type(self)
         new = cls.__new__(cls)
         memo[id(self)] = new
-        state = {}
-        for k, v in self.__dict__.items():
-            if k == "__deepcopy__":
-                continue
-            if v is st.wrapper:                  # at st.attr, or accelerate's _old_forward
-                if k == st.attr and not st.had_forward:
-                    continue
-                v = st.orig
-            state[k] = copy.deepcopy(v, memo)    # a bound method rebinds to ``new`` via memo
-        new.__setstate__(state)
+        # (a bound method rebinds to ``new`` via memo)
+        new.__setstate__({k: copy.deepcopy(v, memo)
+                          for k, v in _unpatched_state(st, self).items()})
         return new
-    return deepcopy_
+
+    def getstate_(self):
+        state = type(self).__getstate__(self)
+        if not isinstance(state, dict):
+            return state
+        kept = _unpatched_state(st, self)
+        return {k: kept.get(k, v) for k, v in state.items() if k in kept or k not in self.__dict__}
+
+    return {"__deepcopy__": deepcopy_, "__getstate__": getstate_}
 
 
 def _make_forward(st: _LayerState, orig_forward, mixer):
@@ -542,6 +603,11 @@ class ReplayPatch:
         """A deep copy of a patched model is not patched (its mixers run their own forwards;
         ``patch`` it to get its own handle): its ``_replayssm_patch`` is None."""
         return None
+
+    def __reduce__(self):
+        """Pickled (``torch.save(model)``) likewise: the loaded model's ``_replayssm_patch`` is
+        None and its mixers run their own forwards (the wrappers load as the class's)."""
+        return (type(None), ())
 
     def blocks(self) -> Dict[str, Optional[torch.nn.Module]]:
         """Layer name -> its decode block (None before the layer's first decode step)."""
@@ -823,9 +889,11 @@ def patch(model, precision="nvfp4/fp16sr", buffer_len: int = 16, max_draft: int 
         st = _LayerState(handle, name, m, fam)
         st.wrapper = _make_forward(st, st.orig, m)
         setattr(m, st.attr, st.wrapper)
-        if "__deepcopy__" not in m.__dict__ and not hasattr(type(m), "__deepcopy__"):
-            st.copy_hook = _mixer_deepcopy(st)           # unbound: st keeps no mixer alive
-            m.__deepcopy__ = types.MethodType(st.copy_hook, m)
+        for hook, func in _mixer_hooks(st).items():
+            if hook not in m.__dict__ and (hook == "__getstate__"
+                                           or not hasattr(type(m), hook)):
+                st.hooks[hook] = func
+                setattr(m, hook, _InstanceHook(func, m))
         handle.layers.append(st)
     model._replayssm_patch = handle
     return handle
@@ -845,9 +913,9 @@ def unpatch(model) -> None:
         mixer = st.mixer_ref()
         if mixer is None:
             continue
-        hook = mixer.__dict__.get("__deepcopy__")
-        if st.copy_hook is not None and getattr(hook, "__func__", None) is st.copy_hook:
-            del mixer.__dict__["__deepcopy__"]
+        for hook, func in st.hooks.items():
+            if getattr(mixer.__dict__.get(hook), "func", None) is func:
+                del mixer.__dict__[hook]
         # accelerate may have hooked the mixer after patch(): our wrapper then sits in
         # ``_old_forward`` under accelerate's ``forward``; put the original back where we are.
         for attr in (st.attr, "forward", "_old_forward"):
