@@ -151,3 +151,42 @@ def _gdn_std(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
 def _(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel,
       state_batch_indices, pad_slot_id, out, state_layout, backend):
     return None
+
+
+@torch.library.custom_op("replayssm::mamba2_snapshot_verify", mutates_args=("state", "out"))
+def _m2_snap(state: torch.Tensor, x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor,
+             B: torch.Tensor, C: torch.Tensor, D: Optional[torch.Tensor], z: Optional[torch.Tensor],
+             dt_bias: Optional[torch.Tensor], dt_softplus: bool,
+             state_indices: Optional[torch.Tensor], num_accepted_tokens: Optional[torch.Tensor],
+             pad_slot_id: int, out: torch.Tensor, backend: str) -> None:
+    from . import snapshot
+    snapshot.mamba2_snapshot_verify(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_indices,
+                                    pad_slot_id, out, backend,
+                                    num_accepted_tokens=num_accepted_tokens, _eager=True)
+
+
+@_m2_snap.register_fake
+def _(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus, state_indices, num_accepted_tokens,
+      pad_slot_id, out, backend):
+    return None
+
+
+@torch.library.custom_op("replayssm::gdn_snapshot_verify", mutates_args=("state", "out"))
+def _gdn_snap(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              g: Optional[torch.Tensor], beta: Optional[torch.Tensor], A_log: Optional[torch.Tensor],
+              a: Optional[torch.Tensor], dt_bias: Optional[torch.Tensor], b: Optional[torch.Tensor],
+              scale: Optional[float], use_qk_l2norm_in_kernel: bool,
+              state_indices: Optional[torch.Tensor], num_accepted_tokens: Optional[torch.Tensor],
+              pad_slot_id: int, out: torch.Tensor, state_layout: str, backend: str) -> None:
+    from . import snapshot
+    snapshot.gdn_snapshot_verify(state, q, k, v, g, beta, A_log=A_log, a=a, dt_bias=dt_bias, b=b,
+                                 scale=scale, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                                 state_indices=state_indices,
+                                 num_accepted_tokens=num_accepted_tokens, pad_slot_id=pad_slot_id,
+                                 out=out, state_layout=state_layout, backend=backend, _eager=True)
+
+
+@_gdn_snap.register_fake
+def _(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_qk_l2norm_in_kernel, state_indices,
+      num_accepted_tokens, pad_slot_id, out, state_layout, backend):
+    return None

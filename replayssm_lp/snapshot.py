@@ -37,6 +37,7 @@ __all__ = ["mamba2_snapshot_verify", "gdn_snapshot_verify", "snapshot_accept",
 
 _STATE = (torch.float32, torch.float16, torch.bfloat16)
 _ACT = (torch.float32, torch.float16, torch.bfloat16)
+_is_compiling = torch.compiler.is_compiling   # the same function object: torch.compile folds it
 
 
 # ----------------------------------------------------------------------------------------------
@@ -182,12 +183,21 @@ def _check_indices(state_indices, num_accepted_tokens, b, T, dev, num_slots, pad
 
 def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=True,
                            state_indices=None, pad_slot_id=-1, out=None, backend="auto", *,
-                           num_accepted_tokens=None):
+                           num_accepted_tokens=None, _eager=False):
     """Snapshot verify of T Mamba-2 drafts per row (module docstring): ``state [num_slots, H, P, N]``
     fp32/fp16/bf16; x, z, out [batch, T, H, P]; dt [batch, T, H]; A, D, dt_bias [H] fp32 (or
     stride-0 expanded views); B, C [batch, T, G, N]; ``state_indices`` int32 [batch, T] (vLLM's
     ``spec_state_indices``); ``num_accepted_tokens`` int32 [batch] from the previous step selects the
-    read column (None: column 0). Returns ``out``."""
+    read column (None: column 0). Returns ``out``. Inside torch.compile it runs as the custom op
+    ``torch.ops.replayssm.mamba2_snapshot_verify`` (validated when it runs)."""
+    if not _eager and _is_compiling():
+        dt_softplus = V.flag("dt_softplus", dt_softplus)
+        if out is None:
+            out = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+        torch.ops.replayssm.mamba2_snapshot_verify(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
+                                                   state_indices, num_accepted_tokens, pad_slot_id,
+                                                   out, backend)
+        return out
     V.tensor("state", state, (None, None, None, None), _STATE)
     V.no_overlap("state", state)
     dev = state.device
@@ -226,11 +236,22 @@ def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
 def gdn_snapshot_verify(state, q, k, v, g=None, beta=None, *, A_log=None, a=None, dt_bias=None, b=None,
                         scale=None, use_qk_l2norm_in_kernel=True, state_indices=None,
                         num_accepted_tokens=None, pad_slot_id=-1, out=None, state_layout="vk",
-                        backend="auto"):
+                        backend="auto", _eager=False):
     """Snapshot verify of T GDN drafts per row: ``state [num_slots, HV, V, K]`` ("vk") or
     ``[num_slots, HV, K, V]`` ("kv"); q, k [batch, T, H, K]; v, out [batch, T, HV, V]; either
     g, beta [batch, T, HV] or raw A_log [HV], a [batch, T, HV], dt_bias [HV], b [batch, T, HV];
-    ``state_indices`` int32 [batch, T]. Returns ``out``."""
+    ``state_indices`` int32 [batch, T]. Returns ``out``. Inside torch.compile it runs as the
+    custom op ``torch.ops.replayssm.gdn_snapshot_verify``."""
+    if not _eager and _is_compiling():
+        use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
+        scale = None if scale is None else float(scale)   # (a NumPy float: the schema's float?)
+        if out is None:
+            out = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
+        torch.ops.replayssm.gdn_snapshot_verify(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
+                                                use_qk_l2norm_in_kernel, state_indices,
+                                                num_accepted_tokens, pad_slot_id, out, state_layout,
+                                                backend)
+        return out
     slots_n, HV, Vd, K = V.gdn_state(state, state_layout)
     dev = state.device
     if not isinstance(q, torch.Tensor) or q.dim() != 4:

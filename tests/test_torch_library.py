@@ -8,7 +8,8 @@ import replayssm_lp as R
 
 
 def test_ops_are_registered():
-    for name in ("mamba2_step", "gdn_step", "commit", "mamba2_standard_decode", "gdn_standard_decode"):
+    for name in ("mamba2_step", "gdn_step", "commit", "mamba2_standard_decode", "gdn_standard_decode",
+                 "mamba2_snapshot_verify", "gdn_snapshot_verify"):
         assert hasattr(torch.ops.replayssm, name), name
 
 
@@ -135,3 +136,54 @@ def test_opcheck_standard_decodes(dtype, seed):
                   torch.randn(b, HV, V), None, None, torch.randn(HV), torch.randn(b, HV),
                   torch.randn(HV), torch.randn(b, HV), None, True, sbi, -1,
                   torch.full((b, HV, V), float("nan")), layout, "torch"), _ALL_OPCHECKS)
+
+
+def _snapshot_inputs(T=3):
+    """A Mamba-2 and a GDN snapshot verify's inputs: rows 0 and 2 real (their own T slots, row 2
+    reading after 2 accepted drafts), row 1 a pad row."""
+    H, P, N, G, HK, HV, K, V, b = 2, 8, 16, 1, 1, 2, 16, 8, 3
+    si = torch.tensor([[0, 1, 2], [-1, -1, -1], [5, 6, -1]], dtype=torch.int32)[:, :T]
+    nacc = torch.tensor([1, 0, 2], dtype=torch.int32)
+    m2 = (torch.randn(8, H, P, N), torch.randn(b, T, H, P), torch.randn(b, T, H), -torch.rand(H),
+          torch.randn(b, T, G, N), torch.randn(b, T, G, N), torch.randn(H), torch.randn(b, T, H, P),
+          torch.randn(H), True, si, nacc, -1, torch.full((b, T, H, P), float("nan")), "torch")
+    gdn = (torch.randn(8, HV, V, K) * 0.1, torch.randn(b, T, HK, K), torch.randn(b, T, HK, K),
+           torch.randn(b, T, HV, V), None, None, torch.randn(HV), torch.randn(b, T, HV),
+           torch.randn(HV), torch.randn(b, T, HV), 0.25, True, si, nacc, -1,
+           torch.full((b, T, HV, V), float("nan")), "vk", "torch")
+    return m2, gdn
+
+
+def test_opcheck_snapshot_verifies(seed):
+    m2, gdn = _snapshot_inputs()
+    _opcheck(torch.ops.replayssm.mamba2_snapshot_verify.default, m2, _ALL_OPCHECKS)
+    _opcheck(torch.ops.replayssm.gdn_snapshot_verify.default, gdn, _ALL_OPCHECKS)
+
+
+def test_compiled_snapshot_verify_matches_eager(seed):
+    """fullgraph=True: the snapshot verifies trace as custom ops (they graph-broke before), write
+    the same states and outputs, and leave the pad row's out and unowned slots alone."""
+    m2, gdn = _snapshot_inputs()
+
+    def m2_step(state, x, dt, A, B, C, D, z, dt_bias, si, nacc, out):
+        return R.mamba2_snapshot_verify(state, x, dt, A, B, C, D, z, dt_bias, True, si, -1, out,
+                                        "torch", num_accepted_tokens=nacc)
+
+    def gdn_step(state, q, k, v, A_log, a, dt_bias, b, si, nacc, out):
+        return R.gdn_snapshot_verify(state, q, k, v, A_log=A_log, a=a, dt_bias=dt_bias, b=b,
+                                     scale=0.25, state_indices=si, num_accepted_tokens=nacc,
+                                     out=out, backend="torch")
+
+    m2_args = [m2[i] for i in (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13)]
+    gdn_args = [gdn[i] for i in (0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 15)]
+    for fn, args in ((m2_step, m2_args), (gdn_step, gdn_args)):
+        a1 = [t.clone() if isinstance(t, torch.Tensor) else t for t in args]
+        a2 = [t.clone() if isinstance(t, torch.Tensor) else t for t in args]
+        y1 = torch.compile(fn, backend="aot_eager", fullgraph=True)(*a1)
+        y2 = fn(*a2)
+        assert y1 is a1[-1] or torch.equal(y1, a1[-1])
+        assert torch.equal(y1.nan_to_num(7.0), y2.nan_to_num(7.0))
+        assert torch.isnan(y1[1]).all()                          # the pad row's out untouched
+        assert torch.equal(a1[0], a2[0])                         # the stored states
+        assert torch.equal(a1[0][[3, 4, 7]], args[0][[3, 4, 7]])  # unowned slots untouched
+        assert not torch.equal(a1[0][[0, 1, 2, 5, 6]], args[0][[0, 1, 2, 5, 6]])
