@@ -44,7 +44,10 @@ element ``e = r * C + c`` of the matrix of (slot, head):
     word    = philox(counter, key)[e & 3]
 
 ``generation`` is the slot's write count (``flush_count`` cursor before the write: 0 for
-``init_from_state``, then 1, 2, ... for each flush), so no element reuses bits across writes;
+``init_from_state``, then 1, 2, ... for each flush), so no element reuses bits across the writes
+of one sequence (``reset`` / ``init_from_state`` of a reused slot start again at 0: the next
+sequence in that slot draws the same words, which correlates the rounding of the two
+sequences, not the writes of either; pass another ``seed`` to the cache to change them);
 ``stream`` is 0 for the recurrence checkpoint (hi) and 1 for the read copy (lo). One Philox call
 feeds four consecutive elements.
 """
