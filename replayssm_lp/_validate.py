@@ -203,6 +203,17 @@ def scale(value):
     return value
 
 
+def compiled_scale(value):
+    """``scale`` on the torch.compile path, where the custom op's schema takes a Python float
+    (dynamo traces a NumPy float as a tensor, so eager's isinstance check cannot run there): no
+    bool or string made into one; the op checks the float it gets (finite) when it runs."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"scale must be a float or None, got {type(value).__name__}")
+    return float(value)
+
+
 def draft_count(name, T, max_draft):
     """A verify's ``T`` draft tokens (``name``: the input that carries them; None: a decode):
     1 .. max(max_draft, 1), what the cache's ring holds."""

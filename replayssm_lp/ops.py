@@ -663,6 +663,7 @@ def _lib_mamba2(cache, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, 
                 backend):
     from .library import cache_tensors
     dt_softplus = V.flag("dt_softplus", dt_softplus)
+    V.pad_slot(pad_slot_id)
     if out is None:
         out = torch.zeros(x.shape, dtype=cache.act_dtype, device=cache.device)
     torch.ops.replayssm.mamba2_step(cache.handle, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -755,7 +756,8 @@ def _lib_gdn(cache, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l
              out, backend):
     from .library import cache_tensors
     use_l2 = V.flag("use_qk_l2norm_in_kernel", use_l2)
-    scale = None if scale is None else float(scale)   # (a NumPy float: the schema's float?)
+    scale = V.compiled_scale(scale)
+    V.pad_slot(pad_slot_id)
     if out is None:
         out = torch.zeros(v.shape, dtype=cache.act_dtype, device=cache.device)
     torch.ops.replayssm.gdn_step(cache.handle, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
@@ -838,6 +840,7 @@ def commit(cache: ReplayCache, num_accepted_tokens, state_batch_indices=None, pa
     outside [0, pending] are clamped on the device (checked and refused for CPU tensors)."""
     if not _eager and _is_compiling():
         from .library import cache_tensors
+        V.pad_slot(pad_slot_id)
         torch.ops.replayssm.commit(cache.handle, num_accepted_tokens, state_batch_indices,
                                    pad_slot_id, cache_tensors(cache), backend)
         return None
@@ -895,6 +898,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     [num_slots, nheads, headdim, dstate]`` (fp32/fp16/bf16) in place every step."""
     if not _eager and _is_compiling():
         dt_softplus = V.flag("dt_softplus", dt_softplus)
+        V.pad_slot(pad_slot_id)
         if out is None:
             out = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
         torch.ops.replayssm.mamba2_standard_decode(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -946,6 +950,8 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     with the wrong ``state_layout`` cannot be detected: it is read and written transposed."""
     if not _eager and _is_compiling():
         use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
+        scale = V.compiled_scale(scale)
+        V.pad_slot(pad_slot_id)
         if out is None:
             out = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
         torch.ops.replayssm.gdn_standard_decode(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale,

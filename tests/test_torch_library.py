@@ -187,3 +187,27 @@ def test_compiled_snapshot_verify_matches_eager(seed):
         assert torch.equal(a1[0], a2[0])                         # the stored states
         assert torch.equal(a1[0][[3, 4, 7]], args[0][[3, 4, 7]])  # unowned slots untouched
         assert not torch.equal(a1[0][[0, 1, 2, 5, 6]], args[0][[0, 1, 2, 5, 6]])
+
+
+def test_compiled_path_refuses_what_eager_refuses(seed):
+    """On the compile path a string or bool scale was made a float and a NumPy pad id passed
+    (eager refuses them): now refused there too, before the op runs."""
+    import numpy as np
+    m2, gdn = _snapshot_inputs()
+    st, q, k, v = gdn[0], gdn[1][:, 0], gdn[2][:, 0], gdn[3][:, 0]
+    a, bb = gdn[7][:, 0], gdn[9][:, 0]
+
+    def std(scale):
+        return R.gdn_standard_decode(st.clone(), q, k, v, A_log=gdn[6], a=a, dt_bias=gdn[8], b=bb,
+                                     scale=scale, backend="torch")
+
+    def snap(pad):
+        return R.mamba2_snapshot_verify(m2[0].clone(), *m2[1:6], state_indices=m2[10],
+                                        pad_slot_id=pad, backend="torch")
+
+    assert torch.equal(torch.compile(std, backend="aot_eager", fullgraph=True)(0.5), std(0.5))
+    for bad in ("0.5", True):
+        with pytest.raises(Exception):
+            torch.compile(std, backend="aot_eager", fullgraph=True)(bad)
+    with pytest.raises(Exception):
+        torch.compile(snap, backend="aot_eager", fullgraph=True)(np.int64(-1))

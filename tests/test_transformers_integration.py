@@ -666,3 +666,82 @@ def test_hf_cache_and_patched_model_pickle(family):
     assert torch.equal(seq2, seq0) and _fp32_close(log2, log0)
     assert all(c["decode"] == L + 1 for c in h2.stats().values())
     unpatch(loaded)
+
+
+class _OwnReduceCache(transformers.DynamicCache):
+    """A cache class with its own ``__reduce__`` (pickle bypasses an instance ``__getstate__``)."""
+
+    def __reduce__(self):
+        return (_new_own_reduce, (), self.__dict__)
+
+
+def _new_own_reduce():
+    return _OwnReduceCache.__new__(_OwnReduceCache)
+
+
+@pytest.mark.parametrize("family", ["mamba2", "qwen3_5"])
+def test_copy_and_pickle_mid_decode_take_the_state_and_leave_the_decode_alone(family):
+    """copy.copy / pickle / copy.deepcopy of a cache mid-decode write the replay state back but
+    keep the block live: a lossy pair's generation goes on bit-identically (they used to hand the
+    state to HF and re-adopt it next step), and each copy holds the current state (fp32: the
+    next step from it, unpatched, is the patched one's). A cache class with its own __reduce__
+    is synced too (its pickles were stale)."""
+    import copy
+    import io
+    import pickle
+    model = _build(family)
+    kw = _cache_kwarg(model)
+
+    def run(precision, take):
+        handle = patch(model, precision=precision, buffer_len=L, backend="torch")
+        logits, taken = [], None
+        try:
+            with torch.no_grad():
+                out = model(NOPAD_PROMPT, use_cache=True)
+                cache = _out_cache(out)
+                tok = out.logits[:, -1:].argmax(-1)
+                for i in range(2 * L):
+                    if i == 3 and take is not None:
+                        taken, tok3 = take(cache), tok
+                    out = model(tok, use_cache=True, **{kw: cache})
+                    logits.append(out.logits[:, -1])
+                    tok = out.logits[:, -1:].argmax(-1)
+            stats = handle.stats()
+        finally:
+            unpatch(model)
+        assert all(s["adopt"] == 1 for s in stats.values()), stats
+        if take is None:
+            return torch.stack(logits)
+        assert not ({"__reduce_ex__", "crop"} & set(taken.__dict__)) or take is copy.deepcopy
+        with torch.no_grad():
+            after = model(tok3, use_cache=True, **{kw: taken}).logits[:, -1]
+        return torch.stack(logits), after
+
+    takes = (copy.copy, copy.deepcopy, lambda c: pickle.loads(pickle.dumps(c)))
+    ref = run("nvfp4/fp16sr", None)
+    for take in takes:
+        assert torch.equal(run("nvfp4/fp16sr", take)[0], ref)
+    ref = run("fp32", None)
+    for take in takes[1:]:        # (a shallow copy shares the tensors the decode goes on writing)
+        got, after = run("fp32", take)
+        assert torch.equal(got, ref) and _fp32_close(after, ref[3])
+    # a class with its own __reduce__ (fp32: the loaded state must be the current one exactly)
+    handle = patch(model, precision="fp32", buffer_len=L, backend="torch")
+    try:
+        with torch.no_grad():
+            cache = _OwnReduceCache(config=model.config)
+            out = model(NOPAD_PROMPT, use_cache=True, **{kw: cache})
+            tok = out.logits[:, -1:].argmax(-1)
+            out = model(tok, use_cache=True, **{kw: cache})         # a replay step
+            tok2 = out.logits[:, -1:].argmax(-1)
+            buf = io.BytesIO()
+            torch.save(cache, buf)
+            want = model(tok2, use_cache=True, **{kw: cache}).logits[:, -1]
+    finally:
+        unpatch(model)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    assert not ({"__deepcopy__", "__reduce_ex__", "crop"} & set(loaded.__dict__))
+    with torch.no_grad():
+        got = model(tok2, use_cache=True, **{kw: loaded}).logits[:, -1]
+    assert _fp32_close(got, want), (got - want).abs().max().item()

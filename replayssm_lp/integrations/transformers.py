@@ -254,22 +254,27 @@ class _LayerState:
         if self.live:
             self.sync()
 
+    def write_back(self):
+        """Write the block's state into the owner's HF recurrent state; the block stays live (a
+        copy or pickle of the cache takes a current state without perturbing the decode)."""
+        cache = self.owner() if self.owner is not None else None
+        if self.live and cache is not None:
+            S = cache.get_recurrent_state(self.mixer_ref().layer_idx, state_idx=0)
+            if S is not None and S.shape[0] == self.batch:
+                # HF's state made under torch.inference_mode is an inference tensor: it can be
+                # written in place only inside that mode
+                mode = torch.inference_mode() if S.is_inference() else torch.no_grad()
+                with mode:
+                    if self.family == "mamba2":
+                        S.copy_(self.block.materialize(list(range(self.batch))))
+                    else:
+                        S.copy_(self.block.materialize(list(range(self.batch)), layout="kv"))
+                self.counts["sync"] += 1
+
     def sync(self):
         """Write the block's state into the owner's HF recurrent state; HF is the truth after."""
-        cache = self.owner() if self.owner is not None else None
         try:
-            if self.live and cache is not None:
-                S = cache.get_recurrent_state(self.mixer_ref().layer_idx, state_idx=0)
-                if S is not None and S.shape[0] == self.batch:
-                    # HF's state made under torch.inference_mode is an inference tensor: it can
-                    # be written in place only inside that mode
-                    mode = torch.inference_mode() if S.is_inference() else torch.no_grad()
-                    with mode:
-                        if self.family == "mamba2":
-                            S.copy_(self.block.materialize(list(range(self.batch))))
-                        else:
-                            S.copy_(self.block.materialize(list(range(self.batch)), layout="kv"))
-                    self.counts["sync"] += 1
+            self.write_back()
         finally:
             self.drop()     # (a failed write-back must not leave the layer marked live)
 
@@ -280,10 +285,13 @@ class _LayerState:
 _GUARDED = ("reorder_cache", "batch_select_indices", "batch_repeat_interleave", "crop", "reset")
 
 
-def _sync_owned_by(cache):
+def _sync_owned_by(cache, keep_live=False):
+    """Write the replay states ahead of ``cache`` back into it; ``keep_live``: the blocks go on
+    from their own state (a copy / pickle), else HF's is the truth after (HF is about to change
+    it)."""
     for st in list(_LIVE):
         if st.owner is not None and st.owner() is cache:
-            st.sync()
+            st.write_back() if keep_live else st.sync()
 
 
 def _make_guard(name):
@@ -298,10 +306,11 @@ _GUARDS = {n: _make_guard(n) for n in _GUARDED}
 
 
 class _InstanceHook:
-    """An instance ``__deepcopy__`` / ``__getstate__`` (an HF cache's guard, a patched mixer's
-    deepcopy hook): calls ``func(obj, *args)``. Pickled, it is dropped -- it loads as None. (A
-    bound method pickles by its function's name, which the loaded object lacks: pickle.loads
-    raised AttributeError.)"""
+    """An instance ``__deepcopy__`` / ``__reduce_ex__`` / ``__getstate__`` (an HF cache's guard,
+    a patched mixer's hooks): calls ``func(obj, *args)``. The hooks keep themselves out of the
+    copies and pickles they make; one that a class's own copy or reduce carries along copies and
+    pickles as None (a bound method pickles by its function's name, which the loaded object
+    lacks: pickle.loads raised AttributeError)."""
 
     __slots__ = ("func", "obj")
 
@@ -314,8 +323,11 @@ class _InstanceHook:
     def __reduce__(self):
         return (type(None), ())
 
+    def __deepcopy__(self, memo):
+        return None
 
-_HOOKS = ("__deepcopy__", "__getstate__")
+
+_HOOKS = ("__deepcopy__", "__reduce_ex__", "__getstate__")
 
 
 def _is_guard(name, value):
@@ -323,31 +335,50 @@ def _is_guard(name, value):
             or (name in _GUARDS and getattr(value, "__func__", None) is _GUARDS[name]))
 
 
+def _without_guards(state):
+    """An object's pickled state (a ``__dict__``, or ``(__dict__, slots)``) less the guards, and
+    less the Nones a class's own copy left where they were."""
+    def clean(d):
+        return {k: v for k, v in d.items()
+                if not (_is_guard(k, v) or (k in _HOOKS and v is None))}
+    if isinstance(state, dict):
+        return clean(state)
+    if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict):
+        return (clean(state[0]), state[1])
+    return state
+
+
 def _guarded_deepcopy(self, memo):
     """copy.deepcopy(cache) (prompt-cache reuse) must copy a current HF state; the copy is
     guarded as the original."""
-    _sync_owned_by(self)
+    _sync_owned_by(self, keep_live=True)
     cls = type(self)
     if hasattr(cls, "__deepcopy__"):
-        return cls.__deepcopy__(self, memo)
-    new = cls.__new__(cls)
-    memo[id(self)] = new
-    for k, v in self.__dict__.items():
-        if not _is_guard(k, v):
-            new.__dict__[k] = copy.deepcopy(v, memo)
+        new = cls.__deepcopy__(self, memo)
+        d = getattr(new, "__dict__", None)
+        if isinstance(d, dict):          # its own copy of our guards (Nones, or bound to new)
+            for k in [k for k, v in d.items() if _is_guard(k, v) or (k in _HOOKS and v is None)]:
+                del d[k]
+    else:
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            if not _is_guard(k, v):
+                new.__dict__[k] = copy.deepcopy(v, memo)
     _guard_cache(new)
     return new
 
 
-def _guarded_getstate(self):
-    """pickle / torch.save(cache) must save a current HF state, and none of the guards: the
-    loaded cache is a plain HF cache (guarded again once a patched model decodes with it)."""
-    _sync_owned_by(self)
-    base = getattr(type(self), "__getstate__", None)
-    state = base(self) if base is not None else self.__dict__
-    if isinstance(state, dict):
-        state = {k: v for k, v in state.items() if not _is_guard(k, v)}
-    return state
+def _guarded_reduce_ex(self, protocol):
+    """pickle / torch.save / copy.copy of a cache must take a current HF state, and none of the
+    guards: the loaded cache is a plain HF cache (guarded again once a patched model decodes
+    with it). An instance ``__reduce_ex__`` (not ``__getstate__``): a class's own ``__reduce__``
+    would bypass that one."""
+    _sync_owned_by(self, keep_live=True)
+    rv = type(self).__reduce_ex__(self, protocol)
+    if isinstance(rv, tuple) and len(rv) > 2:
+        rv = rv[:2] + (_without_guards(rv[2]),) + rv[3:]
+    return rv
 
 
 def _guard_cache(cache):
@@ -358,8 +389,8 @@ def _guard_cache(cache):
             setattr(cache, n, types.MethodType(_GUARDS[n], cache))
     if not _is_guard("__deepcopy__", d.get("__deepcopy__")):
         cache.__deepcopy__ = _InstanceHook(_guarded_deepcopy, cache)
-    if not _is_guard("__getstate__", d.get("__getstate__")):
-        cache.__getstate__ = _InstanceHook(_guarded_getstate, cache)
+    if not _is_guard("__reduce_ex__", d.get("__reduce_ex__")):
+        cache.__reduce_ex__ = _InstanceHook(_guarded_reduce_ex, cache)
 
 
 # ----------------------------------------------------------------------------------------------
