@@ -349,8 +349,9 @@ def render(cells: List[Dict], mem: List[Dict], meta: Dict) -> str:
              "Layer shapes: " + ", ".join(f"{k} {v}" for k, v in meta.get("shapes", {}).items()),
              "",
              "Verify of T drafts + commit with random acceptance (1..T, as the snapshot's) "
-             "inside the graph; range: natural flush mix [non-flush only – flush only]. Ratios: to one standard fp32 decode "
-             "step of the same batch, and the fp32 snapshot baseline's time over this one.", "",
+             "inside the graph; range: natural flush mix [non-flush only – flush only]. Ratios: "
+             "to one standard fp32 decode step of the same batch, and the fp32 snapshot "
+             "baseline's time over this one.", "",
              "| layer | batch | T | kernel | µs (natural) | µs [non-flush – flush] | flush rows/step | "
              "× standard fp32 | snapshot ÷ this |",
              "|---|---:|---:|---|---:|---:|---:|---:|---:|"]

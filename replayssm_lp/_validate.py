@@ -203,6 +203,14 @@ def scale(value):
     return value
 
 
+def compiled_flag(name, value, pad_slot_id):
+    """On the torch.compile path, before tracing into an op's custom op (which validates its
+    tensors when it runs): its switch as a bool, and its pad_slot_id, which the schema's int
+    would take from a NumPy int too."""
+    pad_slot(pad_slot_id)
+    return flag(name, value)
+
+
 def compiled_scale(value):
     """``scale`` on the torch.compile path, where the custom op's schema takes a Python float
     (dynamo traces a NumPy float as a tensor, so eager's isinstance check cannot run there): no

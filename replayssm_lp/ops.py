@@ -662,8 +662,7 @@ def _mamba2_check(cache, x, dt, A, B, C, D, z, dt_bias, sbi, pad_slot_id, out, b
 def _lib_mamba2(cache, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus, sbi, pad_slot_id, out,
                 backend):
     from .library import cache_tensors
-    dt_softplus = V.flag("dt_softplus", dt_softplus)
-    V.pad_slot(pad_slot_id)
+    dt_softplus = V.compiled_flag("dt_softplus", dt_softplus, pad_slot_id)
     if out is None:
         out = torch.zeros(x.shape, dtype=cache.act_dtype, device=cache.device)
     torch.ops.replayssm.mamba2_step(cache.handle, verify, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -755,9 +754,8 @@ def _gdn_inputs(cache_or_dims, q, k, v, g, beta, A_log, a, dt_bias, b, dev, act,
 def _lib_gdn(cache, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale, use_l2, sbi, pad_slot_id,
              out, backend):
     from .library import cache_tensors
-    use_l2 = V.flag("use_qk_l2norm_in_kernel", use_l2)
+    use_l2 = V.compiled_flag("use_qk_l2norm_in_kernel", use_l2, pad_slot_id)
     scale = V.compiled_scale(scale)
-    V.pad_slot(pad_slot_id)
     if out is None:
         out = torch.zeros(v.shape, dtype=cache.act_dtype, device=cache.device)
     torch.ops.replayssm.gdn_step(cache.handle, verify, q, k, v, g, beta, A_log, a, dt_bias, b, scale,
@@ -897,8 +895,7 @@ def mamba2_standard_decode(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     """Standard Mamba-2 decode (``selective_state_update``): reads and writes ``state
     [num_slots, nheads, headdim, dstate]`` (fp32/fp16/bf16) in place every step."""
     if not _eager and _is_compiling():
-        dt_softplus = V.flag("dt_softplus", dt_softplus)
-        V.pad_slot(pad_slot_id)
+        dt_softplus = V.compiled_flag("dt_softplus", dt_softplus, pad_slot_id)
         if out is None:
             out = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
         torch.ops.replayssm.mamba2_standard_decode(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -949,9 +946,9 @@ def gdn_standard_decode(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     Where K == V (Qwen3.5's 128 / 128) the two layouts have the same shape, so a state passed
     with the wrong ``state_layout`` cannot be detected: it is read and written transposed."""
     if not _eager and _is_compiling():
-        use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
+        use_qk_l2norm_in_kernel = V.compiled_flag("use_qk_l2norm_in_kernel",
+                                                  use_qk_l2norm_in_kernel, pad_slot_id)
         scale = V.compiled_scale(scale)
-        V.pad_slot(pad_slot_id)
         if out is None:
             out = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
         torch.ops.replayssm.gdn_standard_decode(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale,

@@ -191,8 +191,7 @@ def mamba2_snapshot_verify(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, 
     read column (None: column 0). Returns ``out``. Inside torch.compile it runs as the custom op
     ``torch.ops.replayssm.mamba2_snapshot_verify`` (validated when it runs)."""
     if not _eager and _is_compiling():
-        dt_softplus = V.flag("dt_softplus", dt_softplus)
-        V.pad_slot(pad_slot_id)
+        dt_softplus = V.compiled_flag("dt_softplus", dt_softplus, pad_slot_id)
         if out is None:
             out = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
         torch.ops.replayssm.mamba2_snapshot_verify(state, x, dt, A, B, C, D, z, dt_bias, dt_softplus,
@@ -244,9 +243,9 @@ def gdn_snapshot_verify(state, q, k, v, g=None, beta=None, *, A_log=None, a=None
     ``state_indices`` int32 [batch, T]. Returns ``out``. Inside torch.compile it runs as the
     custom op ``torch.ops.replayssm.gdn_snapshot_verify``."""
     if not _eager and _is_compiling():
-        use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
+        use_qk_l2norm_in_kernel = V.compiled_flag("use_qk_l2norm_in_kernel",
+                                                  use_qk_l2norm_in_kernel, pad_slot_id)
         scale = V.compiled_scale(scale)
-        V.pad_slot(pad_slot_id)
         if out is None:
             out = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
         torch.ops.replayssm.gdn_snapshot_verify(state, q, k, v, g, beta, A_log, a, dt_bias, b, scale,

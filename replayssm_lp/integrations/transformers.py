@@ -335,12 +335,15 @@ def _is_guard(name, value):
             or (name in _GUARDS and getattr(value, "__func__", None) is _GUARDS[name]))
 
 
+def _is_ours(name, value):
+    """A guard, or the None a class's own copy left where a hook was."""
+    return _is_guard(name, value) or (name in _HOOKS and value is None)
+
+
 def _without_guards(state):
-    """An object's pickled state (a ``__dict__``, or ``(__dict__, slots)``) less the guards, and
-    less the Nones a class's own copy left where they were."""
+    """An object's pickled state (a ``__dict__``, or ``(__dict__, slots)``) less :func:`_is_ours`."""
     def clean(d):
-        return {k: v for k, v in d.items()
-                if not (_is_guard(k, v) or (k in _HOOKS and v is None))}
+        return {k: v for k, v in d.items() if not _is_ours(k, v)}
     if isinstance(state, dict):
         return clean(state)
     if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict):
@@ -357,7 +360,7 @@ def _guarded_deepcopy(self, memo):
         new = cls.__deepcopy__(self, memo)
         d = getattr(new, "__dict__", None)
         if isinstance(d, dict):          # its own copy of our guards (Nones, or bound to new)
-            for k in [k for k, v in d.items() if _is_guard(k, v) or (k in _HOOKS and v is None)]:
+            for k in [k for k, v in d.items() if _is_ours(k, v)]:
                 del d[k]
     else:
         new = cls.__new__(cls)
@@ -529,7 +532,7 @@ def _unpatched_state(st: "_LayerState", mixer):
     instance forward, or the original one -- and without the instance hooks."""
     state = {}
     for k, v in mixer.__dict__.items():
-        if k in _HOOKS and isinstance(v, _InstanceHook):
+        if _is_guard(k, v):
             continue
         if v is st.wrapper:                      # at st.attr, or accelerate's _old_forward
             if k == st.attr and not st.had_forward:
