@@ -1089,6 +1089,11 @@ def default_min_blocks_per_mp(read_fmt: str, heads_per_cta: int, state_regs: int
 class Mamba2ReplayDecode:
     """Compile-time parameters + host launch (``__call__``) + device code (``kernel``)."""
 
+    #: every chunk of a flush head's fp32 S_new waits in sS, whatever the targets (a subclass's
+    #: flush that forms S_new in another layout and encodes it from there: the verify's
+    #: fragment flush of split pairs)
+    sS_whole = False
+
     def _fold_pair_default(self) -> bool:
         """Whether the v2 flush folds a thread's chunks in pairs unless
         ``REPLAYSSM_M2_FOLD_PAIR`` says (measured, Super / Nano-4B, bench/results/session37_gpu/
@@ -1402,7 +1407,7 @@ class Mamba2ReplayDecode:
     def _sS_chunks(self) -> int:
         """Chunks per thread in sS with nvfp4 targets: all but the last, which stays in registers
         for pass 2 -- or all of them (:attr:`_sS_all`)."""
-        return self.cfg.nit if self._sS_all else max(self.cfg.nit - 1, 1)
+        return self.cfg.nit if (self._sS_all or self.sS_whole) else max(self.cfg.nit - 1, 1)
 
     def _smem_fixed(self) -> int:
         """Shared memory of one CTA outside the union buffer (16-byte aligned allocations)."""
@@ -1491,7 +1496,7 @@ class Mamba2ReplayDecode:
         sB = uview("sB", Float32, cute.make_layout((cfg.jb, N), stride=(N, 1)))
         sWX = uview("sWX", Float32, cute.make_layout((cfg.jb, P), stride=(P, 1)))
         sS = None
-        if self.flush_impl == 2 and self.needs_gamax:
+        if self.flush_impl == 2 and (self.needs_gamax or self.sS_whole):
             # the fp32 S_new of one head (flush rows, nvfp4 targets): float4 (it, g) of thread t
             # at row (it*4 + g)*NT + t -> conflict-free 16-byte accesses
             # (the last chunk stays in registers: NIT - 1 chunks per thread here; every chunk
@@ -1795,6 +1800,20 @@ class Mamba2ReplayDecode:
                 for j in range(8):
                     code = (w >> Uint32(4 * j)) & Uint32(0xF)
                     put(8 * jw + j, lp.mul_rn(lp.e2m1_code_to_f32(code), d_blk))
+
+    @cute.jit
+    def _sr_key_setup(self, mSeed: Optional[cute.Tensor], sKey: cute.Tensor, tidx: Int32):
+        """SR pairs: the Philox key schedule into ``sKey`` once per CTA (round r's keys by thread
+        r; visible after the flush's first barrier), for :meth:`_philox_smem`."""
+        if const_expr(self.any_sr):
+            if tidx < lp.PHILOX_ROUNDS:
+                k0, k1 = lp.sr_key_from_seed(mSeed[0])
+                for r in cutlass.range_constexpr(1, lp.PHILOX_ROUNDS):
+                    if tidx == r:
+                        k0 = k0 + Uint32((r * lp.PHILOX_W0) & 0xFFFFFFFF)
+                        k1 = k1 + Uint32((r * lp.PHILOX_W1) & 0xFFFFFFFF)
+                sKey[2 * tidx] = Int32(k0)
+                sKey[2 * tidx + 1] = Int32(k1)
 
     @staticmethod
     def _philox_smem(c0, c1, c2, c3, sKey, dep):
@@ -2659,16 +2678,7 @@ class Mamba2ReplayDecode:
         lane = tidx % 32
         cbi = lane // RW                 # chunk-in-row of every chunk this thread owns
         rrow = warp * RW + lane % RW     # its row within a pass of RPF rows
-        if const_expr(self.any_sr):
-            # Philox key schedule once per CTA (visible after the first barrier of the head loop)
-            if tidx < lp.PHILOX_ROUNDS:
-                k0, k1 = lp.sr_key_from_seed(mSeed[0])
-                for r in cutlass.range_constexpr(1, lp.PHILOX_ROUNDS):
-                    if tidx == r:
-                        k0 = k0 + Uint32((r * lp.PHILOX_W0) & 0xFFFFFFFF)
-                        k1 = k1 + Uint32((r * lp.PHILOX_W1) & 0xFFFFFFFF)
-                sKey[2 * tidx] = Int32(k0)
-                sKey[2 * tidx + 1] = Int32(k1)
+        self._sr_key_setup(mSeed, sKey, tidx)
         w3_hi = lp.sr_counter_word3(0, gen)
         w3_lo = lp.sr_counter_word3(1, gen)
         if const_expr(cfg.njb == 1):
@@ -3208,16 +3218,7 @@ class Mamba2ReplayDecode:
         rrow = warp * RW + lane % RW     # its row within a pass of RPF rows
         fmt_hi = self.rec_fmt
         wpc_hi = CHUNK * _BITS[fmt_hi] // 32
-        if const_expr(self.any_sr):
-            # Philox key schedule once per CTA (visible after the first barrier of the head loop)
-            if tidx < lp.PHILOX_ROUNDS:
-                k0, k1 = lp.sr_key_from_seed(mSeed[0])
-                for rr in cutlass.range_constexpr(1, lp.PHILOX_ROUNDS):
-                    if tidx == rr:
-                        k0 = k0 + Uint32((rr * lp.PHILOX_W0) & 0xFFFFFFFF)
-                        k1 = k1 + Uint32((rr * lp.PHILOX_W1) & 0xFFFFFFFF)
-                sKey[2 * tidx] = Int32(k0)
-                sKey[2 * tidx + 1] = Int32(k1)
+        self._sr_key_setup(mSeed, sKey, tidx)
         w3_hi = lp.sr_counter_word3(0, gen)
         w3_lo = lp.sr_counter_word3(1, gen)
         # first copies out: x_j rows and hi chunk 0 of the first head

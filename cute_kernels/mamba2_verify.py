@@ -121,7 +121,11 @@ from .mamba2_replay import (
     _no_order,
     _order_launcher,
     _mma_nvfp4_tile,
+    _BITS,
+    _absmax16,
     _add_rn,
+    _dep_f32,
+    _dep_i32,
     _fold_pair_env,
     _fold_unroll,
     _mma_fold_default,
@@ -252,6 +256,25 @@ def _frag_flush_default() -> Optional[bool]:
     session12_gpu/call1, off / on): T = 6 102.9 -> 98.0 µs, T = 8 127.0 -> 106.1 (flush only
     231.2 -> 156.1)."""
     v = os.environ.get(FRAG_FLUSH_ENV)
+    return None if v is None else v == "1"
+
+
+FRAG_SPLIT_ENV = "REPLAYSSM_M2V_FRAG_SPLIT"
+#: checkpoint formats the split pairs' fragment flush reads (hi words of a column pair: fp32
+#: two, 16-bit one; an fp8 checkpoint's row scales are not in that path)
+FRAG_SPLIT_REC_FMTS = ("fp32", "fp16", "bf16")
+
+
+def _frag_split_default() -> Optional[bool]:
+    """``REPLAYSSM_M2V_FRAG_SPLIT`` (0 / 1; unset: off -- not yet timed): a split pair's flush
+    rows in a split's flush launch take the fragment flush too (:meth:`Mamba2VerifyKernel.
+    _flush_frag`: the fold and the T dots on tf32 tensor cores) instead of the CUDA-core chunk
+    loop, with their S_new handed through shared memory to the chunk encoders (the same bit-exact
+    SR / nvfp4 / fp8 encoders and counters as the CUDA-core flush). The CUDA-core flush of
+    nvfp4/fp16sr is issue-bound (session 36's profile: ~80 warp instructions per state element,
+    a quarter of them the fold) and at T8 its flush rows cost 6x its non-flush rows (session 46:
+    1570.7 / 261.2 µs, H100 b256)."""
+    v = os.environ.get(FRAG_SPLIT_ENV)
     return None if v is None else v == "1"
 
 
@@ -533,11 +556,23 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
         ff = _frag_flush_default()
         frag_min_t = SPLIT_FRAG_MIN_T if self.rows == 2 else FRAG_MIN_T
-        self.frag = bool((self.T >= frag_min_t and self.hpc >= 2 if ff is None else ff)
-                         and self.flush_dots and not self.split
-                         and self.rec_fmt == "fp32" and self.N == 128 and self.P % 64 == 0
+        frag_fits = bool(self.flush_dots and self.N == 128 and self.P % 64 == 0
                          and self.cfg.nt == 128 and self.rows != 1
                          and dtype_name(self.act_dtype) != "float32")
+        # split pairs (a split's flush launch only): S_new through sS to the chunk encoders
+        fs = _frag_split_default()
+        self.frag_split = bool(frag_fits and self.split and self.rows == 2
+                               and self.rec_fmt in FRAG_SPLIT_REC_FMTS
+                               and self.T >= SPLIT_FRAG_MIN_T and bool(fs))
+        self.frag = bool(self.frag_split or (
+            (self.T >= frag_min_t and self.hpc >= 2 if ff is None else ff)
+            and frag_fits and not self.split and self.rec_fmt == "fp32"))
+        if self.frag_split:
+            # the chunk loop's fold pairs and rolled encodes are not this flush's
+            self.fold_pair = self.pair_roll = self.pair_defer = False
+            self.fold_pairs = 0
+            self.sS_whole = True
+            assert self.cfg.cb * self.cfg.rw == 32 and self.cfg.full, "sS chunk map"
         self.frag_pd = _frag_pd(self.T, flush_launch=self.rows == 2)
         self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "1") == "1"
         # read copy prefetched into L2 this many heads ahead (not the split's flush launch)
@@ -609,6 +644,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             jb = self.cfg.jb
             off["fsB"] = 0
             off["fsWX"] = al(4 * jb * (self.N + 4))
+            if self.frag_split:          # then a head's S_new (sS), then the x_j landing zone
+                off["sS"] = off["fsWX"] + al(4 * jb * (self.P + 4))
+                off["xr"] = off["sS"] + 64 * self.cfg.nt * self._sS_chunks()
+                size = max(size, off["xr"] + al(jb * self.P * self.act_dtype.width // 8))
             assert off["fsWX"] + al(4 * jb * (self.P + 4)) <= off["xr"], "fsWX overlaps sXR"
         # non-flush rows' staged x (xs builds; flush rows use xe, never both in one CTA)
         if self.xs:
@@ -832,7 +871,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     if flush:
                         if const_expr(self.frag):
                             self._flush_frag(mHi, mXBuf, mBBuf, sCoef, sScal, sCT, sDotF, fsB,
-                                             fsWX, sXR, slot, head0, group, origin, h, tidx)
+                                             fsWX, sXR, slot, head0, group, origin, h, tidx,
+                                             mHiS, mLo, mLoS, mLoG, mSeed, sS, sRed, sKey, gen)
                         elif const_expr(self.rows != 1):
                             self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf,
                                             mBBuf, mSeed, sC, sB, sWX, sS, sHW, sHS, sXR, sCoef,
@@ -1058,7 +1098,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     sCoef: cute.Tensor, sScal: cute.Tensor, sCT: cute.Tensor,
                     sDotF: cute.Tensor, fsB: cute.Tensor, fsWX: cute.Tensor, sXR: cute.Tensor,
                     slot: Int32, head0: Int32, group: Int32, origin: Int32, h: Int32,
-                    tidx: Int32):
+                    tidx: Int32, mHiS: Optional[cute.Tensor] = None,
+                    mLo: Optional[cute.Tensor] = None, mLoS: Optional[cute.Tensor] = None,
+                    mLoG: Optional[cute.Tensor] = None, mSeed: Optional[cute.Tensor] = None,
+                    sS: Optional[cute.Tensor] = None, sRed: Optional[cute.Tensor] = None,
+                    sKey: Optional[cute.Tensor] = None, gen: Optional[Int32] = None):
         """Flush of a fp32-pair row on the tensor cores, the fold kept in mma fragment layout.
         Per head, warp w owns the m16 tiles ``16·(w + 4i)`` of S (P x N); per n-tile of 8
         columns, the thread (g, t) holds S[p0, c], S[p0, c+1], S[p1, c], S[p1, c+1] (p0 = 16m + g,
@@ -1072,7 +1116,13 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
           exact pieces; into ``sDotF[k, t, p]``.
 
         Products are exact; the sums are the tensor cores' fp32 accumulation (the CUDA-core flush
-        sums each element's terms in a fixed fp32 order instead)."""
+        sums each element's terms in a fixed fp32 order instead).
+
+        Split pairs (:attr:`frag_split`; hi fp32 / fp16 / bf16): S_new goes to ``sS`` at the
+        chunk layout's places instead of to hi (:meth:`_sS_frag_store`; with an nvfp4 target
+        the running amax too), then after one CTA barrier per head every thread encodes its
+        chunks from there with the CUDA-core flush's encoders and counters
+        (:meth:`_frag_encode`): the targets are those of the same fp32 S_new, bit for bit."""
         P, N, T, TP, NT, HPC = self.P, self.N, self.T, self.TP, self.cfg.nt, self.hpc
         JB = self.cfg.jb
         KS = -(-min(JB, self.EM - T) // 8)   # h <= EM - T (clamped): k-steps past it are zero
@@ -1084,6 +1134,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         gq = cutlass.min(g, Int32(T - 1))
         qlive = g < Int32(T)
         zero = Float32(0.0)
+        fs = self.frag_split
+        w3_hi = w3_lo = None
+        if const_expr(fs):
+            self._sr_key_setup(mSeed, sKey, tidx)
+            w3_hi = lp.sr_counter_word3(0, gen)
+            w3_lo = lp.sr_counter_word3(1, gen)
         # the group's B entries once per CTA (padded rows: conflict-free fragment reads)
         for it in cutlass.range(-(-(JB * N) // NT), unroll=4):
             idx = tidx + it * NT
@@ -1105,8 +1161,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     self._frag_prefetch(mHi, slot, _opaque_i32(head0 + k + 1), warp, g, t)
             # the first m-tile's first PD n-tiles of hi in flight across the head's barriers
             p00 = 16 * warp + g
-            hq = [[_hi_pair(mHi, slot, head, t, p00 + 8 * r, nt) for r in range(2)]
+            hq = [[self._hi_frag(mHi, slot, head, t, p00 + 8 * r, nt) for r in range(2)]
                   for nt in range(PD)]
+            amax = Float32(0.0)
             cute.arch.cp_async_wait_group(0)     # this head's x_j rows
             cute.arch.barrier()                  # ... for every thread; fsWX of the last head read
             for i in cutlass.range_constexpr(-(-(JB * P) // NT)):
@@ -1123,7 +1180,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 p0 = 16 * (warp + 4 * mi) + g
                 p1 = p0 + 8
                 if const_expr(mi > 0):
-                    hq = [[_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt) for r in range(2)]
+                    hq = [[self._hi_frag(mHi, slot, head, t, p0 + 8 * r, nt) for r in range(2)]
                           for nt in range(PD)]
                 # A of the fold for every k-step: rows p0, p1 x entries j0 = 8ks + t, j0 + 4
                 apc = []
@@ -1137,7 +1194,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     c = 8 * nt + 2 * t
                     hv = hq[nt]
                     if const_expr(nt + PD < NTL):    # hi PD n-tiles ahead: latency under the mma
-                        hq.append([_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt + PD)
+                        hq.append([self._hi_frag(mHi, slot, head, t, p0 + 8 * r, nt + PD)
                                    for r in range(2)])
                     f = [zero] * 4
                     for ks in cutlass.range_constexpr(KS):
@@ -1147,14 +1204,19 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         for pc in cutlass.range_constexpr(3):
                             f = lp.mma_sync("tf32", [x[pc] for x in apc[ks]], b, f, volatile=True)
                     # S_new = fl(gf·hi) + F; accumulators (p0, c), (p0, c+1), (p1, c), (p1, c+1)
-                    sn = [_add_rn(lp.mul_rn(gf, lp.bits_f32(Uint32(hv[e // 2][e % 2]))), f[e])
-                          for e in range(4)]
+                    hd = [self._hi_frag_f32(hv[r]) for r in range(2)]
+                    sn = [_add_rn(lp.mul_rn(gf, hd[e // 2][e % 2]), f[e]) for e in range(4)]
                     for r in cutlass.range_constexpr(2):
-                        ov = cute.make_rmem_tensor((2,), Int32)
-                        ov[0] = lp.f32_bits(sn[2 * r]).to(Int32)
-                        ov[1] = lp.f32_bits(sn[2 * r + 1]).to(Int32)
-                        cute.autovec_copy(ov, cute.local_tile(mHi[slot, head, p0 + 8 * r, None],
-                                                              (2,), (c // 2,)))
+                        if const_expr(fs):
+                            self._sS_frag_store(sS, sn[2 * r], sn[2 * r + 1], p0 + 8 * r, c)
+                        else:
+                            ov = cute.make_rmem_tensor((2,), Int32)
+                            ov[0] = lp.f32_bits(sn[2 * r]).to(Int32)
+                            ov[1] = lp.f32_bits(sn[2 * r + 1]).to(Int32)
+                            cute.autovec_copy(ov, cute.local_tile(
+                                mHi[slot, head, p0 + 8 * r, None], (2,), (c // 2,)))
+                    if const_expr(fs and self.needs_gamax):
+                        amax = lp.fmax_nq(amax, _absmax16(sn, 4))
                     # the T dots: A = (S[p0, c], S[p1, c], S[p0, c+1], S[p1, c+1]) = k slots t, t+4
                     pieces = [_split_dot(x, self.dot_pieces) for x in (sn[0], sn[2], sn[1],
                                                                        sn[3])]
@@ -1169,6 +1231,88 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         q = 2 * t + j
                         if q < T:
                             sDotF[k, q, p0 + 8 * r] = dacc[0][2 * r + j] + dacc[1][2 * r + j]
+            if const_expr(fs):
+                s_glob = Float32(0.0)
+                if const_expr(self.needs_gamax):
+                    amax = cute.arch.warp_reduction(amax, lp.fmax_nq)
+                    if lane == 0:
+                        sRed[warp] = amax
+                cute.arch.barrier()              # sS (chunks cross warps) and sRed complete
+                if const_expr(self.needs_gamax):
+                    amax = sRed[0]
+                    for w in cutlass.range_constexpr(1, NT // 32):
+                        amax = lp.fmax_nq(amax, sRed[w])
+                    s_glob = lp.nvfp4_global_scale(amax)
+                    if tidx == 0:
+                        mLoG[slot, head] = s_glob
+                self._frag_encode(sS, mHi, mHiS, mLo, mLoS, slot, head, w3_hi, w3_lo, sKey,
+                                  s_glob, tidx)
+
+    def _hi_frag(self, mHi, slot, head, t, p, nt: int):
+        """hi words of columns ``8·nt + 2t`` and ``+1`` of row ``p`` (an m16n8 accumulator
+        fragment's two columns): two words of fp32 (one 8-byte load), one of a 16-bit format."""
+        if self.rec_fmt == "fp32":
+            return _hi_pair(mHi, slot, head, t, p, nt)
+        v = cute.make_rmem_tensor((1,), Int32)
+        cute.autovec_copy(cute.local_tile(mHi[slot, head, p, None], (1,), (4 * nt + t,)), v)
+        return v
+
+    def _hi_frag_f32(self, hv):
+        """The two decoded hi values of :meth:`_hi_frag`'s words (``formats.decode``)."""
+        if self.rec_fmt == "fp32":
+            return [lp.bits_f32(Uint32(hv[0])), lp.bits_f32(Uint32(hv[1]))]
+        if self.rec_fmt == "fp16":
+            return list(lp.f16x2_to_f32(Uint32(hv[0])))
+        return list(lp.bf16x2_to_f32(Uint32(hv[0])))
+
+    @cute.jit
+    def _sS_frag_store(self, sS: cute.Tensor, v0: Float32, v1: Float32, p: Int32, c: Int32):
+        """S_new[p, c] and [p, c + 1] (c even) into sS where the CUDA-core flush's thread keeps
+        them (:meth:`_sS_store`): row p is row ``p % RPF`` of chunk pass ``it = p // RPF``, the
+        thread of warp ``(p % RPF) // RW`` and lane ``(c // 16)·RW + p % RW``, elements
+        ``c % 16`` and ``+ 1`` of its chunk."""
+        cfg = self.cfg
+        RW, RPF, NT = cfg.rw, cfg.rpf, cfg.nt
+        it = p // RPF
+        pr = p % RPF
+        tid = (pr // RW) * 32 + (c // CHUNK) * RW + pr % RW
+        e = c % CHUNK
+        ov = cute.make_rmem_tensor((2,), Float32)
+        ov[0] = v0
+        ov[1] = v1
+        cute.autovec_copy(ov, cute.local_tile(sS[(it * 4 + e // 4) * NT + tid, None], (2,),
+                                              ((e % 4) // 2,)))
+
+    @cute.jit
+    def _frag_encode(self, sS: cute.Tensor, mHi: cute.Tensor, mHiS: Optional[cute.Tensor],
+                     mLo: Optional[cute.Tensor], mLoS: Optional[cute.Tensor], slot: Int32,
+                     head: Int32, w3_hi: Uint32, w3_lo: Uint32, sKey: cute.Tensor,
+                     s_glob: Float32, tidx: Int32):
+        """A head's flush targets from its S_new in sS: every chunk of the thread (rows
+        ``rrow + it·RPF``, chunk-in-row ``lane // RW``) through the CUDA-core flush's encoders
+        and stores, the pass-1 targets then (nvfp4, with ``s_glob``) the pass-2 ones."""
+        cfg = self.cfg
+        warp = tidx // 32
+        lane = tidx % 32
+        cbi = lane // cfg.rw
+        rrow = warp * cfg.rw + lane % cfg.rw
+        acc = cute.make_rmem_tensor((CHUNK,), Float32)
+        for it in cutlass.range(cfg.nit, unroll=1):
+            slot_i = _dep_i32(slot, it)
+            head_i = _dep_i32(head, it)
+            r = rrow + it * cfg.rpf          # (cfg.full: every row exists)
+            self._sS_load(acc, sS, it, tidx)
+            tok = None
+            if const_expr(len(self.flush_p1) > 0):
+                tok = self._encode_store(False, acc, r * cfg.cb + cbi, r, cbi, Boolean(True),
+                                         slot_i, head_i, w3_hi, w3_lo, sKey, s_glob, mHi, mHiS,
+                                         mLo, mLoS)
+            if const_expr(len(self.flush_p2) > 0):
+                if const_expr(tok is not None):
+                    for e in cutlass.range_constexpr(CHUNK):
+                        acc[e] = _dep_f32(acc[e], tok)
+                self._encode_store(True, acc, r * cfg.cb + cbi, r, cbi, Boolean(True), slot_i,
+                                   head_i, w3_hi, w3_lo, sKey, s_glob, mHi, mHiS, mLo, mLoS)
 
     @cute.jit
     def _read_prefetch(self, mHi: cute.Tensor, mLo: Optional[cute.Tensor], slot: Int32,
@@ -1186,13 +1330,18 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     def _frag_prefetch(self, mHi: cute.Tensor, slot: Int32, head: Int32, warp: Int32, g: Int32,
                        t: Int32):
         """L2 prefetch of the hi rows this thread's warp folds in ``head``: lane (g, t) takes
-        line t (32 words) of rows p0 and p1 of every m-tile (a warp covers its rows' lines)."""
+        lines t, t + 4, .. (32 words each) of rows p0 and p1 of every m-tile (a warp covers its
+        rows' lines: 4 of a fp32 row of N = 128, 2 of a 16-bit one)."""
+        lines = self.N * _BITS[self.rec_fmt] // 1024
         for mi in cutlass.range_constexpr(self.P // 64):
             p0 = 16 * (warp + 4 * mi) + g
             for r in cutlass.range_constexpr(2):
-                for q in cutlass.range_constexpr(self.N // 128):
-                    common.prefetch_l2(cute.local_tile(mHi[slot, head, p0 + 8 * r, None], (32,),
-                                                       (4 * q + t,)).iterator)
+                for q in cutlass.range_constexpr(-(-lines // 4)):
+                    line = cute.local_tile(mHi[slot, head, p0 + 8 * r, None], (32,), (4 * q + t,))
+                    if const_expr(lines % 4 == 0):
+                        common.prefetch_l2(line.iterator)
+                    elif 4 * q + t < lines:
+                        common.prefetch_l2(line.iterator)
 
     @cute.jit
     def _xs_issue(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXA: cute.Tensor, xdr: cute.Tensor,
@@ -1830,7 +1979,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            os.environ.get(FRAG_L2PF_ENV, "1"), os.environ.get(READ_L2PF_ENV),
            os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV),
            _dot_pieces(), os.environ.get(FOLD_SMEM_ENV), os.environ.get(FOLD_ENTRIES_ENV),
-           lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env(), _pair_roll_env()) + tuple(
+           lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env(), _pair_roll_env(),
+           _frag_split_default()) + tuple(
         kw.values())
     return kw, key
 
@@ -2033,7 +2183,8 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               FOLD_UNROLL_ENV, XDRAFT_ENV, FRAG_FLUSH_ENV, FRAG_PD_ENV,
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
               DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV,
-              FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, PAIR_ROLL_ENV)
+              FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, PAIR_ROLL_ENV,
+              FRAG_SPLIT_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

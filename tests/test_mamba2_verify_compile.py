@@ -306,7 +306,8 @@ def test_profiling_build(monkeypatch):
                                  "REPLAYSSM_M2_FOLD_UNROLL", "REPLAYSSM_M2V_FRAG_FLUSH",
                                  "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF",
                                  "REPLAYSSM_M2V_PRE_HOIST", "REPLAYSSM_M2V_READ_L2PF",
-                                 "REPLAYSSM_M2V_READ_L2PF_LATE", "REPLAYSSM_M2V_DOT_PIECES"])
+                                 "REPLAYSSM_M2V_READ_L2PF_LATE", "REPLAYSSM_M2V_DOT_PIECES",
+                                 "REPLAYSSM_M2V_FRAG_SPLIT"])
 def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
     """Every switch read while tracing is part of the compile key and of the launch memo's
     environment (an in-process flip must not reuse the other build: session 9's void check)."""
@@ -507,6 +508,80 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     # 2 rows x 2 lines per thread for the first head and for each next one
     assert ptx.count("prefetch.global.L2") == 4
     assert ptx.count("ld.global.v2.b32") >= 32 and ptx.count("st.global.v2.b32") >= 32
+
+
+def _super_verify(pair, T=8, rows=2, hpc=4):
+    """The verify kernel object at Nemotron-3-Super's shape, L16 (b256's 4 heads per CTA)."""
+    return MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", 128, 64, 128, 8, 16, 24, T, True,
+                                 False, True, True, hpc, rows=rows)
+
+
+def test_fragment_flush_of_split_pairs_rule_and_compile(monkeypatch):
+    """REPLAYSSM_M2V_FRAG_SPLIT=1: a split pair's flush rows in a split's flush launch (rows=2,
+    T >= SPLIT_FRAG_MIN_T, hi fp32 / fp16 / bf16) take the fragment flush, S_new through sS
+    (every chunk of a head; no fold pairs or rolled encodes), sS after the fragment buffers and
+    before the x_j landing zone; off unset, never in the other launches, for an fp8 checkpoint
+    or a shared pair (fp32 keeps its own). The switch is in the compile key. nvfp4/fp16sr and
+    fp8/fp32 build for sm_90a: fold and dots on tf32 mmas, 4-byte hi loads (fp16), no local
+    memory."""
+    monkeypatch.delenv(MV.FRAG_SPLIT_ENV, raising=False)
+    assert not _super_verify("nvfp4/fp16sr").frag_split and not _super_verify("nvfp4/fp16sr").frag
+    args = ("nvfp4/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 24, 8, True, False, True,
+            True, 4, True)
+    k0 = MV._resolve(*args, rows=2)[1]
+    monkeypatch.setenv(MV.FRAG_SPLIT_ENV, "1")
+    assert MV._resolve(*args, rows=2)[1] != k0 and MV.FRAG_SPLIT_ENV in MV._ENV_NAMES
+    for pair in ("nvfp4/fp16sr", "nvfp4/fp32", "fp8/fp32", "fp8/fp16sr", "bf16/fp32",
+                 "fp16/fp32", "nvfp4sr/fp16sr", "fp8sr/fp32"):
+        o = _super_verify(pair)
+        assert o.frag and o.frag_split and o.sS_whole, pair
+        assert not (o.fold_pair or o.pair_roll or o.pair_defer or o.fold_pairs), pair
+        assert o._sS_chunks() == o.cfg.nit and o.min_blocks_per_mp <= MV.SPLIT_FLUSH_MINB, pair
+        off, size = o._ulayout()
+        assert off["fsWX"] + 4 * 16 * (64 + 4) <= off["sS"], pair
+        assert off["sS"] + 64 * 128 * o.cfg.nit <= off["xr"] and off["xr"] + 16 * 64 * 2 <= size
+        assert _super_verify(pair, T=MV.SPLIT_FRAG_MIN_T).frag_split, pair
+        assert not _super_verify(pair, T=MV.SPLIT_FRAG_MIN_T - 1).frag_split, pair
+        assert not _super_verify(pair, rows=0).frag_split, pair
+        assert not _super_verify(pair, rows=1).frag_split, pair
+    for pair in ("nvfp4/fp8sr", "fp16sr", "nvfp4sr", "fp32"):
+        assert not _super_verify(pair).frag_split, pair
+    assert _super_verify("fp32").frag
+    for pair, hi_load in (("nvfp4/fp16sr", "ld.global.b32"), ("fp8/fp32", "ld.global.v2.b32")):
+        _, ptx = MV.compile_only(pair, T=8, heads_per_cta=4, keep_ptx=True, rows=2,
+                                 order_cursors=True, L=16, H=128, P=64, N=128, G=8)
+        assert "ld.local" not in ptx and "st.local" not in ptx, pair
+        # fold 16 n-tiles x 2 k-steps x 3 pieces + dots 16 x 3 per m-tile (no non-flush dots)
+        assert ptx.count("mma.sync.aligned.m16n8k8") == 16 * 2 * 3 + 16 * 3, pair
+        assert ptx.count(hi_load) >= 32, pair
+
+
+def test_fragment_flush_sS_map_emulated():
+    """``_sS_frag_store``'s place of S_new[p, c], [p, c + 1] (c even), read back by every
+    thread's ``_sS_load`` of its chunks, gives each thread rows ``rrow + it·RPF`` and columns
+    ``16·cbi ..`` of S_new: the chunk layout of the CUDA-core flush (Super: P 64, N 128)."""
+    import numpy as np
+
+    o = _super_verify("nvfp4/fp16sr")
+    cfg = o.cfg
+    P, N, NT, RW, RPF, NIT = o.P, o.N, cfg.nt, cfg.rw, cfg.rpf, cfg.nit
+    S = np.random.default_rng(1).standard_normal((P, N))
+    sS = np.full((NIT * 4 * NT, 4), np.nan)
+    for p in range(P):
+        for c in range(0, N, 2):      # the index arithmetic of _sS_frag_store
+            it, pr = p // RPF, p % RPF
+            tid = (pr // RW) * 32 + (c // 16) * RW + pr % RW
+            e = c % 16
+            row, col = (it * 4 + e // 4) * NT + tid, 2 * ((e % 4) // 2)
+            assert np.isnan(sS[row, col:col + 2]).all()
+            sS[row, col:col + 2] = S[p, c:c + 2]
+    assert not np.isnan(sS).any()
+    for tidx in range(NT):
+        warp, lane = tidx // 32, tidx % 32
+        cbi, rrow = lane // RW, warp * RW + lane % RW
+        for it in range(NIT):     # _sS_load: float4 g of chunk it at row (it*4 + g)*NT + tidx
+            chunk = np.concatenate([sS[(it * 4 + g) * NT + tidx] for g in range(4)])
+            np.testing.assert_array_equal(chunk, S[rrow + it * RPF, 16 * cbi:16 * cbi + 16])
 
 
 def test_fragment_flush_maps_emulated():
