@@ -265,9 +265,19 @@ FRAG_SPLIT_ENV = "REPLAYSSM_M2V_FRAG_SPLIT"
 FRAG_SPLIT_REC_FMTS = ("fp32", "fp16", "bf16")
 
 
+FRAG_PRELOAD_ENV = "REPLAYSSM_M2V_FRAG_PRELOAD"
+
+
+def _frag_preload_default() -> bool:
+    """``REPLAYSSM_M2V_FRAG_PRELOAD`` (0 / 1; default 1): the split pairs' fragment flush loads
+    the next head's hi words (the first m-tile's, every n-tile: hi SPLIT_FLUSH_PD deep) before
+    this head's encode pass, instead of at the next head's start."""
+    return os.environ.get(FRAG_PRELOAD_ENV, "1") != "0"
+
+
 def _frag_split_default() -> Optional[bool]:
-    """``REPLAYSSM_M2V_FRAG_SPLIT`` (0 / 1; unset: off -- not yet timed): a split pair's flush
-    rows in a split's flush launch take the fragment flush too (:meth:`Mamba2VerifyKernel.
+    """``REPLAYSSM_M2V_FRAG_SPLIT`` (0 / 1; unset: :meth:`Mamba2VerifyKernel._frag_split_rule`):
+    a split pair's flush rows in a split's flush launch take the fragment flush too (:meth:`Mamba2VerifyKernel.
     _flush_frag`: the fold and the T dots on tf32 tensor cores) instead of the CUDA-core chunk
     loop, with their S_new handed through shared memory to the chunk encoders (the same bit-exact
     SR / nvfp4 / fp8 encoders and counters as the CUDA-core flush). The CUDA-core flush of
@@ -500,6 +510,19 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         return (self.read_fmt == "nvfp4" and self.rec_fmt == "fp16" and self.rows == 2
                 and self.L == 16 and self.T == 8)
 
+    def _frag_split_rule(self) -> bool:
+        """The split pairs' fragment flush by default (H100, Super b256 L16, session 47 call 1,
+        two rounds A B A B, CUDA-core / fragment flush, natural mix; flush only): nvfp4/fp32
+        at T4 1.059x (1.193x), T8 1.102x (1.231x), hence T4-T8; nvfp4/fp16sr and fp8/fp32 at T8
+        only: 1.031x (1.090x), 1.029x (1.156x) -- at T4 they lose, 0.913x (0.901x) and 0.981x
+        (1.042x); fp8/fp16sr loses at both (T4 0.885x, T8 0.920x). Untimed pairs and T: off."""
+        pair = f"{self.read_fmt}/{self.rec_fmt}"
+        if self.read_sr or self.L != 16:
+            return False
+        if pair == "nvfp4/fp32":
+            return 4 <= self.T <= 8
+        return self.T == 8 and (pair == "fp8/fp32" or (pair == "nvfp4/fp16" and self.rec_sr))
+
     def __init__(self, pair, act_dtype, dt_dtype, nheads: int, headdim: int, dstate: int,
                  ngroups: int, buffer_len: int, ring: int, num_drafts: int, has_D: bool,
                  has_z: bool, has_dt_bias: bool, dt_softplus: bool, heads_per_cta: int = 1,
@@ -563,10 +586,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         fs = _frag_split_default()
         self.frag_split = bool(frag_fits and self.split and self.rows == 2
                                and self.rec_fmt in FRAG_SPLIT_REC_FMTS
-                               and self.T >= SPLIT_FRAG_MIN_T and bool(fs))
+                               and self.T >= SPLIT_FRAG_MIN_T
+                               and (self._frag_split_rule() if fs is None else fs))
         self.frag = bool(self.frag_split or (
             (self.T >= frag_min_t and self.hpc >= 2 if ff is None else ff)
             and frag_fits and not self.split and self.rec_fmt == "fp32"))
+        self.frag_preload = bool(self.frag_split and _frag_preload_default())
         if self.frag_split:
             # the chunk loop's fold pairs and rolled encodes are not this flush's
             self.fold_pair = self.pair_roll = self.pair_defer = False
@@ -1151,6 +1176,15 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         cute.arch.cp_async_commit_group()
         PD = min(self.frag_pd, NTL)
 
+        p00 = 16 * warp + g
+        pre = self.frag_preload and PD == NTL
+        hqp = None
+        if const_expr(pre):
+            # the first m-tile's hi words of the next head are loaded before this head's encodes
+            # (their latency under the encode pass, which issues no global load)
+            wpp = 2 * _BITS[self.rec_fmt] // 32
+            hqp = [[cute.make_rmem_tensor((wpp,), Int32) for r in range(2)] for nt in range(PD)]
+            self._hi_frag_tile(hqp, mHi, slot, head0, t, p00)
         if const_expr(self.frag_l2pf):
             self._frag_prefetch(mHi, slot, head0, warp, g, t)
         for k in cutlass.range(HPC, unroll=1):
@@ -1160,9 +1194,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 if k + 1 < HPC:          # the next head's hi lines on their way into L2
                     self._frag_prefetch(mHi, slot, _opaque_i32(head0 + k + 1), warp, g, t)
             # the first m-tile's first PD n-tiles of hi in flight across the head's barriers
-            p00 = 16 * warp + g
-            hq = [[self._hi_frag(mHi, slot, head, t, p00 + 8 * r, nt) for r in range(2)]
-                  for nt in range(PD)]
+            if const_expr(pre):
+                hq = hqp
+            else:
+                hq = [[self._hi_frag(mHi, slot, head, t, p00 + 8 * r, nt) for r in range(2)]
+                      for nt in range(PD)]
             amax = Float32(0.0)
             cute.arch.cp_async_wait_group(0)     # this head's x_j rows
             cute.arch.barrier()                  # ... for every thread; fsWX of the last head read
@@ -1232,6 +1268,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         if q < T:
                             sDotF[k, q, p0 + 8 * r] = dacc[0][2 * r + j] + dacc[1][2 * r + j]
             if const_expr(fs):
+                if const_expr(pre):
+                    if k + 1 < HPC:
+                        self._hi_frag_tile(hqp, mHi, slot, _opaque_i32(head0 + k + 1), t, p00)
                 s_glob = Float32(0.0)
                 if const_expr(self.needs_gamax):
                     amax = cute.arch.warp_reduction(amax, lp.fmax_nq)
@@ -1256,6 +1295,14 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         v = cute.make_rmem_tensor((1,), Int32)
         cute.autovec_copy(cute.local_tile(mHi[slot, head, p, None], (1,), (4 * nt + t,)), v)
         return v
+
+    def _hi_frag_tile(self, dst, mHi, slot, head, t, p0):
+        """:meth:`_hi_frag` of every n-tile of rows p0 and p0 + 8 into ``dst[nt][r]``."""
+        wpp = 2 * _BITS[self.rec_fmt] // 32
+        for nt in range(len(dst)):
+            for r in range(2):
+                cute.autovec_copy(cute.local_tile(mHi[slot, head, p0 + 8 * r, None], (wpp,),
+                                                  (4 * nt + t,)), dst[nt][r])
 
     def _hi_frag_f32(self, hv):
         """The two decoded hi values of :meth:`_hi_frag`'s words (``formats.decode``)."""
@@ -1980,7 +2027,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV),
            _dot_pieces(), os.environ.get(FOLD_SMEM_ENV), os.environ.get(FOLD_ENTRIES_ENV),
            lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env(), _pair_roll_env(),
-           _frag_split_default()) + tuple(
+           _frag_split_default(), _frag_preload_default()) + tuple(
         kw.values())
     return kw, key
 
@@ -2184,7 +2231,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
               DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV,
               FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, PAIR_ROLL_ENV,
-              FRAG_SPLIT_ENV)
+              FRAG_SPLIT_ENV, FRAG_PRELOAD_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

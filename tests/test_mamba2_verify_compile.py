@@ -520,11 +520,24 @@ def test_fragment_flush_of_split_pairs_rule_and_compile(monkeypatch):
     """REPLAYSSM_M2V_FRAG_SPLIT=1: a split pair's flush rows in a split's flush launch (rows=2,
     T >= SPLIT_FRAG_MIN_T, hi fp32 / fp16 / bf16) take the fragment flush, S_new through sS
     (every chunk of a head; no fold pairs or rolled encodes), sS after the fragment buffers and
-    before the x_j landing zone; off unset, never in the other launches, for an fp8 checkpoint
-    or a shared pair (fp32 keeps its own). The switch is in the compile key. nvfp4/fp16sr and
+    before the x_j landing zone; unset, the measured rule (``_frag_split_rule``); never in the
+    other launches, for an fp8 checkpoint or a shared pair (fp32 keeps its own). The switches
+    are in the compile key. nvfp4/fp16sr and
     fp8/fp32 build for sm_90a: fold and dots on tf32 mmas, 4-byte hi loads (fp16), no local
     memory."""
     monkeypatch.delenv(MV.FRAG_SPLIT_ENV, raising=False)
+    # the rule (unset): nvfp4/fp32 at T4-T8, nvfp4/fp16sr and fp8/fp32 at T8, L16 only
+    rule = {"nvfp4/fp32": (4, 5, 6, 7, 8), "nvfp4/fp16sr": (8,), "fp8/fp32": (8,)}
+    for pair in ("nvfp4/fp32", "nvfp4/fp16sr", "fp8/fp32", "fp8/fp16sr", "nvfp4sr/fp16sr",
+                 "bf16/fp32", "nvfp4/fp8sr", "fp32"):
+        for T in range(1, 17):
+            o = _super_verify(pair, T=T)
+            assert o.frag_split == (T in rule.get(pair, ())), (pair, T)
+            assert o.frag_preload == (o.frag_split and MV._frag_preload_default())
+    assert not _super_verify("nvfp4/fp16sr", rows=0).frag_split
+    assert not MV.Mamba2VerifyKernel("nvfp4/fp32", "bfloat16", "float32", 128, 64, 128, 8, 32, 40,
+                                     8, True, False, True, True, 4, rows=2).frag_split   # L32
+    monkeypatch.setenv(MV.FRAG_SPLIT_ENV, "0")
     assert not _super_verify("nvfp4/fp16sr").frag_split and not _super_verify("nvfp4/fp16sr").frag
     args = ("nvfp4/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 24, 8, True, False, True,
             True, 4, True)
