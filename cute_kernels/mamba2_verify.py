@@ -269,10 +269,15 @@ FRAG_PRELOAD_ENV = "REPLAYSSM_M2V_FRAG_PRELOAD"
 
 
 def _frag_preload_default() -> bool:
-    """``REPLAYSSM_M2V_FRAG_PRELOAD`` (0 / 1; default 1): the split pairs' fragment flush loads
+    """``REPLAYSSM_M2V_FRAG_PRELOAD`` (0 / 1; default 0): the split pairs' fragment flush loads
     the next head's hi words (the first m-tile's, every n-tile: hi SPLIT_FLUSH_PD deep) before
-    this head's encode pass, instead of at the next head's start."""
-    return os.environ.get(FRAG_PRELOAD_ENV, "1") != "0"
+    this head's encode pass, instead of at the next head's start -- their latency under the
+    encode pass, which issues no global load. Measured off (H100, Super b256 L16, session 47
+    call 2, the rule's builds without / with it): nvfp4/fp16sr T8 717.9 / 719.9 µs, nvfp4/fp32
+    T8 659.2 / 654.4, T4 356.4 / 377.6, fp8/fp32 T8 677.2 / 701.8 (its registers: 36-152 B of
+    spills at 168 with a 16-bit checkpoint, none without); forced for every pair it does not
+    rescue the losers (T4 nvfp4/fp16sr 428.9 against the CUDA-core flush's 364.0)."""
+    return os.environ.get(FRAG_PRELOAD_ENV, "0") == "1"
 
 
 def _frag_split_default() -> Optional[bool]:
@@ -506,7 +511,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         1.026x), and at every other T (untimed: T1-T7, T9-T16); off for fp8 read copies (their pair is off,
         :meth:`_fold_pair_default`; forced on and rolled, 1.155x), and where untimed: the single
         launch (+8 KB for every row's CTA: 4 -> 3 CTAs per SM at T4 with 2-4 heads per CTA) and
-        buffer lengths other than 16."""
+        buffer lengths other than 16. (Since session 47 that T8 flush launch takes the fragment
+        flush by default, :meth:`_frag_split_rule`, which has no chunk-loop fold: the roll
+        applies with ``REPLAYSSM_M2V_FRAG_SPLIT=0``.)"""
         return (self.read_fmt == "nvfp4" and self.rec_fmt == "fp16" and self.rows == 2
                 and self.L == 16 and self.T == 8)
 
@@ -515,7 +522,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         two rounds A B A B, CUDA-core / fragment flush, natural mix; flush only): nvfp4/fp32
         at T4 1.059x (1.193x), T8 1.102x (1.231x), hence T4-T8; nvfp4/fp16sr and fp8/fp32 at T8
         only: 1.031x (1.090x), 1.029x (1.156x) -- at T4 they lose, 0.913x (0.901x) and 0.981x
-        (1.042x); fp8/fp16sr loses at both (T4 0.885x, T8 0.920x). Untimed pairs and T: off."""
+        (1.042x); fp8/fp16sr loses at both (T4 0.885x, T8 0.920x). Untimed pairs and T: off.
+        The rule against the old default in call 2 (one round): nvfp4/fp16sr T8 748.3 -> 717.9
+        µs, fp8/fp32 T8 702.2 -> 677.2, nvfp4/fp32 T4 376.0 -> 356.4, T8 726.1 -> 659.2."""
         pair = f"{self.read_fmt}/{self.rec_fmt}"
         if self.read_sr or self.L != 16:
             return False

@@ -269,20 +269,25 @@ def test_fuzz_mamba2_verify_pair_roll(pair, seed, monkeypatch):
     _variant_fuzz("mamba2", pair, M2, dict(L=16, max_draft=8), 60, seed, "pair roll")
 
 
-@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp32", "fp8/fp32", "fp8/fp16sr",
-                                  "bf16/fp32", "nvfp4sr/fp16sr"])
-def test_fuzz_mamba2_verify_frag_split(pair, seed, monkeypatch):
+@pytest.mark.parametrize("pair,preload", [(p, "0") for p in ("nvfp4/fp16sr", "nvfp4/fp32",
+                                                              "fp8/fp32", "fp8/fp16sr",
+                                                              "bf16/fp32", "nvfp4sr/fp16sr")]
+                         + [("nvfp4/fp16sr", "1")])
+def test_fuzz_mamba2_verify_frag_split(pair, preload, seed, monkeypatch):
     """The split pairs' fragment flush (REPLAYSSM_M2V_FRAG_SPLIT=1: fold and dots on tf32
-    tensor cores, S_new through sS to the chunk encoders) in the split launch (forced at this
-    batch by REPLAYSSM_M2V_SPLIT=1) against the twin, L16, T in {3, 8}: stored copies within one
-    unit of their format, outputs within the fuzz's tolerance; the flush launch built is it."""
+    tensor cores, S_new through sS to the chunk encoders; REPLAYSSM_M2V_FRAG_PRELOAD its next
+    head's hi loaded before the encode pass) in the split launch (forced at this batch by
+    REPLAYSSM_M2V_SPLIT=1) against the twin, L16, T in {3, 8}: stored copies within one unit of
+    their format, outputs within the fuzz's tolerance; the flush launch built is it."""
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv(MV.SPLIT_ENV, "1")
     monkeypatch.setenv(MV.FRAG_SPLIT_ENV, "1")
+    monkeypatch.setenv(MV.FRAG_PRELOAD_ENV, preload)
     _variant_fuzz("mamba2", pair, M2, dict(L=16, max_draft=8), 60, seed, "frag split")
     ops = [MV._CACHE.get(k).meta["op"] for k in MV._CACHE.keys()]
     name = MV.parse_pair(pair).name
-    assert any(o.frag_split and o.pair.name == name and o.T == 8 for o in ops), pair
+    assert any(o.frag_split and o.frag_preload == (preload == "1") and o.pair.name == name
+               and o.T == 8 for o in ops), pair
 
 
 @pytest.mark.parametrize("pair", ["fp8/fp32", "bf16/fp32"])

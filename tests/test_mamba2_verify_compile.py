@@ -307,7 +307,7 @@ def test_profiling_build(monkeypatch):
                                  "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF",
                                  "REPLAYSSM_M2V_PRE_HOIST", "REPLAYSSM_M2V_READ_L2PF",
                                  "REPLAYSSM_M2V_READ_L2PF_LATE", "REPLAYSSM_M2V_DOT_PIECES",
-                                 "REPLAYSSM_M2V_FRAG_SPLIT"])
+                                 "REPLAYSSM_M2V_FRAG_SPLIT", "REPLAYSSM_M2V_FRAG_PRELOAD"])
 def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
     """Every switch read while tracing is part of the compile key and of the launch memo's
     environment (an in-process flip must not reuse the other build: session 9's void check)."""
@@ -316,7 +316,8 @@ def test_trace_time_switches_are_in_the_keys(env, monkeypatch):
     monkeypatch.delenv(env, raising=False)
     k0 = MV._resolve(*args)[1]
     monkeypatch.setenv(env, {"REPLAYSSM_M2_FOLD_UNROLL": "4", "REPLAYSSM_M2V_FRAG_PD": "2",
-                             "REPLAYSSM_M2V_DOT_PIECES": "2"}.get(env, "0"))
+                             "REPLAYSSM_M2V_DOT_PIECES": "2",
+                             "REPLAYSSM_M2V_FRAG_PRELOAD": "1"}.get(env, "0"))
     assert MV._resolve(*args)[1] != k0
     assert env in MV._ENV_NAMES
 
@@ -330,6 +331,7 @@ def test_pair_roll_switch_and_compile(monkeypatch):
     args = ("fp8/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 24, 8, True, False, True,
             True, 4)
     monkeypatch.setenv(MR.FOLD_PAIR_ENV, "1")
+    monkeypatch.setenv(MV.FRAG_SPLIT_ENV, "0")       # the CUDA-core flush's encodes
     monkeypatch.delenv(MR.PAIR_ROLL_ENV, raising=False)
     assert not MV.Mamba2VerifyKernel(*args, rows=2).pair_roll
     k0 = MV._resolve(*args, True)[1]
