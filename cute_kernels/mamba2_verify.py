@@ -522,11 +522,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         two rounds A B A B, CUDA-core / fragment flush, natural mix; flush only): nvfp4/fp32
         at T4 1.059x (1.193x), T8 1.102x (1.231x), hence T4-T8; nvfp4/fp16sr and fp8/fp32 at T8
         only: 1.031x (1.090x), 1.029x (1.156x) -- at T4 they lose, 0.913x (0.901x) and 0.981x
-        (1.042x); fp8/fp16sr loses at both (T4 0.885x, T8 0.920x). Untimed pairs and T: off.
+        (1.042x); fp8/fp16sr loses at both (T4 0.885x, T8 0.920x). Untimed pairs, T, buffer
+        lengths and head sizes: off.
         The rule against the old default in call 2 (one round): nvfp4/fp16sr T8 748.3 -> 717.9
         µs, fp8/fp32 T8 702.2 -> 677.2, nvfp4/fp32 T4 376.0 -> 356.4, T8 726.1 -> 659.2."""
         pair = f"{self.read_fmt}/{self.rec_fmt}"
-        if self.read_sr or self.L != 16:
+        if self.read_sr or self.L != 16 or self.P != 64:     # (timed at Super's P = 64 only)
             return False
         if pair == "nvfp4/fp32":
             return 4 <= self.T <= 8

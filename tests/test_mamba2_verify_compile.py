@@ -539,6 +539,8 @@ def test_fragment_flush_of_split_pairs_rule_and_compile(monkeypatch):
     assert not _super_verify("nvfp4/fp16sr", rows=0).frag_split
     assert not MV.Mamba2VerifyKernel("nvfp4/fp32", "bfloat16", "float32", 128, 64, 128, 8, 32, 40,
                                      8, True, False, True, True, 4, rows=2).frag_split   # L32
+    assert not MV.Mamba2VerifyKernel("nvfp4/fp32", "bfloat16", "float32", 64, 128, 128, 8, 16,
+                                     24, 8, True, False, True, True, 4, rows=2).frag_split  # P128
     monkeypatch.setenv(MV.FRAG_SPLIT_ENV, "0")
     assert not _super_verify("nvfp4/fp16sr").frag_split and not _super_verify("nvfp4/fp16sr").frag
     args = ("nvfp4/fp16sr", "bfloat16", "float32", 128, 64, 128, 8, 16, 24, 8, True, False, True,
