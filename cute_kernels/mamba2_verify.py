@@ -589,8 +589,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
         ff = _frag_flush_default()
         frag_min_t = SPLIT_FRAG_MIN_T if self.rows == 2 else FRAG_MIN_T
+        # (T <= 8: the dots' n8 tile holds 8 queries -- before session 47 the fp32 pair took it
+        # at T 9-16 too and left those drafts' dots unwritten; caught by a review, untested)
         frag_fits = bool(self.flush_dots and self.N == 128 and self.P % 64 == 0
-                         and self.cfg.nt == 128 and self.rows != 1
+                         and self.cfg.nt == 128 and self.rows != 1 and self.T <= 8
                          and dtype_name(self.act_dtype) != "float32")
         # split pairs (a split's flush launch only): S_new through sS to the chunk encoders
         fs = _frag_split_default()

@@ -283,11 +283,33 @@ def test_fuzz_mamba2_verify_frag_split(pair, preload, seed, monkeypatch):
     monkeypatch.setenv(MV.SPLIT_ENV, "1")
     monkeypatch.setenv(MV.FRAG_SPLIT_ENV, "1")
     monkeypatch.setenv(MV.FRAG_PRELOAD_ENV, preload)
+    # 4 heads per CTA (b256's): sS / sRed / x_j reuse across heads, the preload's next head
+    # (added after the session 47 GPU runs, which had 1 head per CTA here; review finding)
+    monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "4")
     _variant_fuzz("mamba2", pair, M2, dict(L=16, max_draft=8), 60, seed, "frag split")
     ops = [MV._CACHE.get(k).meta["op"] for k in MV._CACHE.keys()]
     name = MV.parse_pair(pair).name
     assert any(o.frag_split and o.frag_preload == (preload == "1") and o.pair.name == name
                and o.T == 8 for o in ops), pair
+
+
+@pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32"])
+@pytest.mark.parametrize("split", ["0", "1"])
+def test_fuzz_mamba2_verify_more_than_8_drafts_at_4_heads(pair, split, seed, monkeypatch):
+    """T in {9, 12, 16} (MAX_DRAFT) at 4 heads per CTA, single and split launch, against the
+    twin, L16: until session 47 the fp32 pair's fragment flush (8 queries in its dots' n8 tile)
+    was built at T > 8 too and left drafts 9.. unwritten -- no GPU test drew T > 8 at 2 or more
+    heads per CTA."""
+    from cute_kernels import mamba2_verify as MV
+    monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "4")
+    monkeypatch.setenv(MV.SPLIT_ENV, split)
+    cfg = dict(L=16, max_draft=16)
+    _cute_verify_or_skip("mamba2", pair, torch.bfloat16, M2, **cfg)
+    r = spec_fuzz("mamba2", pair, 40, backend="cute", device="cuda", dims=M2, **cfg, batch=6,
+                  pool=17, act=torch.bfloat16, seed=seed, drafts=(9, 12, 16), exact_rel=2e-2,
+                  exact_oracle=(pair == "fp32"))
+    print(f"mamba2 T > 8, 4 heads/CTA, split {split}, {pair}: {r}")
+    assert r.steps == 40 and r.flush_rows >= 3, r
 
 
 @pytest.mark.parametrize("pair", ["fp8/fp32", "bf16/fp32"])

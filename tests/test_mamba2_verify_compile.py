@@ -497,6 +497,10 @@ def test_fragment_flush_default_and_compile(monkeypatch):
                                      t - 1, True, False, True, True, 4, rows=2).frag
     assert op("fp32", MV.FRAG_MIN_T).frag and not op("fp32", MV.FRAG_MIN_T - 1).frag
     assert op("fp32", 8, hpc=2).frag and not op("fp32", 8, hpc=1).frag  # 1 head: CUDA cores
+    # 8 queries in the dots' n8 tile: T 9-16 keep the CUDA-core flush (forced or not)
+    assert not any(op("fp32", t).frag for t in range(9, MV.MAX_DRAFT + 1))
+    assert not MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 28, 12,
+                                     True, False, True, True, 4, rows=2).frag
     assert not op("nvfp4/fp16sr", 8).frag and not op("fp8/fp32", 8).frag
     monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "0")
     assert not op("fp32", 8).frag
