@@ -671,6 +671,53 @@ def test_mamba2_verify_pair_roll_bit_identical(pair, split, seed, monkeypatch):
     assert int(caches[1].flush_count.max()) >= 3
 
 
+@pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp32", "fp8/fp32", "fp8/fp16sr",
+                                  "bf16/fp32", "nvfp4sr/fp16sr"])
+def test_mamba2_verify_frag_split_encodes_bit_identical(pair, seed, monkeypatch):
+    """The split pairs' fragment flush (REPLAYSSM_M2V_FRAG_SPLIT=1) stores the bytes of the
+    CUDA-core flush (=0) when both fold exactly zero (x = 0 in every entry: S_new = fl(gf·hi) in
+    both, whatever the summation order): every hi / lo word, block / row / global scale, SR word
+    (both streams' counters), ring and cursor bit-identical after each of 3L verify + commit
+    calls (split launch, 4 heads per CTA, T 3 / 8, L16, states in every fp16 regime); pad rows'
+    outputs untouched. (The outputs are not compared: their dots differ by summation order.)"""
+    from cute_kernels import mamba2_verify as MV
+    H, P, N, G, L, pool, batch, dev = M2["H"], 64, M2["N"], M2["G"], 16, 16, 6, "cuda"
+    envs = tuple({MV.SPLIT_ENV: "1", "REPLAYSSM_M2_HEADS_PER_CTA": "4", MV.FRAG_SPLIT_ENV: v}
+                 for v in ("0", "1"))
+    caches = [R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L, max_draft=8,
+                                  act_dtype=torch.bfloat16, device=dev, seed=99) for _ in range(2)]
+    slots = torch.randperm(pool, device=dev)[:batch]
+    S0 = _wide_rows(batch, H, P, N)
+    for c in caches:
+        c.init_from_state(slots.tolist(), S0)
+    for step in range(3 * L):
+        g = torch.Generator(device=dev).manual_seed(3000 + step)
+        r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+        t = (3, 8)[step % 2]
+        pad = torch.rand(batch, device=dev, generator=g) < 0.25
+        sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
+        inp = (torch.zeros(batch, t, H, P, device=dev, dtype=torch.bfloat16), r(batch, t, H),
+               -torch.rand(H, device=dev, generator=g) - 0.1,
+               r(batch, t, G, N).to(torch.bfloat16), r(batch, t, G, N).to(torch.bfloat16))
+        acc = torch.randint(1, t + 1, (batch,), device=dev, generator=g, dtype=torch.int32)
+        outs = []
+        for c, env in zip(caches, envs):
+            _switch_env(monkeypatch, envs, env)
+            out = torch.full((batch, t, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
+            R.mamba2_verify(c, *inp, D=r(H), dt_bias=r(H) * 0.3, dt_softplus=True,
+                            state_batch_indices=sbi, out=out, backend="cute")
+            R.commit(c, acc, sbi, backend="cute")
+            outs.append(out)
+        assert torch.isnan(outs[1][pad]).all() and torch.isnan(outs[0][pad]).all(), step
+        assert not torch.isnan(outs[1][~pad]).any(), step
+        for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
+            assert torch.equal(a, b), (pair, step)
+    assert int(caches[1].flush_count.max()) >= 3
+    ops = [MV._CACHE.get(k).meta["op"] for k in MV._CACHE.keys()]
+    assert any(o.frag_split and o.hpc == 4 and o.pair.name == MV.parse_pair(pair).name
+               for o in ops), pair
+
+
 @pytest.mark.parametrize("fold_kib", [None, 4])
 @pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp16sr"])
 def test_mamba2_flush_v1_matches_torch_reference(pair, fold_kib, seed, monkeypatch):
