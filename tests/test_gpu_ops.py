@@ -630,6 +630,55 @@ def test_mamba2_pair_roll_bit_identical(pair, P, batch, L, seed, monkeypatch):
                          monkeypatch, batch=batch, L=L, wide=True)
 
 
+def _verify_twin_calls(pair, envs, monkeypatch, *, L, drafts, seed_base, x_scale=WIDE_INPUT,
+                       min_accept=0, outputs_equal=True):
+    """Two caches through the same 3L verify + commit calls, one under each environment of
+    ``envs``: T = ``drafts[step % len(drafts)]``, acceptance in ``min_accept``..T, pad rows
+    (poisoned outputs stay untouched), states of :func:`_wide_rows`, x scaled by ``x_scale``
+    (0: exact zeros, every fold exactly zero); every cache tensor bit-identical after every call,
+    the outputs too (``outputs_equal``; else only: every valid row's outputs written); at least 3
+    flushes. Returns the second cache."""
+    H, P, N, G, pool, batch, dev = M2["H"], 64, M2["N"], M2["G"], 16, 6, "cuda"
+    caches = [R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L,
+                                  max_draft=max(drafts), act_dtype=torch.bfloat16, device=dev,
+                                  seed=99) for _ in range(2)]
+    slots = torch.randperm(pool, device=dev)[:batch]
+    S0 = _wide_rows(batch, H, P, N)
+    for c in caches:
+        c.init_from_state(slots.tolist(), S0)
+    for step in range(3 * L):
+        g = torch.Generator(device=dev).manual_seed(seed_base + step)
+        r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
+        t = drafts[step % len(drafts)]
+        pad = torch.rand(batch, device=dev, generator=g) < 0.25
+        sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
+        xr = r(batch, t, H, P)
+        x = (xr * x_scale).to(torch.bfloat16) if x_scale else torch.zeros_like(xr).to(
+            torch.bfloat16)
+        inp = (x, r(batch, t, H), -torch.rand(H, device=dev, generator=g) - 0.1,
+               r(batch, t, G, N).to(torch.bfloat16), r(batch, t, G, N).to(torch.bfloat16))
+        D, dt_bias = r(H), r(H) * 0.3
+        acc = torch.randint(min_accept, t + 1, (batch,), device=dev, generator=g,
+                            dtype=torch.int32)
+        outs = []
+        for c, env in zip(caches, envs):
+            _switch_env(monkeypatch, envs, env)
+            out = torch.full((batch, t, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
+            R.mamba2_verify(c, *inp, D=D, dt_bias=dt_bias, dt_softplus=True,
+                            state_batch_indices=sbi, out=out, backend="cute")
+            R.commit(c, acc, sbi, backend="cute")
+            outs.append(out)
+        if outputs_equal:
+            _assert_twins_equal(outs, pad, caches, step)
+        else:
+            for o in outs:
+                assert torch.isnan(o[pad]).all() and not torch.isnan(o[~pad]).any(), step
+            for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
+                assert torch.equal(a, b), (pair, step)
+    assert int(caches[1].flush_count.max()) >= 3
+    return caches[1]
+
+
 @pytest.mark.parametrize("split", ["0", "1"])
 @pytest.mark.parametrize("pair", ["fp8/fp16sr", "bf16/fp32", "nvfp4/fp16sr", "nvfp4/fp8sr"])
 def test_mamba2_verify_pair_roll_bit_identical(pair, split, seed, monkeypatch):
@@ -639,36 +688,9 @@ def test_mamba2_verify_pair_roll_bit_identical(pair, split, seed, monkeypatch):
     acceptance, pad rows (poisoned outputs), flushed states in every fp16 regime; outputs,
     stored copies, scales, rings and cursors bit-identical after every call."""
     from cute_kernels import mamba2_replay as MR
-    H, P, N, G, L, T, pool, batch, dev = M2["H"], 64, M2["N"], M2["G"], 4, 4, 16, 6, "cuda"
     envs = tuple({MR.FOLD_PAIR_ENV: "1", "REPLAYSSM_M2V_SPLIT": split, MR.PAIR_ROLL_ENV: v}
                  for v in ("0", "1"))
-    caches = [R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L, max_draft=T,
-                                  act_dtype=torch.bfloat16, device=dev, seed=99) for _ in range(2)]
-    slots = torch.randperm(pool, device=dev)[:batch]
-    S0 = _wide_rows(batch, H, P, N)
-    for c in caches:
-        c.init_from_state(slots.tolist(), S0)
-    for step in range(3 * L):
-        g = torch.Generator(device=dev).manual_seed(2000 + step)
-        r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
-        t = 1 + step % T
-        pad = torch.rand(batch, device=dev, generator=g) < 0.25
-        sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
-        inp = ((r(batch, t, H, P) * WIDE_INPUT).to(torch.bfloat16), r(batch, t, H),
-               -torch.rand(H, device=dev, generator=g) - 0.1,
-               r(batch, t, G, N).to(torch.bfloat16), r(batch, t, G, N).to(torch.bfloat16))
-        D, dt_bias = r(H), r(H) * 0.3
-        acc = torch.randint(0, t + 1, (batch,), device=dev, generator=g, dtype=torch.int32)
-        outs = []
-        for c, env in zip(caches, envs):
-            _switch_env(monkeypatch, envs, env)
-            out = torch.full((batch, t, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
-            R.mamba2_verify(c, *inp, D=D, dt_bias=dt_bias, dt_softplus=True,
-                            state_batch_indices=sbi, out=out, backend="cute")
-            R.commit(c, acc, sbi, backend="cute")
-            outs.append(out)
-        _assert_twins_equal(outs, pad, caches, step)
-    assert int(caches[1].flush_count.max()) >= 3
+    _verify_twin_calls(pair, envs, monkeypatch, L=4, drafts=(1, 2, 3, 4), seed_base=2000)
 
 
 @pytest.mark.parametrize("pair", ["nvfp4/fp16sr", "nvfp4/fp32", "fp8/fp32", "fp8/fp16sr",
@@ -681,38 +703,10 @@ def test_mamba2_verify_frag_split_encodes_bit_identical(pair, seed, monkeypatch)
     calls (split launch, 4 heads per CTA, T 3 / 8, L16, states in every fp16 regime); pad rows'
     outputs untouched. (The outputs are not compared: their dots differ by summation order.)"""
     from cute_kernels import mamba2_verify as MV
-    H, P, N, G, L, pool, batch, dev = M2["H"], 64, M2["N"], M2["G"], 16, 16, 6, "cuda"
     envs = tuple({MV.SPLIT_ENV: "1", "REPLAYSSM_M2_HEADS_PER_CTA": "4", MV.FRAG_SPLIT_ENV: v}
                  for v in ("0", "1"))
-    caches = [R.Mamba2ReplayCache(pool, H, P, N, G, precision=pair, buffer_len=L, max_draft=8,
-                                  act_dtype=torch.bfloat16, device=dev, seed=99) for _ in range(2)]
-    slots = torch.randperm(pool, device=dev)[:batch]
-    S0 = _wide_rows(batch, H, P, N)
-    for c in caches:
-        c.init_from_state(slots.tolist(), S0)
-    for step in range(3 * L):
-        g = torch.Generator(device=dev).manual_seed(3000 + step)
-        r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
-        t = (3, 8)[step % 2]
-        pad = torch.rand(batch, device=dev, generator=g) < 0.25
-        sbi = torch.where(pad, torch.full_like(slots, -1), slots).to(torch.int32)
-        inp = (torch.zeros(batch, t, H, P, device=dev, dtype=torch.bfloat16), r(batch, t, H),
-               -torch.rand(H, device=dev, generator=g) - 0.1,
-               r(batch, t, G, N).to(torch.bfloat16), r(batch, t, G, N).to(torch.bfloat16))
-        acc = torch.randint(1, t + 1, (batch,), device=dev, generator=g, dtype=torch.int32)
-        outs = []
-        for c, env in zip(caches, envs):
-            _switch_env(monkeypatch, envs, env)
-            out = torch.full((batch, t, H, P), float("nan"), device=dev, dtype=torch.bfloat16)
-            R.mamba2_verify(c, *inp, D=r(H), dt_bias=r(H) * 0.3, dt_softplus=True,
-                            state_batch_indices=sbi, out=out, backend="cute")
-            R.commit(c, acc, sbi, backend="cute")
-            outs.append(out)
-        assert torch.isnan(outs[1][pad]).all() and torch.isnan(outs[0][pad]).all(), step
-        assert not torch.isnan(outs[1][~pad]).any(), step
-        for a, b in zip(cache_tensors(caches[0]), cache_tensors(caches[1])):
-            assert torch.equal(a, b), (pair, step)
-    assert int(caches[1].flush_count.max()) >= 3
+    _verify_twin_calls(pair, envs, monkeypatch, L=16, drafts=(3, 8), seed_base=3000, x_scale=0.0,
+                       min_accept=1, outputs_equal=False)
     ops = [MV._CACHE.get(k).meta["op"] for k in MV._CACHE.keys()]
     assert any(o.frag_split and o.hpc == 4 and o.pair.name == MV.parse_pair(pair).name
                for o in ops), pair
