@@ -380,11 +380,18 @@ def _frag_pd(T: int, flush_launch: bool = False) -> int:
     return 8 if T >= 7 else 4
 
 
-def _hi_pair(mHi, slot, head, t, p, nt: int):
-    """Words ``8·nt + 2t`` and ``+1`` of hi row ``p`` into a contiguous register pair (one
-    8-byte load; an m16n8 accumulator fragment's two columns)."""
-    v = cute.make_rmem_tensor((2,), Int32)
-    cute.autovec_copy(cute.local_tile(mHi[slot, head, p, None], (2,), (4 * nt + t,)), v)
+def _hi_pair_into(dst, mHi, slot, head, t, p, nt: int):
+    """The hi words of columns ``8·nt + 2t`` and ``+1`` of row ``p`` (an m16n8 accumulator
+    fragment's two columns) into ``dst``: its size in words per column pair -- 2 for fp32 (one
+    8-byte load), 1 for a 16-bit format."""
+    w = cute.size(dst)
+    cute.autovec_copy(cute.local_tile(mHi[slot, head, p, None], (w,), (4 * nt + t,)), dst)
+
+
+def _hi_pair(mHi, slot, head, t, p, nt: int, wpp: int = 2):
+    """:func:`_hi_pair_into` a new register tensor of ``wpp`` words."""
+    v = cute.make_rmem_tensor((wpp,), Int32)
+    _hi_pair_into(v, mHi, slot, head, t, p, nt)
     return v
 
 
@@ -1194,8 +1201,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         if const_expr(pre):
             # the first m-tile's hi words of the next head are loaded before this head's encodes
             # (their latency under the encode pass, which issues no global load)
-            wpp = 2 * _BITS[self.rec_fmt] // 32
-            hqp = [[cute.make_rmem_tensor((wpp,), Int32) for r in range(2)] for nt in range(PD)]
+            hqp = [[cute.make_rmem_tensor((self._hi_wpp,), Int32) for r in range(2)]
+                   for nt in range(PD)]
             self._hi_frag_tile(hqp, mHi, slot, head0, t, p00)
         if const_expr(self.frag_l2pf):
             self._frag_prefetch(mHi, slot, head0, warp, g, t)
@@ -1209,7 +1216,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             if const_expr(pre):
                 hq = hqp
             else:
-                hq = [[self._hi_frag(mHi, slot, head, t, p00 + 8 * r, nt) for r in range(2)]
+                hq = [[_hi_pair(mHi, slot, head, t, p00 + 8 * r, nt, self._hi_wpp) for r in range(2)]
                       for nt in range(PD)]
             amax = Float32(0.0)
             cute.arch.cp_async_wait_group(0)     # this head's x_j rows
@@ -1228,7 +1235,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 p0 = 16 * (warp + 4 * mi) + g
                 p1 = p0 + 8
                 if const_expr(mi > 0):
-                    hq = [[self._hi_frag(mHi, slot, head, t, p0 + 8 * r, nt) for r in range(2)]
+                    hq = [[_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt, self._hi_wpp) for r in range(2)]
                           for nt in range(PD)]
                 # A of the fold for every k-step: rows p0, p1 x entries j0 = 8ks + t, j0 + 4
                 apc = []
@@ -1242,7 +1249,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     c = 8 * nt + 2 * t
                     hv = hq[nt]
                     if const_expr(nt + PD < NTL):    # hi PD n-tiles ahead: latency under the mma
-                        hq.append([self._hi_frag(mHi, slot, head, t, p0 + 8 * r, nt + PD)
+                        hq.append([_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt + PD,
+                                                     self._hi_wpp)
                                    for r in range(2)])
                     f = [zero] * 4
                     for ks in cutlass.range_constexpr(KS):
@@ -1299,25 +1307,19 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 self._frag_encode(sS, mHi, mHiS, mLo, mLoS, slot, head, w3_hi, w3_lo, sKey,
                                   s_glob, tidx)
 
-    def _hi_frag(self, mHi, slot, head, t, p, nt: int):
-        """hi words of columns ``8·nt + 2t`` and ``+1`` of row ``p`` (an m16n8 accumulator
-        fragment's two columns): two words of fp32 (one 8-byte load), one of a 16-bit format."""
-        if self.rec_fmt == "fp32":
-            return _hi_pair(mHi, slot, head, t, p, nt)
-        v = cute.make_rmem_tensor((1,), Int32)
-        cute.autovec_copy(cute.local_tile(mHi[slot, head, p, None], (1,), (4 * nt + t,)), v)
-        return v
+    @property
+    def _hi_wpp(self) -> int:
+        """hi words per column pair of the fragment flush (fp32 2, 16-bit 1)."""
+        return 2 * _BITS[self.rec_fmt] // 32
 
     def _hi_frag_tile(self, dst, mHi, slot, head, t, p0):
-        """:meth:`_hi_frag` of every n-tile of rows p0 and p0 + 8 into ``dst[nt][r]``."""
-        wpp = 2 * _BITS[self.rec_fmt] // 32
+        """:func:`_hi_pair_into` every n-tile of rows p0 and p0 + 8: ``dst[nt][r]``."""
         for nt in range(len(dst)):
             for r in range(2):
-                cute.autovec_copy(cute.local_tile(mHi[slot, head, p0 + 8 * r, None], (wpp,),
-                                                  (4 * nt + t,)), dst[nt][r])
+                _hi_pair_into(dst[nt][r], mHi, slot, head, t, p0 + 8 * r, nt)
 
     def _hi_frag_f32(self, hv):
-        """The two decoded hi values of :meth:`_hi_frag`'s words (``formats.decode``)."""
+        """The two decoded hi values of :func:`_hi_pair`'s words (``formats.decode``)."""
         if self.rec_fmt == "fp32":
             return [lp.bits_f32(Uint32(hv[0])), lp.bits_f32(Uint32(hv[1]))]
         if self.rec_fmt == "fp16":
