@@ -610,7 +610,6 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.frag = bool(self.frag_split or (
             (self.T >= frag_min_t and self.hpc >= 2 if ff is None else ff)
             and frag_fits and not self.split and self.rec_fmt == "fp32"))
-        self.frag_preload = bool(self.frag_split and _frag_preload_default())
         if self.frag_split:
             # the chunk loop's fold pairs and rolled encodes are not this flush's
             self.fold_pair = self.pair_roll = self.pair_defer = False
@@ -618,6 +617,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             self.sS_whole = True
             assert self.cfg.cb * self.cfg.rw == 32 and self.cfg.full, "sS chunk map"
         self.frag_pd = _frag_pd(self.T, flush_launch=self.rows == 2)
+        # (the preload holds a whole m-tile row of hi: every n-tile in flight, PD = N / 8)
+        self.frag_preload = bool(self.frag_split and _frag_preload_default()
+                                 and self.frag_pd >= self.N // 8)
         self.frag_l2pf = os.environ.get(FRAG_L2PF_ENV, "1") == "1"
         # read copy prefetched into L2 this many heads ahead (not the split's flush launch)
         self.read_l2pf = (min(_read_l2pf_default(self.T, self.frag, self.rows == 1
@@ -1196,7 +1198,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         PD = min(self.frag_pd, NTL)
 
         p00 = 16 * warp + g
-        pre = self.frag_preload and PD == NTL
+        pre = self.frag_preload
         hqp = None
         if const_expr(pre):
             # the first m-tile's hi words of the next head are loaded before this head's encodes
