@@ -596,10 +596,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # the fp32 pair's flush in mma fragment layout (16-bit acts: B_j exact in tf32)
         ff = _frag_flush_default()
         frag_min_t = SPLIT_FRAG_MIN_T if self.rows == 2 else FRAG_MIN_T
-        # (T <= 8: the dots' n8 tile holds 8 queries -- before session 47 the fp32 pair took it
-        # at T 9-16 too and left those drafts' dots unwritten; caught by a review, untested)
+        # (T up to 16: the dots take one n8 query tile per 8 drafts -- until session 48 one
+        # tile, and builds at T 9-16 left drafts 9.. unwritten, session 47's review)
         frag_fits = bool(self.flush_dots and self.N == 128 and self.P % 64 == 0
-                         and self.cfg.nt == 128 and self.rows != 1 and self.T <= 8
+                         and self.cfg.nt == 128 and self.rows != 1
                          and dtype_name(self.act_dtype) != "float32")
         # split pairs (a split's flush launch only): S_new through sS to the chunk encoders
         fs = _frag_split_default()
@@ -1177,8 +1177,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         lane = tidx % 32
         g = lane // 4
         t = lane % 4
-        gq = cutlass.min(g, Int32(T - 1))
-        qlive = g < Int32(T)
+        # the T dots' query tiles (n8: queries 8·qt + g), one accumulator chain each past T = 8
+        NQ = -(-T // 8)
+        gq = [cutlass.min(g + 8 * qt, Int32(T - 1)) for qt in range(NQ)]
+        qlive = [g + 8 * qt < Int32(T) for qt in range(NQ)]
         zero = Float32(0.0)
         fs = self.frag_split
         w3_hi = w3_lo = None
@@ -1246,7 +1248,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     a, guards = fold_a_frag(fsWX, ks, t, h, JB, p0, p1)
                     apc.append([_split3_trunc(x) for x in a])
                     okb.append(guards)
-                dacc = [[zero] * 4, [zero] * 4]  # the dots, two chains (n-tile parity)
+                # the dots, two chains: n-tile parity (T <= 8) or one per query tile
+                dacc = [[zero] * 4, [zero] * 4]
                 for nt in cutlass.range_constexpr(NTL):
                     c = 8 * nt + 2 * t
                     hv = hq[nt]
@@ -1278,17 +1281,25 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     # the T dots: A = (S[p0, c], S[p1, c], S[p0, c+1], S[p1, c+1]) = k slots t, t+4
                     pieces = [_split_dot(x, self.dot_pieces) for x in (sn[0], sn[2], sn[1],
                                                                        sn[3])]
-                    b = [lp.f32_bits(lp.sel_f32(qlive, sCT[c * TP + gq], zero)),
-                         lp.f32_bits(lp.sel_f32(qlive, sCT[(c + 1) * TP + gq], zero))]
-                    for pc in cutlass.range_constexpr(self.dot_pieces):
-                        dacc[nt % 2] = lp.mma_sync("tf32", [x[pc] for x in pieces], b,
-                                                   dacc[nt % 2], volatile=True)
-                # D: (p0, 2t), (p0, 2t+1), (p1, 2t), (p1, 2t+1)
+                    for qt in cutlass.range_constexpr(NQ):
+                        b = [lp.f32_bits(lp.sel_f32(qlive[qt], sCT[c * TP + gq[qt]], zero)),
+                             lp.f32_bits(lp.sel_f32(qlive[qt], sCT[(c + 1) * TP + gq[qt]],
+                                                    zero))]
+                        ch = qt if NQ == 2 else nt % 2
+                        for pc in cutlass.range_constexpr(self.dot_pieces):
+                            dacc[ch] = lp.mma_sync("tf32", [x[pc] for x in pieces], b,
+                                                   dacc[ch], volatile=True)
+                # D of query tile qt: (p0, 8qt + 2t), (p0, +1), (p1, 8qt + 2t), (p1, +1)
                 for r in cutlass.range_constexpr(2):
                     for j in cutlass.range_constexpr(2):
-                        q = 2 * t + j
-                        if q < T:
-                            sDotF[k, q, p0 + 8 * r] = dacc[0][2 * r + j] + dacc[1][2 * r + j]
+                        for qt in cutlass.range_constexpr(NQ):
+                            q = 8 * qt + 2 * t + j
+                            if q < T:
+                                if const_expr(NQ == 1):
+                                    sDotF[k, q, p0 + 8 * r] = (dacc[0][2 * r + j]
+                                                               + dacc[1][2 * r + j])
+                                else:
+                                    sDotF[k, q, p0 + 8 * r] = dacc[qt][2 * r + j]
             if const_expr(fs):
                 if const_expr(pre):
                     if k + 1 < HPC:

@@ -497,10 +497,10 @@ def test_fragment_flush_default_and_compile(monkeypatch):
                                      t - 1, True, False, True, True, 4, rows=2).frag
     assert op("fp32", MV.FRAG_MIN_T).frag and not op("fp32", MV.FRAG_MIN_T - 1).frag
     assert op("fp32", 8, hpc=2).frag and not op("fp32", 8, hpc=1).frag  # 1 head: CUDA cores
-    # 8 queries in the dots' n8 tile: T 9-16 keep the CUDA-core flush (forced or not)
-    assert not any(op("fp32", t).frag for t in range(9, MV.MAX_DRAFT + 1))
-    assert not MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 28, 12,
-                                     True, False, True, True, 4, rows=2).frag
+    # T 9-16: two n8 query tiles in the dots (until session 48 the CUDA-core flush there)
+    assert all(op("fp32", t).frag for t in range(9, MV.MAX_DRAFT + 1))
+    assert MV.Mamba2VerifyKernel("fp32", "bfloat16", "float32", 8, 64, 128, 2, 16, 28, 12,
+                                 True, False, True, True, 4, rows=2).frag
     assert not op("nvfp4/fp16sr", 8).frag and not op("fp8/fp32", 8).frag
     monkeypatch.setenv("REPLAYSSM_M2V_FRAG_FLUSH", "0")
     assert not op("fp32", 8).frag
@@ -514,6 +514,11 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     # 2 rows x 2 lines per thread for the first head and for each next one
     assert ptx.count("prefetch.global.L2") == 4
     assert ptx.count("ld.global.v2.b32") >= 32 and ptx.count("st.global.v2.b32") >= 32
+    # T = 12: no non-flush mma (T > 8), fold 16 x 2 x 3, dots 16 n-tiles x 2 query tiles x 3;
+    # drafts 9-12 are stored (the 2nd tile's D at q = 8 + 2t + j)
+    _, ptx = MV.compile_only("fp32", H=8, G=2, T=12, heads_per_cta=4, keep_ptx=True)
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    assert ptx.count("mma.sync.aligned.m16n8k8") == 16 * 2 * 3 + 16 * 2 * 3
 
 
 def _super_verify(pair, T=8, rows=2, hpc=4):
