@@ -1158,8 +1158,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
           pieces), B = B_j (16-bit activations: exact), K = the buffered entries (zero past h);
         * ``S_new = fl(gf·hi) + F`` (``_decode_add_chunk``'s rounding), stored to hi (8 bytes);
         * the T dots ``S_new·C_t``: the accumulator is the next mma's A operand as it stands (k
-          slot t <-> column c, t + 4 <-> c + 1; B = C_g at the same columns), S_new again in three
-          exact pieces; into ``sDotF[k, t, p]``.
+          slot t <-> column c, t + 4 <-> c + 1; B = C_q at the same columns, q = 8·qt + g for
+          each n8 query tile qt: one tile up to T = 8, two up to 16), S_new again in three exact
+          pieces; into ``sDotF[k, t, p]``.
 
         Products are exact; the sums are the tensor cores' fp32 accumulation (the CUDA-core flush
         sums each element's terms in a fixed fp32 order instead).
