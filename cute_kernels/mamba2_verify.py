@@ -1221,8 +1221,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
             if const_expr(pre):
                 hq = hqp
             else:
-                hq = [[_hi_pair(mHi, slot, head, t, p00 + 8 * r, nt, self._hi_wpp) for r in range(2)]
-                      for nt in range(PD)]
+                hq = [self._hi_frag_rows(mHi, slot, head, t, p00, nt) for nt in range(PD)]
             amax = Float32(0.0)
             cute.arch.cp_async_wait_group(0)     # this head's x_j rows
             cute.arch.barrier()                  # ... for every thread; fsWX of the last head read
@@ -1240,8 +1239,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 p0 = 16 * (warp + 4 * mi) + g
                 p1 = p0 + 8
                 if const_expr(mi > 0):
-                    hq = [[_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt, self._hi_wpp) for r in range(2)]
-                          for nt in range(PD)]
+                    hq = [self._hi_frag_rows(mHi, slot, head, t, p0, nt) for nt in range(PD)]
                 # A of the fold for every k-step: rows p0, p1 x entries j0 = 8ks + t, j0 + 4
                 apc = []
                 okb = []
@@ -1255,9 +1253,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     c = 8 * nt + 2 * t
                     hv = hq[nt]
                     if const_expr(nt + PD < NTL):    # hi PD n-tiles ahead: latency under the mma
-                        hq.append([_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt + PD,
-                                                     self._hi_wpp)
-                                   for r in range(2)])
+                        hq.append(self._hi_frag_rows(mHi, slot, head, t, p0, nt + PD))
                     f = [zero] * 4
                     for ks in cutlass.range_constexpr(KS):
                         ok0, ok1, jc0, jc1 = okb[ks]
@@ -1325,6 +1321,10 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
     def _hi_wpp(self) -> int:
         """hi words per column pair of the fragment flush (fp32 2, 16-bit 1)."""
         return 2 * _BITS[self.rec_fmt] // 32
+
+    def _hi_frag_rows(self, mHi, slot, head, t, p0, nt: int):
+        """n-tile nt's hi words of rows p0 and p0 + 8 (:func:`_hi_pair`), new registers."""
+        return [_hi_pair(mHi, slot, head, t, p0 + 8 * r, nt, self._hi_wpp) for r in range(2)]
 
     def _hi_frag_tile(self, dst, mHi, slot, head, t, p0):
         """:func:`_hi_pair_into` every n-tile of rows p0 and p0 + 8: ``dst[nt][r]``."""
