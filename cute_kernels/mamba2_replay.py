@@ -702,14 +702,16 @@ def _fp16_range_exponent(lane_absmax) -> Int32:
     return _sel_i32(a == Float32(0.0), Int32(0), s_exp)
 
 
-def _mma_nvfp4_tile(raw, bsc, bfr, RPT: int, m: int, scale_a: bool = True):
+def _mma_nvfp4_tile(raw, bsc, bfr, RPT: int, m: int, scale_a: bool = True, nq: int = 1):
     """The 8 k-steps (N = 128) of m-tile ``m`` of the nvfp4 tensor-core dot: the thread's state
     rows (2m, 2m+1) are rows g, g+8 of an m16n8k16 tile (lane = 4g + tq owns 16-byte chunk tq of
     each; a missing row 2m+1 is zeros). A = e2m1·2^-14 (fp16 bit trick), with ``scale_a`` times
     the block scale s_blk·2^7 (``mul.rn.f16x2``, exact); B = ``bfr`` (the k-permuted fragments
     of the caller's ``_mma_b_frags``). Returns two accumulator chains (``acc[4·c:4·c+4]``), each
     (D[g][2tq], D[g][2tq+1], D[g+8][2tq], D[g+8][2tq+1]): by k-step parity with ``scale_a``, else
-    by word half (chain c = words 2c, 2c+1: block 2tq + c of the lane's chunk)."""
+    by word half (chain c = words 2c, 2c+1: block 2tq + c of the lane's chunk). ``nq`` > 1 (the
+    verify at T > 8): ``bfr`` holds nq n8 tiles of B (16 words each, query tile q at 16q), the A
+    fragments are decoded once for all, and chain q is tile q's accumulators."""
     i0 = 2 * m
     i1 = 2 * m + 1
     sc = []
@@ -720,7 +722,7 @@ def _mma_nvfp4_tile(raw, bsc, bfr, RPT: int, m: int, scale_a: bool = True):
             sc.append((_prmt(sv, 0x1010), _prmt(sv, 0x3232)))
         else:
             sc.append(None)
-    acc = [Float32(0.0)] * 8         # two chains of 4 accumulators
+    acc = [Float32(0.0)] * (4 * max(nq, 2))      # two chains of 4 (nq > 1: one per query tile)
     for w in range(4):
         fr = []
         for r, i in enumerate((i0, i1)):
@@ -734,12 +736,13 @@ def _mma_nvfp4_tile(raw, bsc, bfr, RPT: int, m: int, scale_a: bool = True):
                 fr.append([Uint32(0)] * 4)
         for hh in range(2):
             k = 2 * w + hh
-            ch = 4 * (hh if scale_a else w // 2)
-            c = acc[ch: ch + 4]
-            d0, d1, d2, d3 = _mma_f16_16816(fr[0][2 * hh], fr[1][2 * hh], fr[0][2 * hh + 1],
-                                            fr[1][2 * hh + 1], bfr[2 * k], bfr[2 * k + 1],
-                                            c[0], c[1], c[2], c[3])
-            acc[ch: ch + 4] = [d0, d1, d2, d3]
+            for q in range(nq):
+                ch = 4 * q if nq > 1 else 4 * (hh if scale_a else w // 2)
+                c = acc[ch: ch + 4]
+                d0, d1, d2, d3 = _mma_f16_16816(fr[0][2 * hh], fr[1][2 * hh], fr[0][2 * hh + 1],
+                                                fr[1][2 * hh + 1], bfr[16 * q + 2 * k],
+                                                bfr[16 * q + 2 * k + 1], c[0], c[1], c[2], c[3])
+                acc[ch: ch + 4] = [d0, d1, d2, d3]
     return acc
 
 

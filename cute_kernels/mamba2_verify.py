@@ -169,6 +169,18 @@ def _mma_default() -> bool:
     return os.environ.get("REPLAYSSM_M2V_MMA", "1") != "0"
 
 
+#: A-B switch: the largest T whose state dots take the tensor cores (unset: MAX_DRAFT; 8 = the
+#: CUDA-core dots above 8 drafts, as until session 49)
+MMA_MAX_T_ENV = "REPLAYSSM_M2V_MMA_MAX_T"
+
+
+def _mma_max_t() -> int:
+    """``REPLAYSSM_M2V_MMA_MAX_T`` (default MAX_DRAFT): above 8 drafts the tensor-core dots take
+    a second n8 query tile (``mma_nq``)."""
+    v = os.environ.get(MMA_MAX_T_ENV, "")
+    return int(v) if v.isdigit() else MAX_DRAFT
+
+
 def _mma_wide_default() -> bool:
     """``REPLAYSSM_M2V_MMA_WIDE`` (0 / 1; default 1): fp32 / fp16 / bf16 / fp8 read copies' state
     dots on the tensor cores as well (tf32 m16n8k8, 16-bit acts; see ``_mma_wide_dot``). H200,
@@ -578,9 +590,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         self.tile_hi = (self.cfg if not self.split else
                         ReplayTile(self.rec_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
                                    self.hpc))
-        # tensor-core state dot (nvfp4 copies, 16-bit acts, N = 128, T <= 8): see _mma_dot
+        # tensor-core state dot (nvfp4 copies, 16-bit acts, N = 128): see _mma_dot
         mm = _mma_default() if use_mma is None else bool(use_mma)
-        self.use_mma = bool(mm and dtype_name(self.act_dtype) != "float32" and T <= 8)
+        self.use_mma = bool(mm and dtype_name(self.act_dtype) != "float32" and T <= _mma_max_t())
+        # n8 query tiles of the tensor-core dots (queries 8q + g of tile q; T <= 16)
+        self.mma_nq = -(-T // 8)
         self.mma_lo = self.use_mma and self._mma_tile_ok(self.read_fmt, self.cfg)
         self.mma_hi = self.use_mma and self._mma_tile_ok(self.rec_fmt, self.tile_hi)
         self.mma_any = self.mma_lo or self.mma_hi
@@ -900,17 +914,20 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     pcs.append(common.sreg64("clock64"))    # 3: decay scans, coefficients
 
                 # ------------------------------------------------------------ outputs, per head
-                bfr = cute.make_rmem_tensor((32 if self.mma_w else 16,), Int32)
-                cpw = cute.make_rmem_tensor((2,), Float32)
+                # (B of the dots: 32 words for the tf32 dot -- at T > 8 its two query tiles
+                # packed two values a word -- or 16 a query tile for the nvfp4 one)
+                bfr = cute.make_rmem_tensor((32 if self.mma_w else 16 * self.mma_nq,), Int32)
+                cpw = cute.make_rmem_tensor((2 * self.mma_nq,), Float32)
                 if const_expr(self.prof):
                     # non-flush rows: per-head sums of dots, outputs; flush rows: the flush's
                     # sub-phase sums (see Mamba2ReplayDecode._flush2's ``pacc``)
                     rAcc = cute.make_rmem_tensor((PROF_EXTRA,), Int64)
                     rAcc.fill(0)
-                if const_expr(self.mma_any):
-                    self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
-                if const_expr(self.mma_w):
-                    self._mma_wide_b_frags(sCT, bfr, lane)
+                # (T > 8 with the v2 flush: built in the non-flush branch, their only user -- built
+                # here, they stay live across the flush and it spills, fp32 T16)
+                frags_late = self.flush_dots and self.mma_nq > 1
+                if const_expr(not frags_late):
+                    self._dot_b_frags(sCT, sPw, bfr, cpw, lane)
                 if const_expr(self.flush_dots):
                     # flush rows (v2 flush): the flush first -- its fold S_new gives the T dots
                     # (sDotF) -- then the outputs from S_new and the drafts only
@@ -931,6 +948,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                                                 sXD, row, slot, head0, origin, h, E, tidx)
                     else:
                         if const_expr(self.rows != 2):
+                            if const_expr(frags_late):
+                                self._dot_b_frags(sCT, sPw, bfr, cpw, lane)
                             self._nonflush_outputs(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
                                                    mLoG, mXBuf, sCT, sDot, sXE, sXA, sCoefT, sG,
                                                    bfr, cpw, row, slot, head0, origin, h, E,
@@ -1827,29 +1846,40 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 if lane == 0:
                     sPw[t] = s_exp
 
+    def _dot_b_frags(self, sCT, sPw, bfr, cpw, lane):
+        """The B fragments of the tensor-core state dots (either kind; none for CUDA-core ones)."""
+        if const_expr(self.mma_any):
+            self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
+        if const_expr(self.mma_w):
+            self._mma_wide_b_frags(sCT, bfr, lane)
+
     def _mma_b_frags(self, sCT, sPw, bfr, cpw, lane):
         """B fragments of the m16n8k16 dot (once per CTA; C is shared by the CTA's heads): column
         n = query n (lane group g = n; zero for n >= T), k permuted as in the decode kernel's
         ``_mma_b_frags``: lane (g, tq) of k-step i = 2w + hh holds C'_g at columns n0, n0+4 (bfr[2i])
         and n0+1, n0+5 (bfr[2i+1]), n0 = 32tq + 8w + 2hh -- the codes its A fragment holds.
         C' = C·2^s_g in fp16 (fp16 acts: s = 0, exact; bf16 acts: see _mma_col_exponents).
-        ``cpw[j]`` = 2^(7 − s) of query 2tq + j (undoes s and the 2^-7 of the A operand)."""
+        ``cpw[j]`` = 2^(7 − s) of query 2tq + j (undoes s and the 2^-7 of the A operand).
+        T > 8: query tile q (queries 8q + n) at ``bfr[16q:]``, its ``cpw`` at ``cpw[2q:]``."""
         T, TP = self.T, self.TP
         g = lane // 4
         tq = lane % 4
-        gc = cutlass.min(g, Int32(T - 1))
-        live = g < Int32(T)
         bf16 = dtype_name(self.act_dtype) == "bfloat16"
-        cs = _pow2_f32(Int32(sPw[gc])) if bf16 else Float32(1.0)
-        for i in range(8):
-            n0 = 32 * tq + 8 * (i // 2) + 2 * (i % 2)
-            v = [lp.sel_f32(live, sCT[(n0 + d) * TP + gc] * cs, Float32(0.0)) for d in (0, 4, 1, 5)]
-            bfr[2 * i] = lp.pack_f16x2(v[0], v[1]).to(Int32)
-            bfr[2 * i + 1] = lp.pack_f16x2(v[2], v[3]).to(Int32)
-        for j in range(2):
-            qj = cutlass.min(2 * tq + j, Int32(T - 1))
-            sj = Int32(sPw[qj]) if bf16 else Int32(0)
-            cpw[j] = _pow2_f32(Int32(7) - sj)
+        for q in range(self.mma_nq):
+            gc = cutlass.min(g + 8 * q, Int32(T - 1))
+            live = g + 8 * q < Int32(T)
+            cs = _pow2_f32(Int32(sPw[gc])) if bf16 else Float32(1.0)
+            for i in range(8):
+                n0 = 32 * tq + 8 * (i // 2) + 2 * (i % 2)
+                v = [lp.sel_f32(live, sCT[(n0 + d) * TP + gc] * cs, Float32(0.0))
+                     for d in (0, 4, 1, 5)]
+                bfr[16 * q + 2 * i] = lp.pack_f16x2(v[0], v[1]).to(Int32)
+                bfr[16 * q + 2 * i + 1] = lp.pack_f16x2(v[2], v[3]).to(Int32)
+        for q in range(self.mma_nq):
+            for j in range(2):
+                qj = cutlass.min(8 * q + 2 * tq + j, Int32(T - 1))
+                sj = Int32(sPw[qj]) if bf16 else Int32(0)
+                cpw[2 * q + j] = _pow2_f32(Int32(7) - sj)
 
     @cute.jit
     def _mma_dot(self, raw: cute.Tensor, bsc: cute.Tensor, gsc: cute.Tensor, bfr: cute.Tensor,
@@ -1860,27 +1890,34 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         are the queries, 8 k-steps cover N = 128. A = e2m1·s_blk·2^-7 in fp16 (exact: <= 6
         significant bits, lowest bit >= 2^-22), B = C'_t in fp16, so every product is exact and
         the sums are fp32 (tensor-core accumulation). D[g][2tq + j] is the finished row sum of
-        row 2m, query 2tq + j (no lane reduction)."""
-        RPT, RPP = tile.rpt, tile.rpp
+        row 2m, query 2tq + j (no lane reduction). T > 8: the same A fragments against each query
+        tile's B, one accumulator chain a tile."""
+        RPT, RPP, NQ = tile.rpt, tile.rpp, self.mma_nq
         gs = gsc[0]
         for m in cutlass.range_constexpr(-(-RPT // 2)):
-            acc = _mma_nvfp4_tile(raw, bsc, bfr, RPT, m)
-            self._store_mtile(sDot, lambda r, j, i: (acc[2 * r + j] + acc[4 + 2 * r + j])
-                              * cpw[j] * gs, rp, lir, RPP, RPT, m)
+            acc = _mma_nvfp4_tile(raw, bsc, bfr, RPT, m, nq=NQ)
+            if const_expr(NQ == 1):
+                self._store_mtile(sDot, lambda r, j, i: (acc[2 * r + j] + acc[4 + 2 * r + j])
+                                  * cpw[j] * gs, rp, lir, RPP, RPT, m)
+            else:
+                for q in cutlass.range_constexpr(NQ):
+                    self._store_mtile(sDot, lambda r, j, i: acc[4 * q + 2 * r + j]
+                                      * cpw[2 * q + j] * gs, rp, lir, RPP, RPT, m, q)
 
     @cute.jit
     def _store_mtile(self, sDot: cute.Tensor, value, rp: Int32, lir: Int32,
-                     RPP: cutlass.Constexpr, RPT: cutlass.Constexpr, m: cutlass.Constexpr):
+                     RPP: cutlass.Constexpr, RPT: cutlass.Constexpr, m: cutlass.Constexpr,
+                     qt: cutlass.Constexpr = 0):
         """``sDot[q, p] = value(r, j, i)`` for m-tile m of a tensor-core dot: the thread's row
-        i = 2m + r (p = rp + RPP·i), query q = 2·lir + j; rows past RPT / P and queries past T
-        are not stored."""
+        i = 2m + r (p = rp + RPP·i), query q = 8·qt + 2·lir + j (query tile qt); rows past RPT / P
+        and queries past T are not stored."""
         T, P = self.T, self.P
         for r in cutlass.range_constexpr(2):
             i = 2 * m + r
             if const_expr(i < RPT):
                 p = rp + RPP * i
                 for j in cutlass.range_constexpr(2):
-                    q = 2 * lir + j
+                    q = 2 * lir + j if const_expr(qt == 0) else 8 * qt + 2 * lir + j
                     v = value(r, j, i)
                     if q < T:
                         if p < P:
@@ -1890,15 +1927,39 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         """B fragments of the tf32 dot (once per CTA; C is shared by the CTA's heads): lane (g, tq)
         holds C_g (query g; zero for g >= T) at the 32 columns of its own A values, value m of a
         row being column (tq + 4 (m // vec))·vec + m % vec (the tile's 16-byte chunk order); k-step
-        s takes m = 2s (k = tq) and 2s + 1 (k = tq + 4). C is bf16 / fp16: exact in tf32."""
+        s takes m = 2s (k = tq) and 2s + 1 (k = tq + 4). C is bf16 / fp16: exact in tf32.
+        T > 8 (two query tiles, 64 values in the same 32 registers): C_{8q+g} of k-step s packed as
+        one bf16x2 / fp16x2 word ``bw[16q + s]`` (m = 2s low, 2s + 1 high; exact, C being in the
+        act dtype), unpacked per k-step by :meth:`_wide_b_pair`."""
         T, TP, vec = self.T, self.TP, self.tile_w.vec
         g = lane // 4
         tq = lane % 4
-        gc = cutlass.min(g, Int32(T - 1))
-        live = g < Int32(T)
-        for m in range(self.N // 4):
-            col = (tq + 4 * (m // vec)) * vec + (m % vec)
-            bw[m] = lp.f32_bits(lp.sel_f32(live, sCT[col * TP + gc], Float32(0.0))).to(Int32)
+        if const_expr(self.mma_nq == 1):
+            gc = cutlass.min(g, Int32(T - 1))
+            live = g < Int32(T)
+            for m in range(self.N // 4):
+                col = (tq + 4 * (m // vec)) * vec + (m % vec)
+                bw[m] = lp.f32_bits(lp.sel_f32(live, sCT[col * TP + gc], Float32(0.0))).to(Int32)
+        else:
+            pack = (lp.pack_bf16x2 if dtype_name(self.act_dtype) == "bfloat16"
+                    else lp.pack_f16x2)
+            for q in range(self.mma_nq):
+                gc = cutlass.min(g + 8 * q, Int32(T - 1))
+                live = g + 8 * q < Int32(T)
+                for s_ in range(self.N // 8):
+                    v = []
+                    for m in (2 * s_, 2 * s_ + 1):
+                        col = (tq + 4 * (m // vec)) * vec + (m % vec)
+                        v.append(lp.sel_f32(live, sCT[col * TP + gc], Float32(0.0)))
+                    bw[16 * q + s_] = pack(v[0], v[1]).to(Int32)
+
+    def _wide_b_pair(self, bw, q: int, s_: int):
+        """(b0, b1) tf32 words of query tile q, k-step s of the tf32 dot's B (T > 8: unpacked
+        from :meth:`_mma_wide_b_frags`' bf16x2 / fp16x2 word, exact)."""
+        w = Uint32(bw[16 * q + s_])
+        lo, hi = (lp.bf16x2_to_f32(w) if dtype_name(self.act_dtype) == "bfloat16"
+                  else lp.f16x2_to_f32(w))
+        return lp.f32_bits(lo), lp.f32_bits(hi)
 
     @cute.jit
     def _mma_wide_dot(self, fmt: cutlass.Constexpr, raw: cute.Tensor, rsc: cute.Tensor,
@@ -1909,8 +1970,9 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         tq, tq + 4, ... of each, as loaded), the 8 columns are the queries, N/8 k-steps. A: fp16 /
         bf16 / e4m3 values are exact in tf32 (one mma per k-step); fp32 values as three exact tf32
         pieces (three mmas); B = C_t exact: every product is exact, the sums fp32 (tensor-core
-        accumulation, two chains). fp8: the row scale after the sum, as the CUDA-core path."""
-        N = self.N
+        accumulation, two chains). fp8: the row scale after the sum, as the CUDA-core path.
+        T > 8: each k-step's A pieces against both query tiles, one chain a tile."""
+        N, NQ = self.N, self.mma_nq
         RPT, RPP, CN = tile.rpt, tile.rpp, tile.cn
         for m in cutlass.range_constexpr(-(-RPT // 2)):
             vals = []
@@ -1922,23 +1984,31 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                         for w in cutlass.range_constexpr(4):
                             rv += self._decode_word(fmt, Uint32(raw[i, cc, w]), None)
                 vals.append(rv)
-            acc = [[Float32(0.0)] * 4, [Float32(0.0)] * 4]      # two chains: k-step parity
+            # two chains: k-step parity (T <= 8) or one per query tile
+            acc = [[Float32(0.0)] * 4, [Float32(0.0)] * 4]
             for s_ in cutlass.range_constexpr(N // 8):
                 xs = (vals[0][2 * s_], vals[1][2 * s_], vals[0][2 * s_ + 1], vals[1][2 * s_ + 1])
-                b0, b1 = bw[2 * s_], bw[2 * s_ + 1]
                 if const_expr(fmt == "fp32"):
-                    pieces = [_split_dot(x, self.dot_pieces) for x in xs]
-                    for pc in cutlass.range_constexpr(self.dot_pieces):
-                        acc[s_ % 2] = lp.mma_sync("tf32", [pc_[pc] for pc_ in pieces], [b0, b1],
-                                                  acc[s_ % 2], volatile=True)
+                    a_pcs = [_split_dot(x, self.dot_pieces) for x in xs]
+                    a_pcs = [[pc_[pc] for pc_ in a_pcs] for pc in range(self.dot_pieces)]
                 else:
-                    acc[s_ % 2] = lp.mma_sync("tf32", [lp.f32_bits(x) for x in xs], [b0, b1],
-                                              acc[s_ % 2], volatile=True)
-            if const_expr(fmt == "fp8"):          # the row scale after the sum
-                value = lambda r, j, i: (acc[0][2 * r + j] + acc[1][2 * r + j]) * rsc[i]  # noqa: E731
-            else:
-                value = lambda r, j, i: acc[0][2 * r + j] + acc[1][2 * r + j]  # noqa: E731
-            self._store_mtile(sDot, value, rp, lir, RPP, RPT, m)
+                    a_pcs = [[lp.f32_bits(x) for x in xs]]
+                for q in cutlass.range_constexpr(NQ):
+                    ch = s_ % 2 if const_expr(NQ == 1) else q
+                    bq = ([bw[2 * s_], bw[2 * s_ + 1]] if const_expr(NQ == 1)
+                          else list(self._wide_b_pair(bw, q, s_)))
+                    for a in a_pcs:
+                        acc[ch] = lp.mma_sync("tf32", a, bq, acc[ch], volatile=True)
+            for q in cutlass.range_constexpr(NQ):
+                if const_expr(NQ == 1):
+                    sums = lambda r, j: acc[0][2 * r + j] + acc[1][2 * r + j]  # noqa: E731
+                else:
+                    sums = lambda r, j: acc[q][2 * r + j]  # noqa: E731
+                if const_expr(fmt == "fp8"):          # the row scale after the sum
+                    value = lambda r, j, i: sums(r, j) * rsc[i]  # noqa: E731
+                else:
+                    value = lambda r, j, i: sums(r, j)  # noqa: E731
+                self._store_mtile(sDot, value, rp, lir, RPP, RPT, m, q)
 
     @cute.jit
     def _stage_x(self, mX: cute.Tensor, mXBuf: cute.Tensor, sXE: cute.Tensor, row: Int32,

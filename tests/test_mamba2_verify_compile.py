@@ -514,11 +514,12 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     # 2 rows x 2 lines per thread for the first head and for each next one
     assert ptx.count("prefetch.global.L2") == 4
     assert ptx.count("ld.global.v2.b32") >= 32 and ptx.count("st.global.v2.b32") >= 32
-    # T = 12: no non-flush mma (T > 8), fold 16 x 2 x 3, dots 16 n-tiles x 2 query tiles x 3
-    # (that drafts 9-12 get their dots is the GPU fuzz's, test_fuzz_mamba2_verify_more_than_8_...)
+    # T = 12: non-flush dots 16 k-steps x 2 query tiles x 3 (since session 49), fold 16 x 2 x 3,
+    # flush dots 16 n-tiles x 2 query tiles x 3 (that drafts 9-12 get their dots is the GPU
+    # fuzz's, test_fuzz_mamba2_verify_more_than_8_...)
     _, ptx = MV.compile_only("fp32", H=8, G=2, T=12, heads_per_cta=4, keep_ptx=True)
     assert "ld.local" not in ptx and "st.local" not in ptx
-    assert ptx.count("mma.sync.aligned.m16n8k8") == 16 * 2 * 3 + 16 * 2 * 3
+    assert ptx.count("mma.sync.aligned.m16n8k8") == 16 * 2 * 3 * 3
 
 
 def _super_verify(pair, T=8, rows=2, hpc=4):
