@@ -50,19 +50,22 @@ cursors taken from the flush-first order's entries. Per CTA:
    mapping, :class:`cute_kernels.mamba2_replay.ReplayTile`: TN lanes per row, RPT rows per thread),
    then the T dots ``S·C_t``:
 
-   * nvfp4 copies with 16-bit acts, T <= 8 (``use_mma``, env ``REPLAYSSM_M2V_MMA``, default on):
+   * nvfp4 copies with 16-bit acts (``use_mma``, env ``REPLAYSSM_M2V_MMA``, default on):
      tensor cores, ``mma.sync.m16n8k16`` f16 -> f32 with the queries as the 8 columns -- the
      decode kernel's A operand (e2m1·s_blk·2^-7 in fp16, exact) and k permutation, B = C_t in fp16
      (exact for fp16 acts; bf16 acts: C_t scaled by an exact power of two per query), so every
      product is exact and the sums are fp32 tensor-core accumulation; 8 k-steps per 16 rows, the
-     row sums land in the lanes finished (no lane reduction);
-   * fp32 / fp16 / bf16 / fp8 copies with 16-bit acts, T <= 8, N = 128 (``mma_w``, env
+     row sums land in the lanes finished (no lane reduction); T > 8: a second n8 query tile
+     against the same A fragments (``mma_nq``; until session 49 CUDA cores above 8 drafts,
+     ``REPLAYSSM_M2V_MMA_MAX_T=8`` for that);
+   * fp32 / fp16 / bf16 / fp8 copies with 16-bit acts, N = 128 (``mma_w``, env
      ``REPLAYSSM_M2V_MMA_WIDE``, default on): tf32 ``mma.sync.m16n8k8`` over a tile of 4 lanes
      per state row (the thread's two rows are rows g, g+8 of an m16 tile, each lane's own 32
      columns its k slots, B = C_t at the same columns); fp16 / bf16 / e4m3 values are exact in
      tf32, fp32 values go as three exact tf32 pieces (three mmas), C_t is exact: every product
-     exact, fp32 accumulation (``_mma_wide_dot``);
-   * every other case (nvfp4 with fp32 acts or T > 8, fp32 acts, N != 128): CUDA cores,
+     exact, fp32 accumulation (``_mma_wide_dot``); T > 8 as above, both tiles' C held packed
+     two values a register;
+   * every other case (fp32 acts, N != 128 for the tf32 dot): CUDA cores,
      each element decoded once and multiplied with the T columns of C in fp32 FMA (one vector smem
      load of C per column, shared by a group of rows), the rows·T sums reduced over the TN lanes
      with one transposed butterfly -- no tf32 / fp16 rounding of fp32 and 16-bit copies;
@@ -165,7 +168,7 @@ _ACC_PER_GROUP = 32                # accumulators per row group of the state dot
 
 def _mma_default() -> bool:
     """``REPLAYSSM_M2V_MMA`` (0 / 1; default 1): nvfp4 state dots on the tensor cores (16-bit
-    acts, T <= 8); 0 = the CUDA-core FMA path everywhere (fallback / A-B runs)."""
+    acts, T <= ``_mma_max_t()``); 0 = the CUDA-core FMA path everywhere (fallback / A-B runs)."""
     return os.environ.get("REPLAYSSM_M2V_MMA", "1") != "0"
 
 
@@ -2125,7 +2128,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV),
            _dot_pieces(), os.environ.get(FOLD_SMEM_ENV), os.environ.get(FOLD_ENTRIES_ENV),
            lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env(), _pair_roll_env(),
-           _frag_split_default(), _frag_preload_default()) + tuple(
+           _frag_split_default(), _frag_preload_default(), _mma_max_t()) + tuple(
         kw.values())
     return kw, key
 
@@ -2329,7 +2332,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
               DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV,
               FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, PAIR_ROLL_ENV,
-              FRAG_SPLIT_ENV, FRAG_PRELOAD_ENV)
+              FRAG_SPLIT_ENV, FRAG_PRELOAD_ENV, MMA_MAX_T_ENV)
 _env = env_reader(_ENV_NAMES)
 
 
