@@ -184,6 +184,15 @@ def _mma_max_t() -> int:
     return int(v) if v.isdigit() else MAX_DRAFT
 
 
+#: A-B switch (0 / 1): above 8 drafts the dots' B fragments (32 words a lane) are kept in shared
+#: memory and loaded per head (16-byte loads) instead of held in registers through the head loop
+MMA_BSMEM_ENV = "REPLAYSSM_M2V_MMA_BSMEM"
+
+
+def _mma_bsmem_default() -> bool:
+    return os.environ.get(MMA_BSMEM_ENV, "0") == "1"
+
+
 def _mma_wide_default() -> bool:
     """``REPLAYSSM_M2V_MMA_WIDE`` (0 / 1; default 1): fp32 / fp16 / bf16 / fp8 read copies' state
     dots on the tensor cores as well (tf32 m16n8k8, 16-bit acts; see ``_mma_wide_dot``). H200,
@@ -607,6 +616,11 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                           and self.N == 128)
         self.tile_w = (ReplayTile(self.read_fmt, self.H, self.P, self.N, self.G, self.L, self.R,
                                   self.hpc, tn=4) if self.mma_w else None)
+        # B fragment words a lane (the tf32 dot's 32; nvfp4: 16 a query tile) and, above 8
+        # drafts, where they live between heads (MMA_BSMEM_ENV)
+        self.bfr_words = 32 if self.mma_w else 16 * self.mma_nq
+        self.mma_bsmem = bool(_mma_bsmem_default() and self.mma_nq > 1
+                              and (self.mma_lo or self.mma_w))
         # every head's x entries staged at the start (non-flush rows, v2 flush; 16-byte rows)
         self.xs = bool(_xstage_default() and self.flush_dots
                        and (self.P * self.act_dtype.width // 8) % 16 == 0)
@@ -727,6 +741,8 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         b = al(4 * N) + al(4 * N * TP) + al(4 * EM * TP) + al(4 * HPC * self.cfg.hm)
         b += al(4 * HPC * T * EM) + al(16 * HPC) + al(4 * HPC * TP) + al(4 * (NT // 32))
         b += al(8 * lp.PHILOX_ROUNDS) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
+        if self.mma_bsmem:
+            b += al(4 * 32 * self.bfr_words)
         if self.flush_dots and self.rows != 1:
             b += al(4 * HPC * T * P)
         if self.xd:
@@ -785,6 +801,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sSink = smem.allocate_tensor(self.act_dtype, cute.make_layout(P), byte_alignment=16)
         sPw = smem.allocate_tensor(Int32, cute.make_layout(TP), byte_alignment=16)
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
+        sBF = None                   # the dots' B fragments, word w of lane l at (w % 4, l, w // 4)
+        if const_expr(self.mma_bsmem):
+            BW = self.bfr_words
+            sBF = smem.allocate_tensor(Int32, cute.make_layout((4, 32, BW // 4),
+                                                               stride=(1, 4, 128)),
+                                       byte_alignment=16)
         sDotF = None                 # flush rows' dots from S_new (outlive the flush buffers)
         if const_expr(self.flush_dots and self.rows != 1):
             sDotF = smem.allocate_tensor(Float32, cute.make_layout((HPC, T, P),
@@ -919,7 +941,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 # ------------------------------------------------------------ outputs, per head
                 # (B of the dots: 32 words for the tf32 dot -- at T > 8 its two query tiles
                 # packed two values a word -- or 16 a query tile for the nvfp4 one)
-                bfr = cute.make_rmem_tensor((32 if self.mma_w else 16 * self.mma_nq,), Int32)
+                bfr = cute.make_rmem_tensor((self.bfr_words,), Int32)
                 cpw = cute.make_rmem_tensor((2 * self.mma_nq,), Float32)
                 if const_expr(self.prof):
                     # non-flush rows: per-head sums of dots, outputs; flush rows: the flush's
@@ -930,7 +952,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 # here, they stay live across the flush and it spills, fp32 T16)
                 frags_late = self.flush_dots and self.mma_nq > 1
                 if const_expr(not frags_late):
-                    self._dot_b_frags(sCT, sPw, bfr, cpw, lane)
+                    self._dot_b_frags(sCT, sPw, bfr, cpw, lane, sBF, warp)
                 if const_expr(self.flush_dots):
                     # flush rows (v2 flush): the flush first -- its fold S_new gives the T dots
                     # (sDotF) -- then the outputs from S_new and the drafts only
@@ -952,16 +974,18 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                     else:
                         if const_expr(self.rows != 2):
                             if const_expr(frags_late):
-                                self._dot_b_frags(sCT, sPw, bfr, cpw, lane)
+                                self._dot_b_frags(sCT, sPw, bfr, cpw, lane, sBF, warp)
                             self._nonflush_outputs(mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
                                                    mLoG, mXBuf, sCT, sDot, sXE, sXA, sCoefT, sG,
-                                                   bfr, cpw, row, slot, head0, origin, h, E,
+                                                   sBF if const_expr(self.mma_bsmem) else bfr,
+                                                   cpw, row, slot, head0, origin, h, E,
                                                    tidx, rAcc if const_expr(self.prof) else None)
                 else:
                     # v1 flush: every row's outputs from its read state (flush rows: hi before the
                     # flush rewrites it), then the flush
                     self._read_outputs_v1(flush, mX, mZ, mD, mOut, mHi, mHiS, mHiG, mLo, mLoS,
-                                          mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG, bfr, cpw, row,
+                                          mLoG, mXBuf, sCT, sDot, sXE, sCoefT, sG,
+                                          sBF if const_expr(self.mma_bsmem) else bfr, cpw, row,
                                           slot, head0, origin, h, E, tidx)
                     if flush:
                         self._flush_row(mX, mZ, mD, mHi, mHiS, mHiG, mLo, mLoS, mLoG, mXBuf, mBBuf,
@@ -1790,6 +1814,12 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         copy hi (``use_hi``) or lo."""
         fmt, tile, wide = self._read_tile(use_hi)
         mRd, mRdS, mRdG = (mHi, mHiS, mHiG) if const_expr(use_hi) else (mLo, mLoS, mLoG)
+        if const_expr(self.mma_bsmem):
+            # ``bfr`` is their smem copy (_dot_b_frags): to registers for this head's dot only
+            sBF = bfr
+            bfr = cute.make_rmem_tensor((self.bfr_words,), Int32)
+            for v in cutlass.range_constexpr(self.bfr_words // 4):
+                cute.autovec_copy(sBF[None, tidx % 32, v], cute.local_tile(bfr, (4,), (v,)))
         lir = tidx % tile.tn
         rp = tidx // tile.tn
         raw = cute.make_rmem_tensor(cute.make_ordered_layout((tile.rpt, tile.cn, 4),
@@ -1849,12 +1879,20 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                 if lane == 0:
                     sPw[t] = s_exp
 
-    def _dot_b_frags(self, sCT, sPw, bfr, cpw, lane):
-        """The B fragments of the tensor-core state dots (either kind; none for CUDA-core ones)."""
+    @cute.jit
+    def _dot_b_frags(self, sCT, sPw, bfr, cpw, lane, sBF, warp):
+        """The B fragments of the tensor-core state dots (either kind; none for CUDA-core ones);
+        with ``mma_bsmem`` warp 0's go to ``sBF`` (one CTA barrier; ``cpw`` stays in every
+        thread's registers)."""
         if const_expr(self.mma_any):
             self._mma_b_frags(sCT, sPw, bfr, cpw, lane)
         if const_expr(self.mma_w):
             self._mma_wide_b_frags(sCT, bfr, lane)
+        if const_expr(self.mma_bsmem):
+            if warp == 0:
+                for v in cutlass.range_constexpr(self.bfr_words // 4):
+                    cute.autovec_copy(cute.local_tile(bfr, (4,), (v,)), sBF[None, lane, v])
+            cute.arch.barrier()
 
     def _mma_b_frags(self, sCT, sPw, bfr, cpw, lane):
         """B fragments of the m16n8k16 dot (once per CTA; C is shared by the CTA's heads): column
@@ -2128,7 +2166,8 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            os.environ.get(READ_L2PF_LATE_ENV, "1"), os.environ.get(PRE_HOIST_ENV),
            _dot_pieces(), os.environ.get(FOLD_SMEM_ENV), os.environ.get(FOLD_ENTRIES_ENV),
            lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env(), _pair_roll_env(),
-           _frag_split_default(), _frag_preload_default(), _mma_max_t()) + tuple(
+           _frag_split_default(), _frag_preload_default(), _mma_max_t(),
+           _mma_bsmem_default()) + tuple(
         kw.values())
     return kw, key
 
@@ -2332,7 +2371,7 @@ _ENV_NAMES = ("REPLAYSSM_M2_FLUSH", "REPLAYSSM_M2V_MMA", "REPLAYSSM_M2V_MMA_WIDE
               FRAG_L2PF_ENV, READ_L2PF_ENV, READ_L2PF_LATE_ENV, PRE_HOIST_ENV,
               DOT_PIECES_ENV, SPLIT_CONCURRENT_ENV, common.PDL_ENV, FOLD_SMEM_ENV,
               FOLD_ENTRIES_ENV, lp.F16_SR_CHUNK_ENV, E2M1_ENV, FOLD_PAIR_ENV, PAIR_ROLL_ENV,
-              FRAG_SPLIT_ENV, FRAG_PRELOAD_ENV, MMA_MAX_T_ENV)
+              FRAG_SPLIT_ENV, FRAG_PRELOAD_ENV, MMA_MAX_T_ENV, MMA_BSMEM_ENV)
 _env = env_reader(_ENV_NAMES)
 
 

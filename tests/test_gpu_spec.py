@@ -295,16 +295,19 @@ def test_fuzz_mamba2_verify_frag_split(pair, preload, seed, monkeypatch):
 
 @pytest.mark.parametrize("pair", ["fp32", "nvfp4/fp16sr", "fp8/fp32"])
 @pytest.mark.parametrize("split", ["0", "1"])
-def test_fuzz_mamba2_verify_more_than_8_drafts_at_4_heads(pair, split, seed, monkeypatch):
+@pytest.mark.parametrize("bsmem", ["0", "1"])
+def test_fuzz_mamba2_verify_more_than_8_drafts_at_4_heads(pair, split, bsmem, seed, monkeypatch):
     """T in {9, 12, 16} (MAX_DRAFT) at 4 heads per CTA, single and split launch, against the
     twin, L16: until session 47 the fp32 pair's fragment flush (8 queries in its dots' n8 tile)
     was built at T > 8 too and left drafts 9.. unwritten -- no GPU test drew T > 8 at 2 or more
     heads per CTA. Since session 48 its dots take two query tiles there: the fp32 builds drawn
     here are fragment flushes (asserted); since session 49 every pair's non-flush state dots take
-    the tensor cores there too, two n8 query tiles (asserted)."""
+    the tensor cores there too, two n8 query tiles (asserted), their B fragments in registers
+    or (``bsmem``) in shared memory between heads."""
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "4")
     monkeypatch.setenv(MV.SPLIT_ENV, split)
+    monkeypatch.setenv(MV.MMA_BSMEM_ENV, bsmem)
     if pair == "fp32":
         for T in (9, 12, 16):
             op = MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", M2["H"], M2["P"], M2["N"],
@@ -314,6 +317,7 @@ def test_fuzz_mamba2_verify_more_than_8_drafts_at_4_heads(pair, split, seed, mon
         op = MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", M2["H"], M2["P"], M2["N"],
                                    M2["G"], 16, 32, T, True, False, True, True, 4)
         assert (op.mma_w or op.mma_lo) and op.mma_nq == 2, (pair, T)
+        assert op.mma_bsmem == (bsmem == "1"), (pair, T)
     cfg = dict(L=16, max_draft=16)
     _cute_verify_or_skip("mamba2", pair, torch.bfloat16, M2, **cfg)
     r = spec_fuzz("mamba2", pair, 40, backend="cute", device="cuda", dims=M2, **cfg, batch=6,

@@ -522,6 +522,40 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     assert ptx.count("mma.sync.aligned.m16n8k8") == 16 * 2 * 3 * 3
 
 
+def test_tensor_core_dots_above_8_drafts(monkeypatch):
+    """Since session 49 the non-flush state dots stay on the tensor cores up to MAX_DRAFT: two n8
+    query tiles from T = 9 (REPLAYSSM_M2V_MMA_MAX_T=8: the CUDA-core dots there, as before);
+    with REPLAYSSM_M2V_MMA_BSMEM=1 their B fragments sit in shared memory between heads. Both
+    build for sm_90a with one dot per query tile and k-step (the split's non-flush launch, where
+    the dots are the only mmas), no local memory in the PTX."""
+    for env in (MV.MMA_MAX_T_ENV, MV.MMA_BSMEM_ENV):
+        monkeypatch.delenv(env, raising=False)
+
+    def op(pair, T, rows=1):
+        return _super_verify(pair, T, rows=rows)
+
+    for T in range(1, MV.MAX_DRAFT + 1):
+        assert op("fp32", T).mma_w and op("nvfp4/fp16sr", T).mma_lo, T
+        assert op("fp32", T).mma_nq == (1 if T <= 8 else 2) and not op("fp32", T).mma_bsmem
+    monkeypatch.setenv(MV.MMA_MAX_T_ENV, "8")
+    assert not op("fp32", 9).mma_w and not op("nvfp4/fp16sr", 9).mma_lo and op("fp32", 8).mma_w
+    monkeypatch.delenv(MV.MMA_MAX_T_ENV)
+    monkeypatch.setenv(MV.MMA_BSMEM_ENV, "1")
+    assert op("fp8/fp32", 12).mma_bsmem and not op("fp8/fp32", 8).mma_bsmem
+    with_b = op("fp32", 12).smem_bytes()
+    monkeypatch.setenv(MV.MMA_BSMEM_ENV, "0")
+    assert with_b == op("fp32", 12).smem_bytes() + 4 * 32 * 32     # 32 words a lane
+    for bsmem in ("0", "1"):
+        monkeypatch.setenv(MV.MMA_BSMEM_ENV, bsmem)
+        for pair, kind, per_tile in (("fp32", "m16n8k8", 16 * 3), ("nvfp4/fp16sr", "m16n8k16", 8)):
+            _, ptx = MV.compile_only(pair, H=8, G=2, T=12, heads_per_cta=4, keep_ptx=True,
+                                     rows=1, order_cursors=True)
+            assert "ld.local" not in ptx and "st.local" not in ptx, (pair, bsmem)
+            assert ptx.count(f"mma.sync.aligned.{kind}") == 2 * per_tile, (pair, bsmem)
+            if bsmem == "1":             # the per-head reload: 32 words a lane, 16 bytes a load
+                assert ptx.count("ld.shared.v4.b32") >= 8, pair
+
+
 def _super_verify(pair, T=8, rows=2, hpc=4):
     """The verify kernel object at Nemotron-3-Super's shape, L16 (b256's 4 heads per CTA)."""
     return MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", 128, 64, 128, 8, 16, 24, T, True,
