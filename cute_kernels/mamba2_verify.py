@@ -172,16 +172,19 @@ def _mma_default() -> bool:
     return os.environ.get("REPLAYSSM_M2V_MMA", "1") != "0"
 
 
-#: A-B switch: the largest T whose state dots take the tensor cores (unset: MAX_DRAFT; 8 = the
-#: CUDA-core dots above 8 drafts, as until session 49)
+#: A-B switch: the largest T whose state dots take the tensor cores (unset: MMA_MAX_T_DEFAULT;
+#: MAX_DRAFT = two n8 query tiles above 8 drafts, session 49)
 MMA_MAX_T_ENV = "REPLAYSSM_M2V_MMA_MAX_T"
+#: 8 until the two-tile dots have run on a GPU (session 49 got no device machine: they are
+#: built and compile-checked for sm_90a, their GPU fuzz is written, neither was run)
+MMA_MAX_T_DEFAULT = 8
 
 
 def _mma_max_t() -> int:
-    """``REPLAYSSM_M2V_MMA_MAX_T`` (default MAX_DRAFT): above 8 drafts the tensor-core dots take
-    a second n8 query tile (``mma_nq``)."""
+    """``REPLAYSSM_M2V_MMA_MAX_T`` (default MMA_MAX_T_DEFAULT): above 8 drafts the tensor-core
+    dots take a second n8 query tile (``mma_nq``)."""
     v = os.environ.get(MMA_MAX_T_ENV, "")
-    return int(v) if v.isdigit() else MAX_DRAFT
+    return int(v) if v.isdigit() else MMA_MAX_T_DEFAULT
 
 
 #: A-B switch (0 / 1): above 8 drafts the dots' B fragments (32 words a lane) are kept in shared

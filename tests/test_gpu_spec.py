@@ -301,13 +301,15 @@ def test_fuzz_mamba2_verify_more_than_8_drafts_at_4_heads(pair, split, bsmem, se
     twin, L16: until session 47 the fp32 pair's fragment flush (8 queries in its dots' n8 tile)
     was built at T > 8 too and left drafts 9.. unwritten -- no GPU test drew T > 8 at 2 or more
     heads per CTA. Since session 48 its dots take two query tiles there: the fp32 builds drawn
-    here are fragment flushes (asserted); since session 49 every pair's non-flush state dots take
-    the tensor cores there too, two n8 query tiles (asserted), their B fragments in registers
-    or (``bsmem``) in shared memory between heads."""
+    here are fragment flushes (asserted); with REPLAYSSM_M2V_MMA_MAX_T=16 (session 49, off by
+    default until this has run on a GPU) every pair's non-flush state dots take the tensor cores
+    there too, two n8 query tiles (asserted), their B fragments in registers or (``bsmem``) in
+    shared memory between heads."""
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "4")
     monkeypatch.setenv(MV.SPLIT_ENV, split)
     monkeypatch.setenv(MV.MMA_BSMEM_ENV, bsmem)
+    monkeypatch.setenv(MV.MMA_MAX_T_ENV, str(MV.MAX_DRAFT))
     if pair == "fp32":
         for T in (9, 12, 16):
             op = MV.Mamba2VerifyKernel(pair, "bfloat16", "float32", M2["H"], M2["P"], M2["N"],

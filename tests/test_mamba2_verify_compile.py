@@ -514,32 +514,33 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     # 2 rows x 2 lines per thread for the first head and for each next one
     assert ptx.count("prefetch.global.L2") == 4
     assert ptx.count("ld.global.v2.b32") >= 32 and ptx.count("st.global.v2.b32") >= 32
-    # T = 12: non-flush dots 16 k-steps x 2 query tiles x 3 (since session 49), fold 16 x 2 x 3,
-    # flush dots 16 n-tiles x 2 query tiles x 3 (that drafts 9-12 get their dots is the GPU
-    # fuzz's, test_fuzz_mamba2_verify_more_than_8_...)
+    # T = 12: no non-flush mma by default (MMA_MAX_T_DEFAULT = 8; test_tensor_core_dots_above_
+    # 8_drafts has them), fold 16 x 2 x 3, dots 16 n-tiles x 2 query tiles x 3 (that drafts 9-12
+    # get their dots is the GPU fuzz's, test_fuzz_mamba2_verify_more_than_8_...)
     _, ptx = MV.compile_only("fp32", H=8, G=2, T=12, heads_per_cta=4, keep_ptx=True)
     assert "ld.local" not in ptx and "st.local" not in ptx
-    assert ptx.count("mma.sync.aligned.m16n8k8") == 16 * 2 * 3 * 3
+    assert ptx.count("mma.sync.aligned.m16n8k8") == 16 * 2 * 3 + 16 * 2 * 3
 
 
 def test_tensor_core_dots_above_8_drafts(monkeypatch):
-    """Since session 49 the non-flush state dots stay on the tensor cores up to MAX_DRAFT: two n8
-    query tiles from T = 9 (REPLAYSSM_M2V_MMA_MAX_T=8: the CUDA-core dots there, as before);
-    with REPLAYSSM_M2V_MMA_BSMEM=1 their B fragments sit in shared memory between heads. Both
-    build for sm_90a with one dot per query tile and k-step (the split's non-flush launch, where
-    the dots are the only mmas), no local memory in the PTX."""
+    """REPLAYSSM_M2V_MMA_MAX_T=16 (session 49; default MMA_MAX_T_DEFAULT = 8, the CUDA-core dots
+    above 8 drafts as before, until the GPU fuzz has run): the non-flush state dots stay on the
+    tensor cores up to MAX_DRAFT, two n8 query tiles from T = 9; with REPLAYSSM_M2V_MMA_BSMEM=1
+    their B fragments sit in shared memory between heads. Both build for sm_90a with one dot
+    per query tile and k-step (the split's non-flush launch, where the dots are the only mmas),
+    no local memory in the PTX."""
     for env in (MV.MMA_MAX_T_ENV, MV.MMA_BSMEM_ENV):
         monkeypatch.delenv(env, raising=False)
 
     def op(pair, T, rows=1):
         return _super_verify(pair, T, rows=rows)
 
+    assert MV.MMA_MAX_T_DEFAULT == 8
+    assert not op("fp32", 9).mma_w and not op("nvfp4/fp16sr", 9).mma_lo and op("fp32", 8).mma_w
+    monkeypatch.setenv(MV.MMA_MAX_T_ENV, str(MV.MAX_DRAFT))
     for T in range(1, MV.MAX_DRAFT + 1):
         assert op("fp32", T).mma_w and op("nvfp4/fp16sr", T).mma_lo, T
         assert op("fp32", T).mma_nq == (1 if T <= 8 else 2) and not op("fp32", T).mma_bsmem
-    monkeypatch.setenv(MV.MMA_MAX_T_ENV, "8")
-    assert not op("fp32", 9).mma_w and not op("nvfp4/fp16sr", 9).mma_lo and op("fp32", 8).mma_w
-    monkeypatch.delenv(MV.MMA_MAX_T_ENV)
     monkeypatch.setenv(MV.MMA_BSMEM_ENV, "1")
     assert op("fp8/fp32", 12).mma_bsmem and not op("fp8/fp32", 8).mma_bsmem
     with_b = op("fp32", 12).smem_bytes()

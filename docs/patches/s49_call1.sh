@@ -4,10 +4,10 @@
 #     owed on an H200 since session 48, and it holds the T > 8 fuzz of the non-flush state dots
 #     on the tensor cores with two n8 query tiles (this session; test_fuzz_mamba2_verify_more_
 #     than_8_drafts_at_4_heads: fp32 / nvfp4/fp16sr / fp8/fp32, single and split launch);
-#  2. A-B-C of those dots, two rounds: REPLAYSSM_M2V_MMA_MAX_T=8 (the CUDA-core dots above 8
-#     drafts, as until now), the default (B fragments in registers: the nvfp4 split's non-flush
-#     build spills 120 B), REPLAYSSM_M2V_MMA_BSMEM=1 (B in smem between heads: 0 B), Super b256
-#     L16 T 12 / 16, three pairs.
+#  2. A-B-C of those dots, two rounds: the default (MMA_MAX_T_DEFAULT = 8: the CUDA-core dots
+#     above 8 drafts, as until now), REPLAYSSM_M2V_MMA_MAX_T=16 (B fragments in registers: the
+#     nvfp4 split's non-flush build spills 120 B), and with REPLAYSSM_M2V_MMA_BSMEM=1 (B in smem
+#     between heads: 0 B), Super b256 L16 T 12 / 16, three pairs.
 #   source .device/gpu_env.sh && bash docs/patches/s49_call1.sh
 source .device/gpu_env.sh >/dev/null 2>&1
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | t
 source tests/gpu_scripts/ab_call_lib.sh
 export REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc
 ARGS="spec --layer mamba2 --shapes nemotron3-super --pairs fp32,nvfp4/fp16sr,fp8/fp32 --batches 256 --T 12,16 --L 16"
-SET="A:REPLAYSSM_M2V_MMA_MAX_T=8 B:- C:REPLAYSSM_M2V_MMA_BSMEM=1"
+SET="A:- B:REPLAYSSM_M2V_MMA_MAX_T=16 C:REPLAYSSM_M2V_MMA_MAX_T=16,REPLAYSSM_M2V_MMA_BSMEM=1"
 TEST_S=${TEST_S:-240} m2_test_set
 envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
 for s in $SET; do

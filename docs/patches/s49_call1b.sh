@@ -13,7 +13,7 @@ t0=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 export REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc
 ARGS="spec --layer mamba2 --shapes nemotron3-super --pairs fp32,nvfp4/fp16sr,fp8/fp32 --batches 256 --T 12,16 --L 16"
-SET="A:REPLAYSSM_M2V_MMA_MAX_T=8 B:- C:REPLAYSSM_M2V_MMA_BSMEM=1"
+SET="A:- B:REPLAYSSM_M2V_MMA_MAX_T=16 C:REPLAYSSM_M2V_MMA_MAX_T=16,REPLAYSSM_M2V_MMA_BSMEM=1"
 PT="timeout ${TEST_S:-170} python -m pytest -q -rs -p no:cacheprovider"
 ( $PT -n 6 tests/test_gpu_spec.py -k "more_than_8" > "$OUT/t_spec8.log" 2>&1; echo "rc=$?" >> "$OUT/t_spec8.log" ) &
 ( $PT -n 3 tests/test_gpu_row_order.py -k "mamba2" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
