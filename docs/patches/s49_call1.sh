@@ -10,7 +10,10 @@
 #     fragments in registers: the nvfp4 split's non-flush build spills 120 B), and with
 #     REPLAYSSM_M2V_MMA_BSMEM=1 (B in smem between heads: 0 B), Super b256 L16 T 12 / 16, three
 #     pairs.
-#   source .device/gpu_env.sh && [LEAN=1] bash docs/patches/s49_call1.sh
+#  3. GDN=1 (session 50): the GDN verify on an H200 (Qwen3.5-4B b256 T8, fp32 / nvfp4/fp16sr, the
+#     snapshot and the standard step in the same run; compiled during phase A): its H200 ratios
+#     were last measured in session 17 (H100 since: fp32 1.20x a step, snapshot 3.89x).
+#   source .device/gpu_env.sh && [LEAN=1] [GDN=1] bash docs/patches/s49_call1.sh
 source .device/gpu_env.sh >/dev/null 2>&1
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
@@ -34,6 +37,8 @@ envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
 for s in $SET; do
   ( env $(envs "$s") timeout 200 python -m bench $ARGS --warm-only --no-plots --out /tmp/w_${s%%:*} > "$OUT/warm_${s%%:*}.log" 2>&1 ) &
 done
+GARGS="spec --layer gdn --shapes qwen3.5-4b --pairs fp32,nvfp4/fp16sr --batches 256 --T 8 --L 16"
+[ "${GDN:-0}" = 1 ] && ( timeout 200 python -m bench $GARGS --warm-only --no-plots --out /tmp/w_gdn > "$OUT/warm_gdn.log" 2>&1 ) &
 wait
 echo "phase A $(( $(date +%s) - t0 )) s"
 test_summary
@@ -41,5 +46,10 @@ tarball
 SETTINGS="$SET" ROUNDS=${ROUNDS:-$([ "${LEAN:-0}" = 1 ] && echo 1 || echo 2)} RUN_S=90 WARM_S=100 \
   OUT=$OUT/ab BENCH_ARGS="$ARGS" bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/ab.log" 2>&1
 tarball
+if [ "${GDN:-0}" = 1 ]; then
+  timeout 150 python -m bench $GARGS --no-plots --out "$OUT/spec_gdn" > "$OUT/spec_gdn.log" 2>&1
+  tarball
+fi
 cut -c1-170 "$OUT/ab/knobs.md"
+[ "${GDN:-0}" = 1 ] && cut -c1-200 "$OUT/spec_gdn/spec.md" | head -20
 echo "total $(( $(date +%s) - t0 )) s"
