@@ -32,6 +32,27 @@ def at_least(option: str, value, lo):
     return value
 
 
+#: the default of ``--philox-rounds`` (so tests/gpu_scripts/run_knob_grid.sh can set it)
+PHILOX_ROUNDS_ENV = "REPLAYSSM_BENCH_PHILOX_ROUNDS"
+
+
+def add_philox_rounds(parser) -> None:
+    """The ``--philox-rounds`` option (sweep and spec): the ReplaySSM caches' SR generator rounds."""
+    parser.add_argument("--philox-rounds", type=int,
+                        default=int(os.environ.get(PHILOX_ROUNDS_ENV, "10")),
+                        help="Philox rounds of the caches' stochastic-rounding words (1-16; "
+                             f"default 10, or ${PHILOX_ROUNDS_ENV}: knob grids): the flush "
+                             "encoders' cost; RN-only pairs ignore it")
+
+
+def philox_rounds(value: int) -> None:
+    """``--philox-rounds`` in the caches' range; else SystemExit naming it."""
+    from replayssm_lp.formats import PHILOX_ROUNDS_RANGE
+    lo, hi = PHILOX_ROUNDS_RANGE
+    if not lo <= value <= hi:
+        raise SystemExit(f"--philox-rounds must be in {lo}..{hi}, got {value}")
+
+
 def shapes_of(option: str, names: List[str], known: Dict[str, dict], kind: Optional[str] = None):
     """Every name a key of ``known`` (of layer ``kind`` when given); else SystemExit."""
     for n in names:

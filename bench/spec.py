@@ -102,8 +102,9 @@ def time_us(step, steps: int, replays: int, device: torch.device) -> Dict[str, f
 class _Layer:
     """Inputs and calls of one layer kind at one batch (T draft inputs are slices of max T)."""
 
-    def __init__(self, kind, dims, batch, Tmax, act, dev):
+    def __init__(self, kind, dims, batch, Tmax, act, dev, philox_rounds=10):
         self.kind, self.dims, self.batch, self.act, self.dev = kind, dims, batch, act, dev
+        self.philox_rounds = philox_rounds
         g = torch.Generator(device=dev).manual_seed(0)
         r = lambda *s: torch.randn(*s, device=dev, generator=g)  # noqa: E731
         b = batch
@@ -167,15 +168,18 @@ class _Layer:
                            b=d["b"], state_batch_indices=sbi, out=out, backend=backend)
 
     def cache(self, pair, L, T, slots):
-        return make_cache(self.kind, self.dims, pair, L, T, slots, self.act, self.dev)
+        return make_cache(self.kind, self.dims, pair, L, T, slots, self.act, self.dev,
+                          self.philox_rounds)
 
 
-def make_cache(kind, dims, pair, L, T, slots, act, dev):
+def make_cache(kind, dims, pair, L, T, slots, act, dev, philox_rounds=10):
     if kind == "mamba2":
         return Mamba2ReplayCache(slots, dims["H"], dims["P"], dims["N"], dims["G"], precision=pair,
-                                 buffer_len=L, max_draft=T, act_dtype=act, device=dev, seed=1234)
+                                 buffer_len=L, max_draft=T, act_dtype=act, device=dev, seed=1234,
+                                 philox_rounds=philox_rounds)
     return GDNReplayCache(slots, dims["H"], dims["HV"], dims["K"], dims["V"], precision=pair,
-                          buffer_len=L, max_draft=T, act_dtype=act, device=dev, seed=1234)
+                          buffer_len=L, max_draft=T, act_dtype=act, device=dev, seed=1234,
+                          philox_rounds=philox_rounds)
 
 
 def _bytes_model(kind, dims, pair, L):
@@ -218,14 +222,14 @@ _DT_NAME = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"
 
 def layer_cells(kind, dims, shape, pairs, batches, Ts, L, replays, backend, snapshot_backend, dev,
                 min_bytes, progress, snapshot_dtypes=(torch.float32,),
-                cells: Optional[List[Dict]] = None) -> List[Dict]:
+                cells: Optional[List[Dict]] = None, philox_rounds: int = 10) -> List[Dict]:
     """Every cell of one layer kind, appended to ``cells`` as it is measured (a deadline raised by
     ``progress`` keeps what was measured)."""
     cells = [] if cells is None else cells
     act = torch.bfloat16 if dev.type == "cuda" else torch.float32
     std_b = _std_bytes(kind, dims)
     for batch in batches:
-        lay = _Layer(kind, dims, batch, max(Ts), act, dev)
+        lay = _Layer(kind, dims, batch, max(Ts), act, dev, philox_rounds)
         # ---- one standard fp32 decode step
         rot = pool_rotation(std_b, batch, min_bytes=min_bytes)
         state = torch.randn(rot * batch, *lay.state_shape, device=dev) * 0.1
@@ -480,6 +484,7 @@ def run(args) -> int:
     cli_checks.at_least("--num-layers", args.num_layers, 1)
     cli_checks.at_least("--deadline", args.deadline, 0)
     cli_checks.at_least("--warm-jobs", args.warm_jobs, 0)
+    cli_checks.philox_rounds(args.philox_rounds)
     if not args.budget_gib > 0:
         raise SystemExit(f"--budget-gib must be > 0, got {args.budget_gib}")
     if dev.type == "cpu":
@@ -512,7 +517,8 @@ def run(args) -> int:
             continue
         try:
             layer_cells(layer, dims, shape, pairs, batches, Ts, args.L, args.replays, backend,
-                        snapshot_backend, dev, min_bytes, deadline, snapshot_dtypes, cells)
+                        snapshot_backend, dev, min_bytes, deadline, snapshot_dtypes, cells,
+                        philox_rounds=args.philox_rounds)
         except DeadlineReached:
             print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the "
                   f"rest skipped")
@@ -532,6 +538,7 @@ def run(args) -> int:
                                                   else traffic.SHAPES[shapes[layer]]).items()
                               if k != "kind"} for layer in layers},
                 pairs=pairs, batches=batches, T=Ts,
+                philox_rounds=args.philox_rounds,
                 budget_gib=args.budget_gib, num_layers=args.num_layers, seconds=time.time() - t0,
                 complete=not deadline.reached and error is None,
                 error=None if error is None else f"{type(error).__name__}: {error}",
@@ -576,6 +583,7 @@ def register(sub):
                    help="SSM layers sharing the budget (1: the budget is per layer)")
     p.add_argument("--snapshot-dtypes", default="fp32",
                    help="state dtypes of the snapshot baseline (comma list of fp32, bf16, fp16)")
+    cli_checks.add_philox_rounds(p)
     p.add_argument("--device", default="", help="cuda (default when visible) or cpu")
     p.add_argument("--backend", default="", help="cute (GPU default) or torch")
     p.add_argument("--tiny", action="store_true", help="tiny layer shapes (CPU smoke runs)")

@@ -44,7 +44,7 @@ def _stagger(cache, L):
 
 def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
                  peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None,
-                 order: bool = False, max_draft: int = 0) -> List[Dict]:
+                 order: bool = False, max_draft: int = 0, philox_rounds: int = 10) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, P, N, G = dims["H"], dims["P"], dims["N"], dims["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -87,7 +87,8 @@ def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int]
         # --- ReplaySSM, every pair and L
         def make(pair, L, slots):
             return Mamba2ReplayCache(slots, H, P, N, G, precision=pair, buffer_len=L, act_dtype=act,
-                                     max_draft=max_draft, device=dev, seed=1234)
+                                     max_draft=max_draft, device=dev, seed=1234,
+                                     philox_rounds=philox_rounds)
 
         def decode(cache, sbi):
             ops.mamba2_decode(cache, inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None,
@@ -158,7 +159,7 @@ def _gdn_inputs(batch, H, HV, K, V, act, dev):
 
 def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
               peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None,
-              order: bool = False, max_draft: int = 0) -> List[Dict]:
+              order: bool = False, max_draft: int = 0, philox_rounds: int = 10) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, HV, K, V = dims["H"], dims["HV"], dims["K"], dims["V"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -203,7 +204,8 @@ def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], r
             progress.update(1)
         def make(pair, L, slots):
             return GDNReplayCache(slots, H, HV, K, V, precision=pair, buffer_len=L, act_dtype=act,
-                                  max_draft=max_draft, device=dev, seed=1234)
+                                  max_draft=max_draft, device=dev, seed=1234,
+                                  philox_rounds=philox_rounds)
 
         def decode(cache, sbi):
             ops.gdn_decode(cache, inp["q"], inp["k"], inp["v"], **gates, state_batch_indices=sbi,
@@ -358,6 +360,7 @@ def run(args) -> int:
     cli_checks.at_least("--warm-jobs", args.warm_jobs, 0)
     if not 0 <= args.max_draft <= 16:
         raise SystemExit(f"--max-draft must be in 0..16, got {args.max_draft}")
+    cli_checks.philox_rounds(args.philox_rounds)
     shapes = (args.shapes or ("nemotron3-super,nemotron3-nano-4b" if args.layer == "mamba2"
                               else "qwen3.5-4b,qwen3.5-122b")).split(",")
     cli_checks.shapes_of("--shapes", shapes, traffic.SHAPES, args.layer)
@@ -380,7 +383,8 @@ def run(args) -> int:
         for shape in shapes:
             fn = mamba2_cells if args.layer == "mamba2" else gdn_cells
             fn(shape, pairs, batches, Ls, args.replays, not args.no_peers, deadline, args.phases,
-               cells=cells, order=args.flush_first, max_draft=args.max_draft)
+               cells=cells, order=args.flush_first, max_draft=args.max_draft,
+               philox_rounds=args.philox_rounds)
     except DeadlineReached:
         print(f"\n--deadline {args.deadline:g} s reached: {len(cells)} cells measured, the rest skipped")
     except Exception as e:        # keep what was measured; re-raised once it is written
@@ -398,7 +402,8 @@ def run(args) -> int:
         return 0
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, copy_gbs=copy_gbs,
                 seconds=time.time() - t0, replays=args.replays, host_overhead_us=overhead,
-                max_draft=args.max_draft, layer=args.layer, shapes=shapes,
+                max_draft=args.max_draft, philox_rounds=args.philox_rounds, layer=args.layer,
+                shapes=shapes,
                 dims={s: {k: v for k, v in traffic.SHAPES[s].items() if k != "kind"}
                       for s in shapes},
                 pairs=pairs, batches=batches, L=Ls, act_dtype="bfloat16",
@@ -451,6 +456,7 @@ def register(sub):
     p.add_argument("--max-draft", type=int, default=0,
                    help="the ReplaySSM caches' draft capacity (0: rings of L + 1 entries); the "
                         "decode step on caches that also serve speculative verify calls")
+    cli_checks.add_philox_rounds(p)
     p.add_argument("--out", default="bench/results/sweep")
     p.add_argument("--deadline", type=float, default=0.0,
                    help="stop starting new cells after this many seconds and write what was "

@@ -384,11 +384,11 @@ def _encode_chunk(fmt, sr, x, words, scale):
     return out
 
 
-def _sr_words16(quad0, c1, c2, w3, k0, k1):
-    """The 16 Philox words of elements 4*quad0 .. 4*quad0 + 15."""
+def _sr_words16(quad0, c1, c2, w3, k0, k1, rounds: int):
+    """The 16 Philox words (``rounds`` rounds) of elements 4*quad0 .. 4*quad0 + 15."""
     ws = []
     for jq in range(4):
-        o = lp.philox4x32_10(Uint32(quad0) + Uint32(jq), c1, c2, w3, k0, k1)
+        o = lp.philox4x32(Uint32(quad0) + Uint32(jq), c1, c2, w3, k0, k1, rounds)
         ws += list(o)
     return ws
 
@@ -415,8 +415,10 @@ class GDNReplayDecode:
                  dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                  has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                  num_threads: Optional[int] = None, min_blocks_per_mp: Optional[int] = None,
-                 pdl: Optional[int] = None):
+                 pdl: Optional[int] = None, philox_rounds: Optional[int] = None):
         self.pdl = common.pdl_mode(pdl)
+        # the SR generator's rounds (the cache's ``philox_rounds``, by :func:`_resolve`)
+        self.philox_rounds = lp.PHILOX_ROUNDS if philox_rounds is None else int(philox_rounds)
         for f in (read_fmt, rec_fmt):
             if f not in FMT_BITS:
                 raise ValueError(f"unknown state format {f!r}")
@@ -790,7 +792,7 @@ class GDNReplayDecode:
                             blk = c * TNF + lf
                             wds = None
                             if const_expr(sr):
-                                # Philox-4x32-10 of the chunk's 4 quads, rounds in a runtime loop
+                                # Philox-4x32 of the chunk's 4 quads, rounds in a runtime loop
                                 quad0 = Uint32(vrow) * Uint32(K // 4) + Uint32(blk * 4)
                                 wds = []
                                 for jq in cutlass.range_constexpr(4):
@@ -800,7 +802,7 @@ class GDNReplayDecode:
                                     p3 = w3
                                     q0 = k0
                                     q1 = k1
-                                    for _rnd in cutlass.range(lp.PHILOX_ROUNDS, unroll=1):
+                                    for _rnd in cutlass.range(self.philox_rounds, unroll=1):
                                         hi0, lo0 = lp.mulhilo32(p0, lp.PHILOX_M0)
                                         hi1, lo1 = lp.mulhilo32(p2, lp.PHILOX_M1)
                                         n0 = hi1 ^ p1 ^ q0
@@ -3507,7 +3509,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                 if const_expr(sr):
                     quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16) * Uint32(q) \
                         + Uint32(4) * Uint32(t4)
-                    wds = _sr_words16(quad0, Uint32(hv), Uint32(slot), w3, k0, k1)
+                    wds = _sr_words16(quad0, Uint32(hv), Uint32(slot), w3, k0, k1,
+                                      self.philox_rounds)
                 ow = _encode_chunk(fmt, sr, xs, wds, dd)
                 rW = cute.make_rmem_tensor((WC,), Uint32)
                 for i in cutlass.range_constexpr(WC):
@@ -3528,7 +3531,8 @@ class GDNReplayDecodeV2(GDNReplayDecode):
                     if const_expr(sr):
                         quad0 = Uint32(row) * Uint32(K // 4) + Uint32(16 * q) \
                             + Uint32(4) * Uint32(t4)
-                        wds = _sr_words16(quad0, Uint32(hv), Uint32(slot), w3, k0, k1)
+                        wds = _sr_words16(quad0, Uint32(hv), Uint32(slot), w3, k0, k1,
+                                          self.philox_rounds)
                     ow = self._fast_chunk(fmt, sr, xs, wds, dsc[rq])
                     rW = cute.make_rmem_tensor((WC,), Uint32)
                     for i in cutlass.range_constexpr(WC):
@@ -3682,7 +3686,7 @@ def _op_kwargs(rf, rr, cf, cr, split, act_dtype, H, HV, K, V, L, ring, g_dtype, 
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, num_threads,
              min_blocks_per_mp=None, impl=None, row_order=False, rows=0, flush_positions=0,
-             pf_early=None, flush_halves=False, flush_pf=False):
+             pf_early=None, flush_halves=False, flush_pf=False, philox_rounds=None):
     rf, rr, cf, cr, split = pair_key(pair)
     impl = resolve_impl(rf, cf, K, V, L, impl)
     tpw = None
@@ -3713,7 +3717,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dt
               min_blocks_per_mp=int(min_blocks_per_mp), impl=impl, tpw=tpw,
               # (a split's halves run on two streams: no programmatic launch edges)
               pdl=0 if rows else common.pdl_default(),
-              prof=impl == "v2" and _env_int(PROF_ENV) == 1 and not rows)
+              prof=impl == "v2" and _env_int(PROF_ENV) == 1 and not rows,
+              philox_rounds=common.philox_rounds_for(pair, philox_rounds))
     whole = impl == "v2" and whole_rows_default(rf, tpw)
     pre = preamble_level(rf, whole) if impl == "v2" else 1
     kw.update(preamble=pre, whole_rows=whole,
@@ -3829,7 +3834,8 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        min_blocks_per_mp: Optional[int] = None,
                        impl: Optional[str] = None, row_order: bool = False, rows: int = 0,
                        flush_positions: int = 0, pf_early: Optional[bool] = None,
-                       flush_halves: int = 0, flush_pf: bool = False) -> CompiledKernel:
+                       flush_halves: int = 0, flush_pf: bool = False,
+                       philox_rounds: Optional[int] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN replay decode kernel for precision
     ``pair`` (name or PrecisionPair), buffer length ``L`` and ring capacity ``ring``.
 
@@ -3846,13 +3852,14 @@ def compile_gdn_replay(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     (:func:`use_pf_early`; None: :data:`PF_EARLY_ENV` = 1, else off). ``flush_halves`` (v2):
     each row tile's flush in two column halves, 1 = over two warps, 2 = over the two CTAs of a
     cluster (:func:`flush_halves_for`). ``flush_pf`` (v2): the flush's L2 prefetch of the hi
-    rows (:func:`flush_pf_for`)."""
+    rows (:func:`flush_pf_for`). ``philox_rounds``: the SR generator's rounds (the cache's; None =
+    10)."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
-                       flush_positions, pf_early, flush_halves, flush_pf)
+                       flush_positions, pf_early, flush_halves, flush_pf, philox_rounds)
     return common.compile_tvm_ffi_cached(_CACHE, key, lambda: make_op(kw), _fake_args, _kernel_meta)
 
 
@@ -3863,7 +3870,8 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  num_threads=None, min_blocks_per_mp=None, keep_ptx: bool = False,
                  dump_dir: Optional[str] = None, impl: Optional[str] = None,
                  row_order: bool = False, rows: int = 0, flush_positions: int = 0,
-                 flush_halves: int = 0, flush_pf: bool = False):
+                 flush_halves: int = 0, flush_pf: bool = False,
+                 philox_rounds: Optional[int] = None):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + 1 if ring is None else ring
@@ -3876,11 +3884,12 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                                   has_state_batch_indices, block_v, num_threads,
                                   min_blocks_per_mp, impl, row_order, rows,
                                   flush_positions, flush_halves=flush_halves,
-                                  flush_pf=flush_pf), None
+                                  flush_pf=flush_pf, philox_rounds=philox_rounds), None
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
                        block_v, num_threads, min_blocks_per_mp, impl, row_order, rows,
-                       flush_positions, flush_halves=flush_halves, flush_pf=flush_pf)
+                       flush_positions, flush_halves=flush_halves, flush_pf=flush_pf,
+                       philox_rounds=philox_rounds)
     op = make_op(kw)
     return _compile_keep_ptx(op, key, _fake_args(op), dump_dir)
 
@@ -4116,7 +4125,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
         cache.pair, q.dtype, H, HV, K, Vd, L, ring, *gate_dtypes, use_qk_l2norm,
         state_batch_indices is not None, bv, num_threads, min_blocks_per_mp, im, ro,
         pf_early=not ro and use_pf_early(cache, batch), flush_halves=halves,
-        flush_pf=im == "v2" and flush_pf_for(ctas))
+        flush_pf=im == "v2" and flush_pf_for(ctas), philox_rounds=cache.philox_rounds)
     order = order_entry(cache, 1, state_batch_indices is not None, kern) if ro else None
     return _launcher(kern.ffi, kern.meta["any_sr"], split, _cache_views(cache, rf, cf, split),
                      order)
@@ -4133,9 +4142,10 @@ def _split_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, 
     has_idx = state_batch_indices is not None
     common_args = (cache.pair, q.dtype, H, HV, K, Vd, cache.buffer_len, cache.ring, *gate_dtypes,
                    use_qk_l2norm, has_idx, bv, None, None, "v2", True)
-    k1 = compile_gdn_replay(*common_args, rows=1)
+    k1 = compile_gdn_replay(*common_args, rows=1, philox_rounds=cache.philox_rounds)
     k2 = compile_gdn_replay(*common_args, rows=2,
-                            flush_positions=split_flush_positions(HV, Vd // bv, q.device.index))
+                            flush_positions=split_flush_positions(HV, Vd // bv, q.device.index),
+                            philox_rounds=cache.philox_rounds)
     order = order_entry(cache, 1, has_idx, k1)
     views = _cache_views(cache, rf, cf, split)
     nonflush = _launcher(k1.ffi, k1.meta["any_sr"], split, views, order, order_ready=True)

@@ -221,7 +221,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                  tail: Optional[bool] = None, mma_dots: bool = True,
                  coef_first: bool = False, bsplit: bool = False, coef_vec: bool = True,
                  early_loads: bool = False, flush_tile: bool = False,
-                 row_order: bool = False, order_cursors: bool = False):
+                 row_order: bool = False, order_cursors: bool = False,
+                 philox_rounds: Optional[int] = None):
         self.T = int(T)
         # the decode's preamble 3 (EARLY_ENV): cursors, draft gates, q / k issued before the
         # read tile and used after it (data-dependent arrive, no fence)
@@ -241,7 +242,8 @@ class GDNVerifyKernel(GDNReplayDecodeV2):
                          has_state_batch_indices=has_state_batch_indices, block_v=block_v,
                          min_blocks_per_mp=min_blocks_per_mp, tpw=1,
                          pdl=common.pdl_mode(pdl, verify=True),
-                         preamble=preamble, prof=prof, row_order=row_order)
+                         preamble=preamble, prof=prof, row_order=row_order,
+                         philox_rounds=philox_rounds)
         self.preamble = min(self.preamble, 1)       # the verify has levels 0 and 1 only
         # (the decode's v / ring-gate load switches do not apply to the verify kernel)
         self.v_late = self.ring_gates_async = self.flush_whole = False
@@ -1032,7 +1034,7 @@ _CACHE = KernelCache("gdn_verify")
 
 def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype, a_dtype,
              dt_bias_dtype, b_dtype, use_qk_l2norm, has_idx, block_v, min_blocks_per_mp=None,
-             row_order=False):
+             row_order=False, philox_rounds=None):
     rf, rr, cf, cr, split = pair_key(pair)
     if not verify_supported(rf, cf, K, V, L, T):
         raise ValueError(f"GDN verify kernel: unsupported shape / draft count (K={K}, V={V}, "
@@ -1053,7 +1055,8 @@ def _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog
               coef_vec=_env_int(COEF_VEC_ENV) != 0, early_loads=_env_int(EARLY_ENV) != 0,
               flush_tile=read_is_fp32_hi(rf, cf, split) and _env_int(FLUSH_TILE_ENV) != 0,
               row_order=bool(row_order),
-              order_cursors=bool(row_order) and _env_int(ORDER_CURSORS_ENV) != 0)
+              order_cursors=bool(row_order) and _env_int(ORDER_CURSORS_ENV) != 0,
+              philox_rounds=common.philox_rounds_for(pair, philox_rounds))
     # switches read while tracing (not constructor arguments) are part of the key
     key = ("gdn_verify", common.arch_key(), encode_mode(),
            lp.f16_sr_chunk(GDNVerifyKernel.F16_SR_CHUNK),
@@ -1066,7 +1069,8 @@ def compile_gdn_verify(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
                        dt_bias_dtype=None, b_dtype=None, use_qk_l2norm: bool = True,
                        has_state_batch_indices: bool = True, block_v: Optional[int] = None,
                        min_blocks_per_mp: Optional[int] = None,
-                       row_order: bool = False) -> CompiledKernel:
+                       row_order: bool = False,
+                       philox_rounds: Optional[int] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the GDN verify kernel for precision ``pair``,
     buffer length ``L``, ring capacity ``ring`` and ``T`` drafts per row.
 
@@ -1074,12 +1078,13 @@ def compile_gdn_verify(pair, act_dtype, H: int, HV: int, K: int, V: int, L: int,
     g_buf, u_buf, v_buf, beta_buf, write_pos, ring_origin, flush_count, pending, arrive, seed, q,
     k, v, g, beta, A_log, a, dt_bias, b, state_batch_indices, out, scale, pad_slot_id)``
     (``None`` for what the variant does not use; see :func:`gdn_verify_cute`); ``row_order``:
-    an ``order`` argument after ``state_batch_indices``, as the decode's."""
+    an ``order`` argument after ``state_batch_indices``, as the decode's; ``philox_rounds``: the
+    SR generator's rounds (the cache's; None = 10)."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("tensor-free compile needs apache-tvm-ffi")
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, min_blocks_per_mp, row_order)
+                       block_v, min_blocks_per_mp, row_order, philox_rounds)
     return common.compile_tvm_ffi_cached(_CACHE, key, lambda: GDNVerifyKernel(**kw),
                                          lambda op: _fake_args(op, op.T), _kernel_meta)
 
@@ -1089,7 +1094,8 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
                  a_dtype="bfloat16", dt_bias_dtype="float32", b_dtype="bfloat16",
                  use_qk_l2norm=True, has_state_batch_indices=True, block_v=None,
                  min_blocks_per_mp=None, keep_ptx: bool = False,
-                 dump_dir: Optional[str] = None, row_order: bool = False):
+                 dump_dir: Optional[str] = None, row_order: bool = False,
+                 philox_rounds: Optional[int] = None):
     """Compile one variant without launching (CPU-only with ``CUTE_DSL_ARCH=sm_90a``); defaults:
     Qwen3.5-4B layer, L = 16, T = 4, raw gates. Returns ``(kernel, ptx or None)``."""
     ring = L + T if ring is None else ring
@@ -1097,10 +1103,10 @@ def compile_only(pair="nvfp4/fp16sr", act_dtype="bfloat16", H=16, HV=32, K=128, 
         return compile_gdn_verify(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype,
                                   alog_dtype, a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm,
                                   has_state_batch_indices, block_v, min_blocks_per_mp,
-                                  row_order), None
+                                  row_order, philox_rounds), None
     kw, key = _resolve(pair, act_dtype, H, HV, K, V, L, ring, T, g_dtype, beta_dtype, alog_dtype,
                        a_dtype, dt_bias_dtype, b_dtype, use_qk_l2norm, has_state_batch_indices,
-                       block_v, min_blocks_per_mp, row_order)
+                       block_v, min_blocks_per_mp, row_order, philox_rounds)
     op = GDNVerifyKernel(**kw)
     return _compile_keep_ptx(op, key, _fake_args(op, op.T), dump_dir)
 
@@ -1277,7 +1283,7 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
     ro = use_verify_row_order(cache, batch)
     key = (rf, rr, cf, cr, split, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes,
            bool(use_qk_l2norm), state_batch_indices is None,
-           batch, block_v, min_blocks_per_mp, _env(), ro)
+           batch, block_v, min_blocks_per_mp, _env(), ro, cache.philox_rounds)
     ent = _LAUNCH.get(key)
     if ent is None:
         bv = block_v
@@ -1292,7 +1298,8 @@ def make_launch(cache, q, v, gate_dtypes, use_qk_l2norm, state_batch_indices, bl
             min_blocks_per_mp = verify_min_blocks(tile, rf, cf, batch * HV * (Vd // bv))
         kern = compile_gdn_verify(
             cache.pair, q.dtype, H, HV, K, Vd, L, ring, T, *gate_dtypes, use_qk_l2norm,
-            state_batch_indices is not None, bv, min_blocks_per_mp, ro)
+            state_batch_indices is not None, bv, min_blocks_per_mp, ro,
+            philox_rounds=cache.philox_rounds)
         order = order_entry(cache, T, state_batch_indices is not None, kern) if ro else None
         ent = _LAUNCH[key] = (kern.ffi, kern.meta["any_sr"], order)
     fn, any_sr, order = ent

@@ -8,7 +8,8 @@ give the same bytes, so divergence is safe too).
 
 Contract (see the formats.py docstring; everything below reproduces it bit for bit):
 
-* :func:`philox4x32_10` — Philox-4x32, 10 rounds, Random123 ordering (known answer: counter 0, key 0
+* :func:`philox4x32` — Philox-4x32, ``rounds`` rounds (a compile-time constant: the cache's
+  ``philox_rounds``, default 10), Random123 ordering (known answer, 10 rounds: counter 0, key 0
   -> ``6627e8d5 e169c58d bc57ac4c 9b00dbd8``). One ``mul.wide.u32`` per multiply.
 * :func:`sr_counter_word3` / :func:`sr_key_from_seed` — the SR counter / key mapping.
 * :func:`round_to_grid` — RN (ties-even) or SR (given the uint32 word) onto the fp16 / bf16 / e4m3 /
@@ -67,7 +68,7 @@ __all__ = [
     "E4M3_MAX", "E2M1_MAX", "NVFP4_BLOCK", "NVFP4_GLOBAL_DIV", "FLT_MAX",
     "f32_bits", "bits_f32", "split_tf32_fast", "sel_u32", "sel_f32", "div_rn", "mul_rn",
     "fmax_nq", "fmin_nq", "add_rn", "sub_rn", "fma_rn", "e2m1_pack8_rn",
-    "abs_nan0_inf_sat", "mulhilo32", "philox4x32_10", "sr_key_from_seed", "sr_counter_word3",
+    "abs_nan0_inf_sat", "mulhilo32", "philox4x32", "sr_key_from_seed", "sr_counter_word3",
     "round_to_grid", "round_f16_sr", "F16_NORMAL_SPAN", "F16_SR_CHUNK_ENV", "f16_sr_chunk",
     "f16_normal_span", "f16_sr_chunk_fast", "pack_f16_sr",
     "pack_f16x2", "pack_f16x2_rz", "pack_bf16x2", "f16x2_to_f32", "bf16x2_to_f32",
@@ -190,9 +191,9 @@ def mulhilo32(a, m: int) -> Tuple[Uint32, Uint32]:
     return (p >> 32).to(Uint32), p.to(Uint32)
 
 
-def philox4x32_10(c0, c1, c2, c3, k0, k1, rounds: int = PHILOX_ROUNDS):
+def philox4x32(c0, c1, c2, c3, k0, k1, rounds: int = PHILOX_ROUNDS):
     """Philox-4x32 (Random123 ordering, ``rounds`` rounds, default 10). Returns 4 Uint32 words,
-    exactly ``formats.philox4x32([c0, c1, c2, c3], k0, k1)``."""
+    exactly ``formats.philox4x32([c0, c1, c2, c3], k0, k1, rounds)``."""
     c0, c1, c2, c3 = Uint32(c0), Uint32(c1), Uint32(c2), Uint32(c3)
     k0, k1 = Uint32(k0), Uint32(k1)
     for r in range(rounds):                      # trace-time unrolled

@@ -1148,8 +1148,11 @@ class Mamba2ReplayDecode:
                  early_read: Optional[bool] = None, pdl: Optional[int] = None,
                  order_cursors: bool = False, rows: int = 0, flush_positions: int = 0,
                  pf_early: Optional[bool] = None, num_threads: int = NUM_THREADS,
-                 row_split: int = 1, few_rows: bool = False, smem_ctas_cap: int = 0):
+                 row_split: int = 1, few_rows: bool = False, smem_ctas_cap: int = 0,
+                 philox_rounds: Optional[int] = None):
         p: PrecisionPair = parse_pair(pair)
+        # the SR generator's rounds (the cache's ``philox_rounds``; 10 for pairs without SR)
+        self.philox_rounds = common.philox_rounds_for(p, philox_rounds)
         self.pdl = common.pdl_mode(pdl)
         # split launch (:func:`use_split`): 1 = the non-flush rows only (no flush code or
         # buffers), 2 = the flush rows only (no read set), as a persistent grid of
@@ -1417,7 +1420,7 @@ class Mamba2ReplayDecode:
         c, N, NT = self.cfg, self.N, self.cfg.nt
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         b = al(4 * N) + al(4 * (max(self.L, 1) + 1)) + al(4 * self.hpc * c.hm) + al(16 * self.hpc)
-        return b + al(4 * (NT // 32)) + al(8 * lp.PHILOX_ROUNDS)
+        return b + al(4 * (NT // 32)) + al(8 * self.philox_rounds)
 
     def smem_bytes(self, padded: bool = True) -> int:
         """Dynamic shared memory of one CTA (the allocations of :meth:`kernel`, 16-byte aligned;
@@ -1809,24 +1812,24 @@ class Mamba2ReplayDecode:
         """SR pairs: the Philox key schedule into ``sKey`` once per CTA (round r's keys by thread
         r; visible after the flush's first barrier), for :meth:`_philox_smem`."""
         if const_expr(self.any_sr):
-            if tidx < lp.PHILOX_ROUNDS:
+            if tidx < self.philox_rounds:
                 k0, k1 = lp.sr_key_from_seed(mSeed[0])
-                for r in cutlass.range_constexpr(1, lp.PHILOX_ROUNDS):
+                for r in cutlass.range_constexpr(1, self.philox_rounds):
                     if tidx == r:
                         k0 = k0 + Uint32((r * lp.PHILOX_W0) & 0xFFFFFFFF)
                         k1 = k1 + Uint32((r * lp.PHILOX_W1) & 0xFFFFFFFF)
                 sKey[2 * tidx] = Int32(k0)
                 sKey[2 * tidx + 1] = Int32(k1)
 
-    @staticmethod
-    def _philox_smem(c0, c1, c2, c3, sKey, dep):
-        """``lowprec.philox4x32_10`` with the key schedule (``k0 + r·W0``, ``k1 + r·W1``) read from
+    def _philox_smem(self, c0, c1, c2, c3, sKey, dep):
+        """``lowprec.philox4x32`` with the key schedule (``k0 + r·W0``, ``k1 + r·W1``) read from
         smem (``sKey[2r]``, ``sKey[2r+1]``, filled once per CTA) at an address that depends on
-        ``dep``: 20 round keys are neither recomputed per call nor hoisted into 20 registers."""
+        ``dep``: the round keys (20 at 10 rounds) are neither recomputed per call nor hoisted
+        into registers."""
         c0, c1, c2, c3 = Uint32(c0), Uint32(c1), Uint32(c2), Uint32(c3)
         base = _dep_i32(Int32(0), dep)
         kv = cute.make_rmem_tensor((4,), Int32)
-        for r in range(lp.PHILOX_ROUNDS):
+        for r in range(self.philox_rounds):
             if r % 2 == 0:           # two rounds' keys per 16-byte smem load (broadcast)
                 cute.autovec_copy(cute.local_tile(sKey, (4,), (base + r // 2,)), kv)
             k0 = Uint32(kv[2 * (r % 2)])
@@ -2109,7 +2112,7 @@ class Mamba2ReplayDecode:
         sScal = smem.allocate_tensor(Float32, cute.make_layout((HPC, 4), stride=(4, 1)),
                                      byte_alignment=16)
         sRed = smem.allocate_tensor(Float32, cute.make_layout(NT // 32), byte_alignment=16)
-        sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * lp.PHILOX_ROUNDS),
+        sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * self.philox_rounds),
                                     byte_alignment=16)
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
         # one union buffer: the flush buffers, or the non-flush staging (a CTA is either)
@@ -3437,7 +3440,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
              flush_impl=None, nonflush_mma=None, staged=None, early_arrive=None,
              row_order=False, rows=0, flush_positions=0, pf_early=None,
              num_threads=NUM_THREADS, row_split=1, early_read=None, few_rows=False,
-             smem_ctas_cap=0):
+             smem_ctas_cap=0, philox_rounds=None):
     pair = parse_pair(pair_name)
     # (a split's halves need the order's cursors, and run on two streams: no programmatic
     # launch edges)
@@ -3463,6 +3466,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has
         num_threads=int(num_threads), row_split=int(row_split),
         few_rows=bool(few_rows) and min_blocks_per_mp is None,   # (an explicit hint wins)
         smem_ctas_cap=int(smem_ctas_cap) if rows == 1 else 0,
+        philox_rounds=common.philox_rounds_for(pair, philox_rounds),
     )
     # the tuning overrides of the occupancy hint are read when the kernel is built: in the key
     key = ("mamba2_replay", common.arch_key(), os.environ.get("REPLAYSSM_M2_MINBLOCKS"),
@@ -3575,7 +3579,8 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           pf_early: Optional[bool] = None,
                           num_threads: int = NUM_THREADS, row_split: int = 1,
                           early_read: Optional[bool] = None,
-                          few_rows: bool = False, smem_ctas_cap: int = 0) -> CompiledKernel:
+                          few_rows: bool = False, smem_ctas_cap: int = 0,
+                          philox_rounds: Optional[int] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the replay decode kernel. Every argument is
     baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
@@ -3603,14 +3608,15 @@ def compile_mamba2_replay(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
     half: :func:`use_split`), ``pf_early`` (L2 prefetches before the PDL wait, without
     ``row_order``; None: :data:`PF_EARLY_ENV`, else off), ``row_split`` (each head's rows over
     that many CTAs, :func:`check_row_split`; launches without ``row_order``), ``smem_ctas_cap``
-    (a split non-flush half at most that many CTAs per SM: :func:`split_nonflush_cap`). With ``dump`` the
+    (a split non-flush half at most that many CTAs per SM: :func:`split_nonflush_cap`),
+    ``philox_rounds`` (the SR generator's rounds: the cache's; None = 10). With ``dump`` the
     compile bypasses the cache."""
     _require_ffi()
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices, prefetch,
                        min_blocks_per_mp, flush_impl, nonflush_mma, staged, early_arrive,
                        row_order, rows, flush_positions, pf_early, num_threads, row_split,
-                       early_read, few_rows, smem_ctas_cap)
+                       early_read, few_rows, smem_ctas_cap, philox_rounds)
     return _compile_op(_CACHE, key, Mamba2ReplayDecode, kw, dump)
 
 
@@ -3621,7 +3627,8 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
                  has_state_batch_indices: bool = True,
                  keep_ptx: bool = True,
                  num_threads: int = NUM_THREADS,
-                 row_split: int = 1) -> Tuple[CompiledKernel, Optional[str]]:
+                 row_split: int = 1,
+                 philox_rounds: Optional[int] = None) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
     layer, L=16, decode-only ring (R = L + 1). Returns ``(kernel, ptx_or_None)``; with ``keep_ptx``
     the compile is uncached and the PTX text is returned."""
@@ -3630,7 +3637,7 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
     args = (pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, has_D, has_z, has_dt_bias,
             dt_softplus, heads_per_cta, has_state_batch_indices)
     return _compile_keep_ptx(functools.partial(compile_mamba2_replay, num_threads=num_threads,
-                                               row_split=row_split),
+                                               row_split=row_split, philox_rounds=philox_rounds),
                              args, keep_ptx)
 
 
@@ -3789,7 +3796,8 @@ def _split_launch(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
     has_idx = state_batch_indices is not None
     base = (cache.pair, x.dtype, dt.dtype, H, P, N, G, cache.buffer_len, cache.ring,
             D is not None, z is not None, dt_bias is not None, dt_softplus)
-    impl = dict(flush_impl=flush_impl, nonflush_mma=nonflush_mma, staged=staged, row_order=True)
+    impl = dict(flush_impl=flush_impl, nonflush_mma=nonflush_mma, staged=staged, row_order=True,
+                philox_rounds=cache.philox_rounds)
     if heads_per_cta is None:
         narrow = choose_heads_per_cta(batch, H, G)
         hpc1 = split_nonflush_heads(cache.pair.read_fmt, batch, H, G)
@@ -3824,7 +3832,7 @@ def _split_half(base, hpc: int, has_idx: bool, prefetch, impl: dict, rows: int,
     ``cap`` CTAs per SM) or 2 (flush)."""
     kw, _ = _resolve(*base, hpc, has_idx, prefetch, None, impl["flush_impl"],
                      impl["nonflush_mma"], impl["staged"], None, True, rows, int(rows == 2),
-                     smem_ctas_cap=cap)
+                     smem_ctas_cap=cap, philox_rounds=impl.get("philox_rounds"))
     return Mamba2ReplayDecode(**kw)
 
 
@@ -4021,6 +4029,7 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               early_read=early_read_for(cache, batch, heads_per_cta, split,
                                                         ordered),
                               few_rows=few_rows_hint_for(cache, batch, heads_per_cta, split,
-                                                         ordered))
+                                                         ordered),
+                              philox_rounds=cache.philox_rounds)
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     return _launch_args(k, cache, order_fn(cache, 1, has_idx, ocur) if ordered else None)

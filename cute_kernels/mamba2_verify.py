@@ -573,7 +573,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                  has_state_batch_indices: bool = True, min_blocks_per_mp: Optional[int] = None,
                  flush_impl: Optional[int] = None, use_mma: Optional[bool] = None,
                  row_order: bool = False, pdl: Optional[int] = None, rows: int = 0,
-                 order_cursors: bool = False):
+                 order_cursors: bool = False, philox_rounds: Optional[int] = None):
         T = int(num_drafts)
         # 0: every row; split launch: 1 = non-flush rows only, 2 = flush rows only (the other
         # rows' CTAs exit after the cursors; the two launches together make one verify call)
@@ -596,7 +596,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
                          row_order=row_order,
                          mma_fold=bool(_mma_fold_default()),   # off unless forced: 0.90-0.98x
                          pdl=common.pdl_mode(pdl, verify=True), order_cursors=order_cursors,
-                         rows=self.rows)
+                         rows=self.rows, philox_rounds=philox_rounds)
         if self.rows:
             self.early_arrive = True     # the owned cursor read arrives at the CTA's start
         # v2 flush: flush rows take their T dots from the fold S_new inside the flush (hi read
@@ -743,7 +743,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         b = al(4 * N) + al(4 * N * TP) + al(4 * EM * TP) + al(4 * HPC * self.cfg.hm)
         b += al(4 * HPC * T * EM) + al(16 * HPC) + al(4 * HPC * TP) + al(4 * (NT // 32))
-        b += al(8 * lp.PHILOX_ROUNDS) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
+        b += al(8 * self.philox_rounds) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
         if self.mma_bsmem:
             b += al(4 * 32 * self.bfr_words)
         if self.flush_dots and self.rows != 1:
@@ -798,7 +798,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sG = smem.allocate_tensor(Float32, cute.make_layout((HPC, TP), stride=(TP, 1)),
                                   byte_alignment=16)
         sRed = smem.allocate_tensor(Float32, cute.make_layout(NT // 32), byte_alignment=16)
-        sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * lp.PHILOX_ROUNDS),
+        sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * self.philox_rounds),
                                     byte_alignment=16)
         # the decode flush's own T = 1 output goes here (never read): every (row, head) -> one row
         sSink = smem.allocate_tensor(self.act_dtype, cute.make_layout(P), byte_alignment=16)
@@ -2146,7 +2146,7 @@ _CACHE = KernelCache("mamba2_verify")
 
 def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, has_dt_bias,
              dt_softplus, heads_per_cta, has_idx, min_blocks_per_mp=None, flush_impl=None,
-             use_mma=None, row_order=False, rows=0, order_cursors=False):
+             use_mma=None, row_order=False, rows=0, order_cursors=False, philox_rounds=None):
     from .mamba2_replay import _early_arrive_default, _flush_impl_default
     kw = dict(
         pair=parse_pair(pair_name).name, act_dtype=dtype_name(act_dtype),
@@ -2159,6 +2159,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
         use_mma=_mma_default() if use_mma is None else bool(use_mma),
         row_order=bool(row_order), pdl=common.pdl_default(verify=True), rows=int(rows),
         order_cursors=bool(order_cursors and row_order),
+        philox_rounds=common.philox_rounds_for(pair_name, philox_rounds),
     )
     key = ("mamba2_verify", common.arch_key(), os.environ.get("REPLAYSSM_M2V_MINBLOCKS"),
            _early_arrive_default(), _mma_fold_default(), _out_ilp_default(),
@@ -2184,19 +2185,22 @@ def compile_mamba2_verify(pair_name, act_dtype, dt_dtype, H: int, P: int, N: int
                           dump: Optional["common.dump_ptx"] = None,
                           use_mma: Optional[bool] = None,
                           row_order: bool = False, rows: int = 0,
-                          order_cursors: bool = False) -> CompiledKernel:
+                          order_cursors: bool = False,
+                          philox_rounds: Optional[int] = None) -> CompiledKernel:
     """Compile (once per key, tensor-free, TVM-FFI) the verify kernel for T drafts. Every argument
     is baked into the binary and forms the cache key; ``batch`` and ``num_slots`` stay symbolic.
     Call ``k.ffi(x, dt, A, B, C, D, z, dt_bias, state_batch_indices, out, hi_words, hi_scale,
     hi_global_scale, lo_words, lo_scale, lo_global_scale, x_buf, B_buf, dt_buf, dA_buf, write_pos,
     ring_origin, flush_count, pending, arrive, seed, order, pad_slot_id)`` (``None`` for absent
     tensors; ``order``: see :func:`cute_kernels.mamba2_replay.compile_mamba2_replay`).
-    With ``dump`` the compile bypasses the cache."""
+    ``philox_rounds``: the SR generator's rounds (the cache's; None = 10). With ``dump`` the
+    compile bypasses the cache."""
     if not common.HAS_TVM_FFI:
         raise RuntimeError("the Mamba-2 verify kernel needs apache-tvm-ffi (TVM-FFI call path)")
     kw, key = _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z,
                        has_dt_bias, dt_softplus, heads_per_cta, has_state_batch_indices,
-                       min_blocks_per_mp, flush_impl, use_mma, row_order, rows, order_cursors)
+                       min_blocks_per_mp, flush_impl, use_mma, row_order, rows, order_cursors,
+                       philox_rounds)
     # per-token inputs carry the T mode: x, z, out [batch, T, H, P], dt [batch, T, H], B, C
     # [batch, T, G, N]; the cache tensors as in the decode kernel
     return _compile_op(_CACHE, key, Mamba2VerifyKernel, kw, dump, draft_modes=(int(T),))
@@ -2208,7 +2212,8 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
                  has_dt_bias: bool = True, dt_softplus: bool = True, heads_per_cta: int = 1,
                  has_state_batch_indices: bool = True,
                  keep_ptx: bool = True, min_blocks_per_mp: Optional[int] = None,
-                 rows: int = 0, order_cursors: bool = False
+                 rows: int = 0, order_cursors: bool = False,
+                 philox_rounds: Optional[int] = None
                  ) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one variant without a GPU (``CUTE_DSL_ARCH=sm_90a``). Defaults: Nemotron-3-Super
     layer, L = 16, T = 8, ring R = max(L, T) + T. Returns ``(kernel, ptx_or_None)``."""
@@ -2218,7 +2223,8 @@ def compile_only(pair_name="nvfp4/fp16sr", act_dtype="bfloat16", dt_dtype="float
             dt_softplus, heads_per_cta, has_state_batch_indices, min_blocks_per_mp)
     return _compile_keep_ptx(functools.partial(compile_mamba2_verify, rows=rows,
                                                row_order=order_cursors,
-                                               order_cursors=order_cursors), args, keep_ptx)
+                                               order_cursors=order_cursors,
+                                               philox_rounds=philox_rounds), args, keep_ptx)
 
 
 def supports_cache(cache) -> bool:
@@ -2398,7 +2404,8 @@ def _launch_entry(cache, x, dt, B, D, z, dt_bias, dt_softplus, state_batch_indic
                               T, D is not None, z is not None, dt_bias is not None, dt_softplus,
                               heads_per_cta, has_idx, min_blocks_per_mp,
                               flush_impl, use_mma=use_mma, row_order=ordered, rows=rows,
-                              order_cursors=order_cursors and ordered)
+                              order_cursors=order_cursors and ordered,
+                              philox_rounds=cache.philox_rounds)
     ocur = bool(getattr(k.meta["op"], "order_cursors", False))
     ent = _launch_args(k, cache, order_fn(cache, T, has_idx, ocur) if ordered else None)
     return (ent, k.meta["op"]) if with_op else ent

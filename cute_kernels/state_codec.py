@@ -106,11 +106,12 @@ class StateEncode(_CodecBase):
     """fp32 ``S [n, H, R, C]`` -> pool ``data`` (int32 word view) / scales at ``slots[i]``.
 
     Compile-time: ``fmt``, ``rounding`` ('rn' | 'sr'; ignored for fp32), ``stream_id`` (0 = hi /
-    recurrence checkpoint, 1 = lo / read copy; only the SR counter uses it), ``R``, ``C``.
+    recurrence checkpoint, 1 = lo / read copy; only the SR counter uses it), ``R``, ``C``,
+    ``philox_rounds`` (the SR generator's rounds: the cache's).
     """
 
     def __init__(self, fmt: str, rounding: str, stream_id: int, R: int, C: int,
-                 num_threads: int = NUM_THREADS):
+                 num_threads: int = NUM_THREADS, philox_rounds: int = lp.PHILOX_ROUNDS):
         super().__init__(fmt, R, C, num_threads)
         if rounding not in ROUNDINGS:
             raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
@@ -118,6 +119,7 @@ class StateEncode(_CodecBase):
             raise ValueError(f"stream_id must be 0 (hi) or 1 (lo), got {stream_id!r}")
         self.sr = rounding == "sr" and fmt != "fp32"
         self.stream_id = int(stream_id)
+        self.philox_rounds = int(philox_rounds)
 
     @cute.jit
     def __call__(self, mS: cute.Tensor, mSlots: cute.Tensor, mFlush: Optional[cute.Tensor],
@@ -182,7 +184,8 @@ class StateEncode(_CodecBase):
                 if const_expr(self.sr):
                     quad0 = Uint32(qc) * Uint32(4)
                     for jq in cutlass.range_constexpr(4):
-                        o0, o1, o2, o3 = lp.philox4x32_10(quad0 + Uint32(jq), c1, c2, w3, k0, k1)
+                        o0, o1, o2, o3 = lp.philox4x32(quad0 + Uint32(jq), c1, c2, w3, k0, k1,
+                                                       self.philox_rounds)
                         words[4 * jq + 0] = o0
                         words[4 * jq + 1] = o1
                         words[4 * jq + 2] = o2
@@ -358,11 +361,12 @@ def _fake_decode_args(op: StateDecode):
     return (data, scale, gscale, slots, out, common.fake_stream())
 
 
-def _enc_key(fmt, rounding, stream_id, R, C):
+def _enc_key(fmt, rounding, stream_id, R, C, philox_rounds=lp.PHILOX_ROUNDS):
     rounding = _norm_rounding(fmt, rounding)
     stream_id = int(stream_id) if rounding == "sr" else 0
+    rounds = int(philox_rounds) if rounding == "sr" else lp.PHILOX_ROUNDS
     return ("state_encode", common.arch_key(), fmt, rounding, stream_id, int(R), int(C),
-            lp.f16_sr_chunk())
+            lp.f16_sr_chunk(), rounds)
 
 
 def _dec_key(fmt, R, C):
@@ -375,15 +379,17 @@ def _require_ffi():
 
 
 def compile_state_encode(fmt: str, rounding: str, stream_id: int, R: int, C: int,
-                         dump: Optional["common.dump_ptx"] = None) -> CompiledKernel:
-    """Compile (cached by ``(fmt, rounding, stream_id, R, C)``) the encoder. Call
+                         dump: Optional["common.dump_ptx"] = None,
+                         philox_rounds: int = lp.PHILOX_ROUNDS) -> CompiledKernel:
+    """Compile (cached by ``(fmt, rounding, stream_id, R, C, philox_rounds)``) the encoder. Call
     ``k.ffi(S, slots, flush_count, seed, data_i32, scale, global_scale)`` with torch tensors
     (``None`` for the tensors the variant does not use: flush_count / seed unless SR, scale unless
     fp8 / nvfp4, global_scale unless nvfp4). With ``dump`` the compile bypasses the cache."""
     _require_ffi()
-    key = _enc_key(fmt, rounding, stream_id, R, C)
+    key = _enc_key(fmt, rounding, stream_id, R, C, philox_rounds)
     return common.compile_tvm_ffi_cached(_ENC_CACHE, key,
-                                         lambda: StateEncode(fmt, key[3], key[4], R, C),
+                                         lambda: StateEncode(fmt, key[3], key[4], R, C,
+                                                             philox_rounds=key[-1]),
                                          _fake_encode_args, dump=dump)
 
 
@@ -398,16 +404,18 @@ def compile_state_decode(fmt: str, R: int, C: int,
 
 
 def compile_only(kind: str, fmt: str, R: int, C: int, rounding: str = "rn", stream_id: int = 0,
-                 keep_ptx: bool = True) -> Tuple[CompiledKernel, Optional[str]]:
+                 keep_ptx: bool = True,
+                 philox_rounds: int = lp.PHILOX_ROUNDS) -> Tuple[CompiledKernel, Optional[str]]:
     """Compile one encoder (``kind='encode'``) or decoder (``kind='decode'``) variant without a
     GPU (``CUTE_DSL_ARCH=sm_90a``). Returns ``(compiled_kernel, ptx_text_or_None)``."""
     if not keep_ptx:
-        k = (compile_state_encode(fmt, rounding, stream_id, R, C) if kind == "encode"
-             else compile_state_decode(fmt, R, C))
+        k = (compile_state_encode(fmt, rounding, stream_id, R, C, philox_rounds=philox_rounds)
+             if kind == "encode" else compile_state_decode(fmt, R, C))
         return k, None
     with common.dump_ptx() as d:
-        k = (compile_state_encode(fmt, rounding, stream_id, R, C, dump=d) if kind == "encode"
-             else compile_state_decode(fmt, R, C, dump=d))
+        k = (compile_state_encode(fmt, rounding, stream_id, R, C, dump=d,
+                                  philox_rounds=philox_rounds)
+             if kind == "encode" else compile_state_decode(fmt, R, C, dump=d))
         ptx = d.read() or None
         d.cleanup()
     k._ptx = ptx
@@ -446,7 +454,8 @@ def _as_u8(t):
 
 
 def encode_state_cute(S, slots, flush_count, seed, fmt: str, rounding: str, stream_id: int,
-                      data, scale=None, global_scale=None) -> None:
+                      data, scale=None, global_scale=None,
+                      philox_rounds: int = lp.PHILOX_ROUNDS) -> None:
     """Encode fp32 ``S [n, H, R, C]`` into pool tensors at ``slots`` (int32 [n], -1 = skip).
 
     ``flush_count`` int32 [num_slots] (the SR generation is ``flush_count[slot]``; not modified)
@@ -454,7 +463,8 @@ def encode_state_cute(S, slots, flush_count, seed, fmt: str, rounding: str, stre
     [num_slots, H, R, C] fp32 / fp16 / bf16 / float8_e4m3fn (or uint8), or uint8 [.., C/2] for
     nvfp4; ``scale``: fp32 [num_slots, H, R] (fp8) or float8_e4m3fn / uint8 [.., C/16] (nvfp4);
     ``global_scale``: fp32 [num_slots, H] (nvfp4). All contiguous, 16-byte aligned data / S. Runs
-    on the current torch stream; no host sync, no allocation (CUDA-graph safe)."""
+    on the current torch stream; no host sync, no allocation (CUDA-graph safe). ``philox_rounds``:
+    the SR generator's rounds (the cache's)."""
     n, H, R, C = S.shape
     if n == 0 or H == 0:
         return
@@ -462,7 +472,7 @@ def encode_state_cute(S, slots, flush_count, seed, fmt: str, rounding: str, stre
     if sr and (flush_count is None or seed is None):
         raise ValueError("SR encode needs flush_count and seed device tensors")
     _check_scales(fmt, scale, global_scale)
-    k = compile_state_encode(fmt, rounding, stream_id, R, C)
+    k = compile_state_encode(fmt, rounding, stream_id, R, C, philox_rounds=philox_rounds)
     if sr and seed.dim() != 1:
         seed = seed.reshape(1)
     k.ffi(S, slots, flush_count if sr else None, seed if sr else None, _as_words(data, fmt),

@@ -18,7 +18,8 @@ A cache is a pool of ``num_slots`` sequences (rows of a batch address them throu
   rows (row, slot), written by ``cute_kernels.row_order`` right before the step that reads it;
   a view of ``row_order_ext`` (``[5, num_slots]``: with the rows' cursors, for the kernels that
   take them from the order: the Mamba-2 decode, ``REPLAYSSM_M2_ORDER_CURSORS``),
-* the SR ``seed`` (int64 ``[1]``).
+* the SR ``seed`` (int64 ``[1]``) and ``philox_rounds`` (a Python int, 10 by default: the rounds
+  of the Philox generator of the SR words, baked into the kernels; ``formats`` module docstring).
 
 Nothing a step needs lives on the host, so a decode loop captures in a CUDA graph.
 
@@ -70,8 +71,9 @@ class ReplayCache:
     kind = "?"
 
     def _init_common(self, num_slots, nheads_state, rows, cols, precision, buffer_len, max_draft,
-                     act_dtype, device, seed):
+                     act_dtype, device, seed, philox_rounds=F.PHILOX_ROUNDS):
         num_slots = _check_int("num_slots", num_slots, 1)
+        self.philox_rounds = _check_int("philox_rounds", philox_rounds, *F.PHILOX_ROUNDS_RANGE)
         buffer_len = _check_int("buffer_len", buffer_len, 1, 64)
         max_draft = _check_int("max_draft", max_draft, 0, 16)
         if not isinstance(act_dtype, torch.dtype):
@@ -138,6 +140,7 @@ class ReplayCache:
         """Unpickled (``pickle`` / ``torch.save`` of a cache or a block holding one): a new cache
         with a handle of its own -- the pickled one named another cache, or none, here."""
         from .library import register_cache
+        state.setdefault("philox_rounds", F.PHILOX_ROUNDS)   # (pickled before the option)
         self.__dict__.update(state)
         self._handle = register_cache(self)
 
@@ -182,7 +185,7 @@ class ReplayCache:
             Sc = S.to(torch.float32).contiguous()
             for enc, fmt, rnd, stream in self._copies():
                 encode_state_cute(Sc, s32, self.flush_count, self.seed, fmt, rnd, stream, enc.data,
-                                  enc.scale, enc.global_scale)
+                                  enc.scale, enc.global_scale, philox_rounds=self.philox_rounds)
             self.flush_count[slots] += 1
             return
         per_slot = self.state_heads * self.rows * self.cols
@@ -194,8 +197,8 @@ class ReplayCache:
     def _write_chunk(self, slots, S):
         gen = self.flush_count[slots].to(torch.int64)
         for enc, fmt, rnd, stream in self._copies():
-            words = (F.sr_words(self.seed, slots, self.state_heads, self.rows, self.cols, gen, stream)
-                     if rnd == "sr" else None)
+            words = (F.sr_words(self.seed, slots, self.state_heads, self.rows, self.cols, gen, stream,
+                                self.philox_rounds) if rnd == "sr" else None)
             new = F.encode(S, fmt, rnd, words)
             enc.data[slots] = new.data
             if enc.scale is not None:
@@ -301,7 +304,9 @@ class ReplayCache:
     def __repr__(self):
         return (f"{type(self).__name__}(precision={self.pair.name!r}, num_slots={self.num_slots}, "
                 f"heads={self.state_heads}, state=[{self.rows}, {self.cols}], L={self.buffer_len}, "
-                f"max_draft={self.max_draft}, act_dtype={self.act_dtype}, device={self.device})")
+                f"max_draft={self.max_draft}, act_dtype={self.act_dtype}, device={self.device}"
+                + (f", philox_rounds={self.philox_rounds}" if self.philox_rounds != F.PHILOX_ROUNDS
+                   else "") + ")")
 
 
 class Mamba2ReplayCache(ReplayCache):
@@ -311,14 +316,15 @@ class Mamba2ReplayCache(ReplayCache):
 
     def __init__(self, num_slots: int, nheads: int, headdim: int, dstate: int, ngroups: int = 1, *,
                  precision="fp32", buffer_len: int = 16, max_draft: int = 0,
-                 act_dtype: torch.dtype = torch.bfloat16, device="cpu", seed: int = 0):
+                 act_dtype: torch.dtype = torch.bfloat16, device="cpu", seed: int = 0,
+                 philox_rounds: int = F.PHILOX_ROUNDS):
         nheads, headdim, dstate, ngroups = (_check_int(n, v, 1) for n, v in (
             ("nheads", nheads), ("headdim", headdim), ("dstate", dstate), ("ngroups", ngroups)))
         if nheads % ngroups:
             raise ValueError(f"nheads ({nheads}) must be a multiple of ngroups ({ngroups})")
         self.nheads, self.headdim, self.dstate, self.ngroups = nheads, headdim, dstate, ngroups
         self._init_common(num_slots, nheads, headdim, dstate, precision, buffer_len, max_draft,
-                          act_dtype, device, seed)
+                          act_dtype, device, seed, philox_rounds)
         S, R, dev = num_slots, self.ring, self.device
         self.x_buf = torch.zeros(S, nheads, R, headdim, dtype=act_dtype, device=dev)
         self.B_buf = torch.zeros(S, ngroups, R, dstate, dtype=act_dtype, device=dev)
@@ -345,7 +351,8 @@ class GDNReplayCache(ReplayCache):
 
     def __init__(self, num_slots: int, num_k_heads: int, num_v_heads: int, head_k_dim: int,
                  head_v_dim: int, *, precision="fp32", buffer_len: int = 16, max_draft: int = 0,
-                 act_dtype: torch.dtype = torch.bfloat16, device="cpu", seed: int = 0):
+                 act_dtype: torch.dtype = torch.bfloat16, device="cpu", seed: int = 0,
+                 philox_rounds: int = F.PHILOX_ROUNDS):
         num_k_heads, num_v_heads, head_k_dim, head_v_dim = (_check_int(n, v, 1) for n, v in (
             ("num_k_heads", num_k_heads), ("num_v_heads", num_v_heads),
             ("head_k_dim", head_k_dim), ("head_v_dim", head_v_dim)))
@@ -354,7 +361,7 @@ class GDNReplayCache(ReplayCache):
                              f"({num_k_heads})")
         self.H, self.HV, self.K, self.V = num_k_heads, num_v_heads, head_k_dim, head_v_dim
         self._init_common(num_slots, num_v_heads, head_v_dim, head_k_dim, precision, buffer_len,
-                          max_draft, act_dtype, device, seed)
+                          max_draft, act_dtype, device, seed, philox_rounds)
         S, R, dev = num_slots, self.ring, self.device
         f32 = torch.float32
         self.k_buf = torch.zeros(S, num_k_heads, R, head_k_dim, dtype=act_dtype, device=dev)

@@ -35,7 +35,9 @@ bit pattern (``mag`` = |x| bits, ``sig`` = mantissa | implicit bit, ``e`` = max(
 * k > 23 (|x| below the smallest subnormal s = 2^(emin−m)): RN gives s iff |x|/s > 1/2 (the tie goes
   to 0); SR gives s iff ``float(word >> 8) < (|x|/s)·2^24``, else 0. The sign is kept.
 
-Random bits for SR: Philox-4x32 with **10 rounds** (Salmon et al., SC'11; round constants
+Random bits for SR: Philox-4x32 with **10 rounds** by default (Salmon et al., SC'11; Random123's
+default, with its safety margin; a cache's ``philox_rounds`` picks 1-16 -- fewer rounds, cheaper
+flushes -- as SGLang's ``--mamba-cache-philox-rounds`` and FlashInfer's SSU do; round constants
 0xD2511F53 / 0xCD9E8D57, key increments 0x9E3779B9 / 0xBB67AE85, Random123 ordering), key =
 ``(seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)`` with ``seed`` the cache's int64 SR seed, and for
 element ``e = r * C + c`` of the matrix of (slot, head):
@@ -65,6 +67,8 @@ __all__ = [
 ]
 
 PHILOX_ROUNDS = 10
+#: the round counts a cache may ask for (``philox_rounds``)
+PHILOX_ROUNDS_RANGE = (1, 16)
 PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57
 PHILOX_W0, PHILOX_W1 = 0x9E3779B9, 0xBB67AE85
 MASK32 = 0xFFFFFFFF
@@ -134,11 +138,12 @@ def philox4x32(counter: torch.Tensor, key0, key1, rounds: int = PHILOX_ROUNDS) -
 
 
 def sr_words(seed, slots: torch.Tensor, heads: int, rows: int, cols: int,
-             generation: torch.Tensor, stream: int) -> torch.Tensor:
+             generation: torch.Tensor, stream: int, rounds: int = PHILOX_ROUNDS) -> torch.Tensor:
     """The uint32 random word of every element of the matrices ``[len(slots), heads, rows, cols]``.
 
     ``seed``: int or int64 tensor (0-dim or [1]); ``slots``: int64 [n] pool slot ids;
-    ``generation``: int64 [n] write count per slot. Returns int64 [n, heads, rows, cols]."""
+    ``generation``: int64 [n] write count per slot; ``rounds``: Philox rounds (the cache's
+    ``philox_rounds``). Returns int64 [n, heads, rows, cols]."""
     dev = slots.device
     n = slots.shape[0]
     seed = torch.as_tensor(seed, dtype=torch.int64, device=dev).reshape(())
@@ -150,7 +155,7 @@ def sr_words(seed, slots: torch.Tensor, heads: int, rows: int, cols: int,
     ctr[..., 1] = torch.arange(heads, device=dev, dtype=torch.int64).view(1, -1, 1)
     ctr[..., 2] = slots.to(torch.int64).view(-1, 1, 1) & MASK32
     ctr[..., 3] = ((stream & 1) << 31) | (generation.to(torch.int64).view(-1, 1, 1) & 0x7FFFFFFF)
-    out = philox4x32(ctr, k0, k1)                      # [n, heads, quads, 4]
+    out = philox4x32(ctr, k0, k1, rounds)              # [n, heads, quads, 4]
     words = out.reshape(n, heads, -1)[:, :, : rows * cols]
     return words.reshape(n, heads, rows, cols)
     # (elem is documented above; element e takes word (e >> 2, lane e & 3))

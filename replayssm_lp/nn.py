@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from . import _validate as V
+from .formats import PHILOX_ROUNDS
 from . import ops
 from .cache import GDNReplayCache, Mamba2ReplayCache
 
@@ -98,13 +99,13 @@ class Mamba2DecodeBlock(_ReplayBlock):
     def __init__(self, nheads: int, headdim: int, dstate: int, ngroups: int = 1, *,
                  precision="fp32", buffer_len: int = 16, max_draft: int = 0, num_slots: int = 1,
                  act_dtype: torch.dtype = torch.bfloat16, device="cpu", backend: str = "auto",
-                 dt_softplus: bool = True, seed: int = 0):
+                 dt_softplus: bool = True, seed: int = 0, philox_rounds: int = PHILOX_ROUNDS):
         super().__init__()
         V.backend(backend)
         self.cache = Mamba2ReplayCache(num_slots, nheads, headdim, dstate, ngroups,
                                        precision=precision, buffer_len=buffer_len,
                                        max_draft=max_draft, act_dtype=act_dtype, device=device,
-                                       seed=seed)
+                                       seed=seed, philox_rounds=philox_rounds)
         self.backend = backend
         self.dt_softplus = V.flag("dt_softplus", dt_softplus)
 
@@ -148,13 +149,13 @@ class GDNDecodeBlock(_ReplayBlock):
                  precision="fp32", buffer_len: int = 16, max_draft: int = 0, num_slots: int = 1,
                  act_dtype: torch.dtype = torch.bfloat16, device="cpu", backend: str = "auto",
                  use_qk_l2norm_in_kernel: bool = True, scale: Optional[float] = None,
-                 seed: int = 0):
+                 seed: int = 0, philox_rounds: int = PHILOX_ROUNDS):
         super().__init__()
         V.backend(backend)
         self.cache = GDNReplayCache(num_slots, num_k_heads, num_v_heads, head_k_dim, head_v_dim,
                                     precision=precision, buffer_len=buffer_len,
                                     max_draft=max_draft, act_dtype=act_dtype, device=device,
-                                    seed=seed)
+                                    seed=seed, philox_rounds=philox_rounds)
         self.backend = backend
         self.use_qk_l2norm_in_kernel = V.flag("use_qk_l2norm_in_kernel",
                                               use_qk_l2norm_in_kernel)

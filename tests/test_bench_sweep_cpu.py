@@ -63,7 +63,7 @@ def _fake_gpu_sweep(monkeypatch, fail_on_shape=None):
     from bench import sweep, warmup
 
     def cells_fn(shape, pairs, batches, Ls, replays, peers, progress, phases=False, cells=None,
-                 order=False, max_draft=0):
+                 order=False, max_draft=0, philox_rounds=10):
         if shape == fail_on_shape:
             raise RuntimeError("planted failure")
         for b in batches:

@@ -4,7 +4,8 @@
 #     owed on an H200 since session 48, and it holds the T > 8 fuzz of the non-flush state dots
 #     on the tensor cores with two n8 query tiles (this session; test_fuzz_mamba2_verify_more_
 #     than_8_drafts_at_4_heads: fp32 / nvfp4/fp16sr / fp8/fp32, single and split launch, B in
-#     registers / smem). LEAN=1: only that fuzz (12 tests) and the M2 row-order tests;
+#     registers / smem). LEAN=1: only that fuzz (12 tests), the M2 row-order tests and (session
+#     50) test_replay_step_with_philox_rounds_matches_reference (10 tests);
 #  2. A-B-C of those dots, ROUNDS rounds (default 2; LEAN=1: 1): the default (MMA_MAX_T_DEFAULT
 #     = 8: the CUDA-core dots above 8 drafts, as until now), REPLAYSSM_M2V_MMA_MAX_T=16 (B
 #     fragments in registers: the nvfp4 split's non-flush build spills 120 B), and with
@@ -29,7 +30,8 @@ if [ "${LEAN:-0}" = 1 ]; then
   PT="timeout ${TEST_S:-170} python -m pytest -q -rs -p no:cacheprovider"
   ( $PT -n 6 tests/test_gpu_spec.py -k "more_than_8" > "$OUT/t_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_spec.log" ) &
   ( $PT -n 3 tests/test_gpu_row_order.py -k "mamba2" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
-  : > "$OUT/t_ops.log"
+  # session 50: a cache's philox_rounds through every SR encoder (10 cases)
+  ( $PT -n 4 tests/test_gpu_ops.py -k "philox_rounds" > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
 else
   TEST_S=${TEST_S:-240} m2_test_set
 fi

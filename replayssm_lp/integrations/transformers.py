@@ -82,6 +82,7 @@ from typing import Dict, List, Optional
 
 import torch
 
+from .. import formats as F
 from ..cache import _check_int
 from ..nn import GDNDecodeBlock, Mamba2DecodeBlock
 from ..pairs import parse_pair
@@ -213,7 +214,8 @@ class _LayerState:
         h, mixer = self.handle_ref(), self.mixer_ref()
         kw = dict(precision=h.precision, buffer_len=h.buffer_len, max_draft=h.max_draft,
                   num_slots=batch, act_dtype=dtype, device=device, backend=h.backend,
-                  seed=h.seed + mixer.layer_idx)
+                  seed=h.seed + mixer.layer_idx,
+                  philox_rounds=h.philox_rounds)
         if self.family == "mamba2":
             return Mamba2DecodeBlock(mixer.num_heads, mixer.head_dim, mixer.ssm_state_size,
                                      mixer.n_groups, dt_softplus=True, **kw)
@@ -624,11 +626,13 @@ def _make_forward(st: _LayerState, orig_forward, mixer):
 class ReplayPatch:
     """Handle returned by :func:`patch` (also ``model._replayssm_patch``)."""
 
-    def __init__(self, model, precision, buffer_len, max_draft, backend, seed, version):
+    def __init__(self, model, precision, buffer_len, max_draft, backend, seed, version,
+                 philox_rounds=F.PHILOX_ROUNDS):
         self.model_ref = weakref.ref(model)
         self.precision = parse_pair(precision).name
         self.buffer_len, self.max_draft = buffer_len, max_draft
         self.backend, self.seed = backend, seed
+        self.philox_rounds = philox_rounds
         self.transformers_version = version
         self.warned_recording = False
         self.layers: List[_LayerState] = []
@@ -872,14 +876,15 @@ def _find_layers(model):
 
 
 def patch(model, precision="nvfp4/fp16sr", buffer_len: int = 16, max_draft: int = 0,
-          backend: str = "auto", seed: int = 0) -> ReplayPatch:
+          backend: str = "auto", seed: int = 0, philox_rounds: int = F.PHILOX_ROUNDS) -> ReplayPatch:
     """Swap the single-token SSM state update of every supported mixer layer of ``model`` (a
     ``transformers`` model, in place) for the ReplaySSM op with the given precision pair and
     buffer length L. Returns a :class:`ReplayPatch` handle; :func:`unpatch` restores the model.
 
     Raises :class:`UnsupportedModelError` for a model without supported SSM layers, with SSM
     layers of an unsupported class, or an unsupported transformers version; ``ValueError`` for a
-    bad precision pair / L / backend, or nvfp4 with a state dim that is not a multiple of 16.
+    bad precision pair / L / backend / ``philox_rounds`` (the SR generator's rounds, 1-16:
+    :mod:`replayssm_lp.formats`), or nvfp4 with a state dim that is not a multiple of 16.
     """
     version = _check_transformers_version()
     if not isinstance(model, torch.nn.Module):
@@ -890,6 +895,7 @@ def patch(model, precision="nvfp4/fp16sr", buffer_len: int = 16, max_draft: int 
     buffer_len = _check_int("buffer_len", buffer_len, 1, 64)
     max_draft = _check_int("max_draft", max_draft, 0, 16)
     seed = _check_int("seed", seed, -(1 << 63), (1 << 63) - 1 - 4096)  # (+ layer_idx per block)
+    philox_rounds = _check_int("philox_rounds", philox_rounds, *F.PHILOX_ROUNDS_RANGE)
     if backend not in ("auto", "torch", "cute"):
         raise ValueError(f"backend must be one of ('auto', 'torch', 'cute'), got {backend!r}")
     supported, unsupported = _find_layers(model)
@@ -918,7 +924,8 @@ def patch(model, precision="nvfp4/fp16sr", buffer_len: int = 16, max_draft: int 
             raise ValueError(f"precision {pair.name!r} uses nvfp4, which needs the contiguous "
                              f"state dim to be a multiple of 16; {name} has "
                              f"{'dstate' if fam == 'mamba2' else 'head_k_dim'}={cols}")
-    handle = ReplayPatch(model, pair.name, buffer_len, max_draft, backend, seed, version)
+    handle = ReplayPatch(model, pair.name, buffer_len, max_draft, backend, seed, version,
+                         philox_rounds)
     for name, m, fam in supported:
         st = _LayerState(handle, name, m, fam)
         st.wrapper = _make_forward(st, st.orig, m)

@@ -47,7 +47,7 @@ ab_run() {  # N ...: base then new, grid by grid
 
 m2_test_set() {  # the final-code Mamba-2 GPU test set on this tree, in the background
   local T="timeout ${TEST_S:-300} python -m pytest -q -rs -p no:cacheprovider"
-  ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 4 tests/test_gpu_ops.py -k "fold_pair_bit_identical or flush_v1 or (mamba2 and replay_step_matches_torch_reference) or mamba2_decode_at_256_threads" > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
+  ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 4 tests/test_gpu_ops.py -k "fold_pair_bit_identical or flush_v1 or (mamba2 and replay_step_matches_torch_reference) or mamba2_decode_at_256_threads or philox_rounds" > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
   ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 4 tests/test_gpu_row_order.py -k "mamba2" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
   ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 3 tests/test_gpu_spec.py -k "mamba2" > "$OUT/t_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_spec.log" ) &
 }

@@ -8,6 +8,7 @@ decode:pair:g with given g / beta; ordered:pair the decode with the flush-first 
 split2:pair the split launch's non-flush / flush half; std:raw or std:g for the fp32 standard kernel)
 
 Compare a default build with an env-forced one (same tree) to show a default is what was timed.
+``GDN_MD5_ROUNDS``: the SR builds' Philox rounds (a cache's ``philox_rounds``; default 10).
 """
 import hashlib
 import os
@@ -24,23 +25,24 @@ from cute_kernels import gdn_standard as GS  # noqa: E402
 from cute_kernels import gdn_verify as GV  # noqa: E402
 
 GIVEN = dict(g_dtype="float32", beta_dtype="bfloat16")
+ROUNDS = dict(philox_rounds=int(os.environ.get("GDN_MD5_ROUNDS", "10")))
 
 for spec in sys.argv[1:]:
     parts = spec.split(":")
     if parts[0] == "decode":
         kw = GIVEN if parts[2:] == ["g"] else {}
-        k, ptx = GR.compile_only(parts[1], keep_ptx=True, **kw)
+        k, ptx = GR.compile_only(parts[1], keep_ptx=True, **kw, **ROUNDS)
     elif parts[0] in ("ordered", "split1", "split2"):
         # the decode with the flush-first order / one half of the split launch
         rows = 0 if parts[0] == "ordered" else int(parts[0][-1])
-        k, ptx = GR.compile_only(parts[1], keep_ptx=True, row_order=True, rows=rows)
+        k, ptx = GR.compile_only(parts[1], keep_ptx=True, row_order=True, rows=rows, **ROUNDS)
     elif parts[0] == "std":
         k, ptx = GS.compile_only(keep_ptx=True, **(GIVEN if parts[1] == "g" else {}))
     else:
         pair, T = parts[0], int(parts[1])
         bv = int(parts[2]) if len(parts) > 2 and parts[2] else None
         kw = GIVEN if parts[3:] == ["g"] else {}
-        k, ptx = GV.compile_only(pair, T=T, keep_ptx=True, block_v=bv, **kw)
+        k, ptx = GV.compile_only(pair, T=T, keep_ptx=True, block_v=bv, **kw, **ROUNDS)
     md5 = hashlib.md5(re.sub(r"kernel_\w+", "K", ptx).encode()).hexdigest()[:10]
     info = common.ptxas_info(re.sub(r"\.version 9\.\d", ".version 9.0", ptx)) or ""
     regs = re.findall(r"Used (\d+) registers", info)

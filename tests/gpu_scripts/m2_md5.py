@@ -12,7 +12,8 @@ most ``cap`` CTAs per SM: ``smem_ctas_cap``) / flush half;
 with the order's cursors.) Compare a default build with an env-forced one (same tree) to show a
 default is what was timed, or a refactor's builds with the GPU-tested ones. ``M2_MD5_L``: the
 buffer length (default 16); ``M2_MD5_SHAPE``: a `replayssm-bench traffic` Mamba-2 shape of all
-builds (default Nemotron-3-Super).
+builds (default Nemotron-3-Super); ``M2_MD5_ROUNDS``: the SR builds' Philox rounds (a cache's
+``philox_rounds``; default 10).
 
 ``--loops`` also disassembles each build (ptxas on PATH, ``nvdisasm`` from ``pip download
 nvidia-cuda-nvdisasm``, unzipped; its path in ``NVDISASM``) and prints its static SASS count and
@@ -41,11 +42,14 @@ if os.environ.get("M2_MD5_SHAPE"):
     SHAPE = SHAPE[:2] + tuple(traffic.SHAPES[os.environ["M2_MD5_SHAPE"]][n] for n in "HPNG")
 
 
+ROUNDS = int(os.environ.get("M2_MD5_ROUNDS", "10"))
+
+
 def decode(pair, hpc, **kw):
     L = int(os.environ.get("M2_MD5_L", "16"))
     args = (pair, *SHAPE, L, L + 1, True, False, True, True, hpc)
     with common.dump_ptx() as d:
-        k = MR.compile_mamba2_replay(*args, dump=d, **kw)
+        k = MR.compile_mamba2_replay(*args, dump=d, philox_rounds=ROUNDS, **kw)
         ptx = d.read()
         d.cleanup()
     return k, ptx
@@ -87,7 +91,7 @@ for spec in [a for a in sys.argv[1:] if a != "--loops"]:
         d = dict(zip("HPNG", SHAPE[2:]))
         k, ptx = MV.compile_only(pair, T=int(parts[2]), heads_per_cta=4, keep_ptx=True, rows=rows,
                                  order_cursors=bool(rows), L=int(os.environ.get("M2_MD5_L", "16")),
-                                 **d)
+                                 philox_rounds=ROUNDS, **d)
     else:
         hpc = int(parts[2]) if len(parts) > 2 else 4
         kw = {}
