@@ -73,7 +73,8 @@ class ReplayCache:
     def _init_common(self, num_slots, nheads_state, rows, cols, precision, buffer_len, max_draft,
                      act_dtype, device, seed, philox_rounds=F.PHILOX_ROUNDS):
         num_slots = _check_int("num_slots", num_slots, 1)
-        self.philox_rounds = _check_int("philox_rounds", philox_rounds, *F.PHILOX_ROUNDS_RANGE)
+        # (read-only: the kernels a cache's launches memoise bake it in)
+        self._philox_rounds = _check_int("philox_rounds", philox_rounds, *F.PHILOX_ROUNDS_RANGE)
         buffer_len = _check_int("buffer_len", buffer_len, 1, 64)
         max_draft = _check_int("max_draft", max_draft, 0, 16)
         if not isinstance(act_dtype, torch.dtype):
@@ -122,6 +123,11 @@ class ReplayCache:
         return F.EncodedState(data, scale)
 
     @property
+    def philox_rounds(self) -> int:
+        """Rounds of the Philox generator of the SR words (fixed at construction)."""
+        return self._philox_rounds
+
+    @property
     def handle(self) -> int:
         """Integer handle of this cache for the torch.library ops (replayssm_lp.library)."""
         return self._handle
@@ -140,7 +146,7 @@ class ReplayCache:
         """Unpickled (``pickle`` / ``torch.save`` of a cache or a block holding one): a new cache
         with a handle of its own -- the pickled one named another cache, or none, here."""
         from .library import register_cache
-        state.setdefault("philox_rounds", F.PHILOX_ROUNDS)   # (pickled before the option)
+        state.setdefault("_philox_rounds", F.PHILOX_ROUNDS)   # (pickled before the option)
         self.__dict__.update(state)
         self._handle = register_cache(self)
 

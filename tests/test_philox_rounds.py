@@ -67,8 +67,10 @@ def test_cache_philox_rounds_validated_kept_and_used(seed):
     torch.save(c7, buf)
     buf.seek(0)
     assert torch.load(buf, weights_only=False).philox_rounds == 7
+    with pytest.raises(AttributeError):           # the launches' kernels bake it in
+        c7.philox_rounds = 4
     old = c10.__dict__.copy()                      # pickled before the option existed
-    del old["philox_rounds"]
+    del old["_philox_rounds"]
     fresh = R.Mamba2ReplayCache.__new__(R.Mamba2ReplayCache)
     fresh.__setstate__(old)
     assert fresh.philox_rounds == F.PHILOX_ROUNDS
