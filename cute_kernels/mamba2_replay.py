@@ -1420,7 +1420,7 @@ class Mamba2ReplayDecode:
         c, N, NT = self.cfg, self.N, self.cfg.nt
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         b = al(4 * N) + al(4 * (max(self.L, 1) + 1)) + al(4 * self.hpc * c.hm) + al(16 * self.hpc)
-        return b + al(4 * (NT // 32)) + al(8 * self.philox_rounds)
+        return b + al(4 * (NT // 32)) + al(4 * self._sr_key_words())
 
     def smem_bytes(self, padded: bool = True) -> int:
         """Dynamic shared memory of one CTA (the allocations of :meth:`kernel`, 16-byte aligned;
@@ -1807,6 +1807,11 @@ class Mamba2ReplayDecode:
                     code = (w >> Uint32(4 * j)) & Uint32(0xF)
                     put(8 * jw + j, lp.mul_rn(lp.e2m1_code_to_f32(code), d_blk))
 
+    def _sr_key_words(self) -> int:
+        """Int32 words of ``sKey``: two per round, rounded up to whole 16-byte loads (two rounds'
+        keys each, :meth:`_philox_smem`: an odd round count reads one pair past its keys)."""
+        return 4 * ((self.philox_rounds + 1) // 2)
+
     @cute.jit
     def _sr_key_setup(self, mSeed: Optional[cute.Tensor], sKey: cute.Tensor, tidx: Int32):
         """SR pairs: the Philox key schedule into ``sKey`` once per CTA (round r's keys by thread
@@ -2112,7 +2117,7 @@ class Mamba2ReplayDecode:
         sScal = smem.allocate_tensor(Float32, cute.make_layout((HPC, 4), stride=(4, 1)),
                                      byte_alignment=16)
         sRed = smem.allocate_tensor(Float32, cute.make_layout(NT // 32), byte_alignment=16)
-        sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * self.philox_rounds),
+        sKey = smem.allocate_tensor(Int32, cute.make_layout(self._sr_key_words()),
                                     byte_alignment=16)
         sCur = smem.allocate_tensor(Int32, cute.make_layout(4), byte_alignment=16)
         # one union buffer: the flush buffers, or the non-flush staging (a CTA is either)

@@ -743,7 +743,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         al = lambda b: -(-b // 16) * 16  # noqa: E731
         b = al(4 * N) + al(4 * N * TP) + al(4 * EM * TP) + al(4 * HPC * self.cfg.hm)
         b += al(4 * HPC * T * EM) + al(16 * HPC) + al(4 * HPC * TP) + al(4 * (NT // 32))
-        b += al(8 * self.philox_rounds) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
+        b += al(4 * self._sr_key_words()) + al(P * (self.act_dtype.width // 8)) + al(4 * TP)
         if self.mma_bsmem:
             b += al(4 * 32 * self.bfr_words)
         if self.flush_dots and self.rows != 1:
@@ -798,7 +798,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         sG = smem.allocate_tensor(Float32, cute.make_layout((HPC, TP), stride=(TP, 1)),
                                   byte_alignment=16)
         sRed = smem.allocate_tensor(Float32, cute.make_layout(NT // 32), byte_alignment=16)
-        sKey = smem.allocate_tensor(Int32, cute.make_layout(2 * self.philox_rounds),
+        sKey = smem.allocate_tensor(Int32, cute.make_layout(self._sr_key_words()),
                                     byte_alignment=16)
         # the decode flush's own T = 1 output goes here (never read): every (row, head) -> one row
         sSink = smem.allocate_tensor(self.act_dtype, cute.make_layout(P), byte_alignment=16)
