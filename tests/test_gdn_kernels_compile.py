@@ -356,6 +356,7 @@ def test_gdn_replay_row_order_variant(monkeypatch):
     from replayssm_lp.pairs import parse_pair
 
     class _C:                                      # use_row_order: the env and the buffer
+        philox_rounds = 10
         row_order = torch.zeros(2, 64, dtype=torch.int32)
         pair = parse_pair("nvfp4/fp16sr")
     # default: narrow read copies from ORDER_MIN_BATCH rows; fp32 read copies never
@@ -415,6 +416,7 @@ def test_gdn_replay_split_variant(monkeypatch):
     from replayssm_lp.pairs import parse_pair
 
     class _C:
+        philox_rounds = 10
         row_order = torch.zeros(2, 1024, dtype=torch.int32)
         pair = parse_pair("nvfp4/fp16sr")
         buffer_len = 16
@@ -470,6 +472,7 @@ def test_gdn_make_launch_takes_the_split(monkeypatch):
         RuntimeError("single launch")))
 
     class _C:
+        philox_rounds = 10
         pair = parse_pair("nvfp4/fp16sr")
         buffer_len, ring = 16, 17
         HV, V, K = 32, 128, 128                    # (use_pf_early)

@@ -367,6 +367,7 @@ def test_gdn_verify_row_order_variant(monkeypatch):
     from replayssm_lp.pairs import parse_pair
 
     class _C:
+        philox_rounds = 10
         row_order = torch.zeros(2, 64, dtype=torch.int32)
         pair = parse_pair("nvfp4/fp16sr")
     # default: the decode's rule (narrow read copies from 32 rows)

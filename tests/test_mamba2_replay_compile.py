@@ -405,6 +405,7 @@ def _launch_compile_kwarg(monkeypatch, name, pair="fp32"):
     monkeypatch.setattr(M, "compile_mamba2_replay", compile_stub)
 
     class _C:
+        philox_rounds = 10
         buffer_len, ring = 16, 17
         nheads, headdim, dstate, ngroups = 128, 64, 128, 8
         row_order = torch.zeros(2, 1024, dtype=torch.int32)
@@ -450,6 +451,7 @@ def test_make_launch_takes_the_split(monkeypatch):
 
     def cache(pair, L=16):
         class _C:
+            philox_rounds = 10
             buffer_len, ring = L, L + 1
             nheads, headdim, dstate, ngroups = 128, 64, 128, 8     # (use_pf_early)
             row_order = torch.zeros(2, 1024, dtype=torch.int32)
@@ -559,6 +561,7 @@ def test_split_heads_per_cta(monkeypatch):
         raise _Stop("flush", hpc2)
 
     class _C:
+        philox_rounds = 10
         buffer_len, ring = 16, 17
         pair = parse_pair("fp8/fp32")
 
@@ -777,6 +780,7 @@ def test_row_split_rules_and_errors(monkeypatch):
                              True, True, row_split=2, row_order=True)
 
     class _C:
+        philox_rounds = 10
         headdim, buffer_len = 64, 16
         pair = parse_pair("fp32")
     monkeypatch.delenv(M.ROW_SPLIT_ENV, raising=False)
