@@ -12,7 +12,8 @@
 #     bound; 7 rounds take ~50 of ~575 SASS out of the decode flush's chunk loop (static), so
 #     b512 ~2-4 % faster at 7, ~5-8 % at 4; fp32 cells none (no SR);
 #  4. the GDN verify on the card (4B b256 T8 fp32 / nvfp4/fp16sr with snapshot and standard).
-#  LEAN=1 (~5 min): steps 1 and 3 only (no row-order tests, no grid 2, no GDN).
+#  LEAN=1 (~5 min): steps 1 and 3 only (no row-order tests, no grid 2, no GDN); with TESTS=1
+#  (~3 min) step 1 only.
 #   source .device/gpu_env.sh && [LEAN=1] bash docs/patches/s50_call1.sh
 source .device/gpu_env.sh >/dev/null 2>&1
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
@@ -39,6 +40,7 @@ envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
 for s in $S1; do
   ( env $(envs "$s") timeout 200 python -m bench $A1 --warm-only --no-plots --out /tmp/w1_${s%%:*} > "$OUT/warm1_${s%%:*}.log" 2>&1 ) &
 done
+[ "${TESTS:-0}" = 1 ] && S2=""
 for s in $S2; do
   ( env $(envs "$s") timeout 200 python -m bench $A2 --warm-only --no-plots --out /tmp/w2_${s%%:*} > "$OUT/warm2_${s%%:*}.log" 2>&1
     [ "${VERIFY:-0}" = 1 ] && env $(envs "$s") timeout 150 python -m bench $A3 --warm-only --no-plots --out /tmp/w3_${s%%:*} > "$OUT/warm3_${s%%:*}.log" 2>&1 ) &
@@ -48,6 +50,7 @@ wait
 echo "phase 1 $(( $(date +%s) - t0 )) s"
 test_summary
 tarball
+[ "${TESTS:-0}" = 1 ] && exit 0
 [ "$LEANV" = 1 ] || SETTINGS="$S1" ROUNDS=1 RUN_S=60 WARM_S=60 OUT=$OUT/g1 BENCH_ARGS="$A1" \
   bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/g1.log" 2>&1
 tarball
