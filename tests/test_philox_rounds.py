@@ -105,6 +105,10 @@ def test_builds_key_the_rounds_only_with_sr():
         assert common.philox_rounds_for(rn_pair, 7) == F.PHILOX_ROUNDS, rn_pair
     with pytest.raises(ValueError, match="philox_rounds must be"):
         common.philox_rounds_for("fp16sr", 20)
+    from cute_kernels import state_codec as SC
+    with pytest.raises(ValueError, match="philox_rounds must be"):
+        SC._enc_key("fp16", "sr", 0, 8, 32, 0)
+    assert SC._enc_key("fp16", "rn", 0, 8, 32, 0) == SC._enc_key("fp16", "rn", 0, 8, 32)
 
 
 def _mul_wide(ptx):
