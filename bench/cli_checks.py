@@ -38,19 +38,30 @@ PHILOX_ROUNDS_ENV = "REPLAYSSM_BENCH_PHILOX_ROUNDS"
 
 def add_philox_rounds(parser) -> None:
     """The ``--philox-rounds`` option (sweep and spec): the ReplaySSM caches' SR generator rounds."""
-    parser.add_argument("--philox-rounds", type=int,
-                        default=int(os.environ.get(PHILOX_ROUNDS_ENV, "10")),
+    parser.add_argument("--philox-rounds", type=int, default=None,
                         help="Philox rounds of the caches' stochastic-rounding words (1-16; "
                              f"default 10, or ${PHILOX_ROUNDS_ENV}: knob grids): the flush "
                              "encoders' cost; RN-only pairs ignore it")
 
 
-def philox_rounds(value: int) -> None:
-    """``--philox-rounds`` in the caches' range; else SystemExit naming it."""
-    from replayssm_lp.formats import PHILOX_ROUNDS_RANGE
+def philox_rounds(value: Optional[int]) -> int:
+    """``--philox-rounds`` (None: ``$REPLAYSSM_BENCH_PHILOX_ROUNDS``, else 10), checked to be in
+    the caches' range; else SystemExit naming the option or the variable."""
+    from replayssm_lp.formats import PHILOX_ROUNDS, PHILOX_ROUNDS_RANGE
+    name = "--philox-rounds"
+    if value is None:
+        env = os.environ.get(PHILOX_ROUNDS_ENV, "")
+        if not env:
+            return PHILOX_ROUNDS
+        name = f"${PHILOX_ROUNDS_ENV}"
+        try:
+            value = int(env)
+        except ValueError:
+            raise SystemExit(f"{name} must be an integer, got {env!r}") from None
     lo, hi = PHILOX_ROUNDS_RANGE
     if not lo <= value <= hi:
-        raise SystemExit(f"--philox-rounds must be in {lo}..{hi}, got {value}")
+        raise SystemExit(f"{name} must be in {lo}..{hi}, got {value}")
+    return value
 
 
 def shapes_of(option: str, names: List[str], known: Dict[str, dict], kind: Optional[str] = None):

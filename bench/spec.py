@@ -484,7 +484,7 @@ def run(args) -> int:
     cli_checks.at_least("--num-layers", args.num_layers, 1)
     cli_checks.at_least("--deadline", args.deadline, 0)
     cli_checks.at_least("--warm-jobs", args.warm_jobs, 0)
-    cli_checks.philox_rounds(args.philox_rounds)
+    args.philox_rounds = cli_checks.philox_rounds(args.philox_rounds)
     if not args.budget_gib > 0:
         raise SystemExit(f"--budget-gib must be > 0, got {args.budget_gib}")
     if dev.type == "cpu":

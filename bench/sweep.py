@@ -360,7 +360,7 @@ def run(args) -> int:
     cli_checks.at_least("--warm-jobs", args.warm_jobs, 0)
     if not 0 <= args.max_draft <= 16:
         raise SystemExit(f"--max-draft must be in 0..16, got {args.max_draft}")
-    cli_checks.philox_rounds(args.philox_rounds)
+    args.philox_rounds = cli_checks.philox_rounds(args.philox_rounds)
     shapes = (args.shapes or ("nemotron3-super,nemotron3-nano-4b" if args.layer == "mamba2"
                               else "qwen3.5-4b,qwen3.5-122b")).split(",")
     cli_checks.shapes_of("--shapes", shapes, traffic.SHAPES, args.layer)

@@ -160,3 +160,23 @@ def test_every_sr_kernel_family_bakes_the_rounds(family):
     if family != "codec":
         rn = "fp8/fp32"
         assert re.sub(r"kernel_\w+", "K", build(7, rn)) == re.sub(r"kernel_\w+", "K", build(10, rn))
+
+
+def test_bench_philox_rounds_option(tmp_path, monkeypatch):
+    """``replayssm-bench spec --philox-rounds`` (or its variable) reaches the caches and the JSON;
+    a bad value stops the command naming the option / variable."""
+    import json
+
+    from bench.__main__ import main
+    base = ["spec", "--tiny", "--device", "cpu", "--pairs", "fp16sr", "--batches", "2", "--T", "2",
+            "--L", "4", "--replays", "1", "--no-plots", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit, match="--philox-rounds must be in 1..16"):
+        main(base + ["--philox-rounds", "17"])
+    monkeypatch.setenv("REPLAYSSM_BENCH_PHILOX_ROUNDS", "seven")
+    with pytest.raises(SystemExit, match="REPLAYSSM_BENCH_PHILOX_ROUNDS must be an integer"):
+        main(base)
+    monkeypatch.setenv("REPLAYSSM_BENCH_PHILOX_ROUNDS", "5")
+    assert main(base) == 0
+    assert json.load(open(tmp_path / "spec.json"))["meta"]["philox_rounds"] == 5
+    assert main(base + ["--philox-rounds", "3"]) == 0          # the option wins
+    assert json.load(open(tmp_path / "spec.json"))["meta"]["philox_rounds"] == 3
