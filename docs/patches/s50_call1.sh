@@ -16,19 +16,13 @@
 #  (~3 min) step 1 only.
 #   source .device/gpu_env.sh && [LEAN=1] bash docs/patches/s50_call1.sh
 source .device/gpu_env.sh >/dev/null 2>&1
-export PYTHONPATH=$PWD:${PYTHONPATH:-}
-FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
-OUT=/tmp/c1; rm -rf "$OUT"; mkdir -p "$OUT"
-tarball() { (cd "$OUT" && tar czf "$FINAL/call1.tgz" --exclude='warm_*' . 2>/dev/null); }
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 source tests/gpu_scripts/ab_call_lib.sh
-export REPLAYSSM_KERNEL_CACHE_DIR=/tmp/kc
-PT="timeout ${TEST_S:-150} python -m pytest -q -rs -p no:cacheprovider"
-( $PT -n 4 tests/test_gpu_ops.py -k "philox_rounds" > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
-( $PT -n 6 tests/test_gpu_spec.py -k "more_than_8" > "$OUT/t_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_spec.log" ) &
+call_setup call1
+TEST_S=${TEST_S:-150}
+bg_pytest t_ops 4 tests/test_gpu_ops.py "philox_rounds"
+bg_pytest t_spec 6 tests/test_gpu_spec.py "more_than_8"
 LEANV=${LEAN:-0}
-[ "$LEANV" = 1 ] && : > "$OUT/t_order.log" || ( $PT -n 3 tests/test_gpu_row_order.py -k "mamba2" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
+[ "$LEANV" = 1 ] && : > "$OUT/t_order.log" || bg_pytest t_order 3 tests/test_gpu_row_order.py "mamba2"
 A1="spec --layer mamba2 --shapes nemotron3-super --pairs fp32,nvfp4/fp16sr --batches 256 --T 12,16 --L 16 --deadline 45"
 S1="A:- B:REPLAYSSM_M2V_MMA_MAX_T=16 C:REPLAYSSM_M2V_MMA_MAX_T=16,REPLAYSSM_M2V_MMA_BSMEM=1"
 A2="sweep --shapes nemotron3-super --batches 512 --L 16 --pairs nvfp4/fp16sr,nvfp4/fp8sr --no-peers"

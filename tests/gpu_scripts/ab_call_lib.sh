@@ -11,7 +11,29 @@
 # Or, for env-switch grids of a patch in one tree while this tree stays as committed:
 #   new_copy P.patch || exit 1                    # /tmp/new = this tree + the patch
 #   new_grid NAME "d:- r1:VAR=1" "$ARGS" RUN_S     # a knob grid in /tmp/new ($OUT/NAME)
-# OUT: where the logs and grids go (set by the caller before sourcing).
+# OUT: where the logs and grids go (set by the caller before sourcing, or by call_setup).
+# A call script's header and background tests:
+#   call_setup call1                              # PYTHONPATH, FINAL, OUT=/tmp/call1, t0, the card
+#   bg_pytest t_ops 4 tests/test_gpu_ops.py "expr"   # $OUT/t_ops.log, its last line rc=
+#   tarball                                       # $OUT (less warm-up logs) -> $FINAL/call1.tgz
+
+call_setup() {  # NAME: FINAL = the fetched folder ($OUT as the device gives it), OUT = /tmp/NAME
+  export PYTHONPATH=$PWD:${PYTHONPATH:-}
+  FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
+  CALL_NAME=$1; OUT=/tmp/$1; rm -rf "$OUT"; mkdir -p "$OUT"
+  export REPLAYSSM_KERNEL_CACHE_DIR=${REPLAYSSM_KERNEL_CACHE_DIR:-/tmp/kc}
+  t0=$(date +%s)
+  nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+  # (defined here, not at the top level: older call scripts source this file after their own)
+  tarball() {  # what $OUT holds so far (less warm-up logs) into $FINAL/$CALL_NAME.tgz
+    (cd "$OUT" && tar czf "$FINAL/$CALL_NAME.tgz" --exclude='warm_*' . 2>/dev/null)
+  }
+}
+
+bg_pytest() {  # LOG N FILE EXPR: pytest -n N FILE -k EXPR in the background, capped at $TEST_S
+  ( PYTHONPATH=$PWD:${PYTHONPATH:-} timeout "${TEST_S:-300}" python -m pytest -q -rs \
+      -p no:cacheprovider -n "$2" "$3" -k "$4" > "$OUT/$1.log" 2>&1; echo "rc=$?" >> "$OUT/$1.log" ) &
+}
 
 ab_trees() {  # copy the tree to /tmp/base, then apply the patches here, in order
   rm -rf /tmp/base && cp -r "$PWD" /tmp/base || return 1
@@ -46,10 +68,9 @@ ab_run() {  # N ...: base then new, grid by grid
 }
 
 m2_test_set() {  # the final-code Mamba-2 GPU test set on this tree, in the background
-  local T="timeout ${TEST_S:-300} python -m pytest -q -rs -p no:cacheprovider"
-  ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 4 tests/test_gpu_ops.py -k "fold_pair_bit_identical or flush_v1 or (mamba2 and replay_step_matches_torch_reference) or mamba2_decode_at_256_threads or philox_rounds" > "$OUT/t_ops.log" 2>&1; echo "rc=$?" >> "$OUT/t_ops.log" ) &
-  ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 4 tests/test_gpu_row_order.py -k "mamba2" > "$OUT/t_order.log" 2>&1; echo "rc=$?" >> "$OUT/t_order.log" ) &
-  ( PYTHONPATH=$PWD:${PYTHONPATH:-} $T -n 3 tests/test_gpu_spec.py -k "mamba2" > "$OUT/t_spec.log" 2>&1; echo "rc=$?" >> "$OUT/t_spec.log" ) &
+  bg_pytest t_ops 4 tests/test_gpu_ops.py "fold_pair_bit_identical or flush_v1 or (mamba2 and replay_step_matches_torch_reference) or mamba2_decode_at_256_threads or philox_rounds"
+  bg_pytest t_order 4 tests/test_gpu_row_order.py "mamba2"
+  bg_pytest t_spec 3 tests/test_gpu_spec.py "mamba2"
 }
 
 test_summary() {  # one line per test log of m2_test_set, and its failures
