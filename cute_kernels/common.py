@@ -603,13 +603,20 @@ def philox_rounds_for(pair, rounds: Optional[int] = None) -> int:
     """The Philox rounds a build for precision ``pair`` (name or PrecisionPair) bakes in: the
     cache's ``rounds`` (None: the default, 10) where the pair rounds a side stochastically, else
     the default (RN builds draw no words: one build, one key, whatever the cache asks)."""
-    from replayssm_lp.formats import PHILOX_ROUNDS, PHILOX_ROUNDS_RANGE
+    from replayssm_lp.formats import PHILOX_ROUNDS
     from replayssm_lp.pairs import parse_pair
     p = parse_pair(pair)
     sr = any(r == "sr" and f != "fp32" for f, r in ((p.rec_fmt, p.rec_rounding),
                                                   (p.read_fmt, p.read_rounding)))
     if not sr or rounds is None:
         return PHILOX_ROUNDS
+    return check_philox_rounds(rounds)
+
+
+def check_philox_rounds(rounds) -> int:
+    """``rounds`` as an int in the caches' range (``formats.PHILOX_ROUNDS_RANGE``), else the
+    caches' ValueError: for builds made without a cache."""
+    from replayssm_lp.formats import PHILOX_ROUNDS_RANGE
     lo, hi = PHILOX_ROUNDS_RANGE
     if not lo <= int(rounds) <= hi:
         raise ValueError(f"philox_rounds must be in [{lo}, {hi}], got {rounds}")

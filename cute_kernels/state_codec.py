@@ -364,9 +364,7 @@ def _fake_decode_args(op: StateDecode):
 def _enc_key(fmt, rounding, stream_id, R, C, philox_rounds=lp.PHILOX_ROUNDS):
     rounding = _norm_rounding(fmt, rounding)
     stream_id = int(stream_id) if rounding == "sr" else 0
-    rounds = int(philox_rounds) if rounding == "sr" else lp.PHILOX_ROUNDS
-    if not 1 <= rounds <= 16:
-        raise ValueError(f"philox_rounds must be in [1, 16], got {philox_rounds}")
+    rounds = common.check_philox_rounds(philox_rounds) if rounding == "sr" else lp.PHILOX_ROUNDS
     return ("state_encode", common.arch_key(), fmt, rounding, stream_id, int(R), int(C),
             lp.f16_sr_chunk(), rounds)
 
