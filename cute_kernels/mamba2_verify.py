@@ -56,7 +56,8 @@ cursors taken from the flush-first order's entries. Per CTA:
      (exact for fp16 acts; bf16 acts: C_t scaled by an exact power of two per query), so every
      product is exact and the sums are fp32 tensor-core accumulation; 8 k-steps per 16 rows, the
      row sums land in the lanes finished (no lane reduction); T > 8: a second n8 query tile
-     against the same A fragments (``mma_nq``; until session 49 CUDA cores above 8 drafts,
+     against the same A fragments (``mma_nq``; their B fragments in shared memory between heads,
+     ``REPLAYSSM_M2V_MMA_BSMEM``; until session 51 CUDA cores above 8 drafts,
      ``REPLAYSSM_M2V_MMA_MAX_T=8`` for that);
    * fp32 / fp16 / bf16 / fp8 copies with 16-bit acts, N = 128 (``mma_w``, env
      ``REPLAYSSM_M2V_MMA_WIDE``, default on): tf32 ``mma.sync.m16n8k8`` over a tile of 4 lanes
@@ -173,11 +174,12 @@ def _mma_default() -> bool:
 
 
 #: A-B switch: the largest T whose state dots take the tensor cores (unset: MMA_MAX_T_DEFAULT;
-#: MAX_DRAFT = two n8 query tiles above 8 drafts, session 49)
+#: MAX_DRAFT = two n8 query tiles above 8 drafts, session 49; 8 = the CUDA-core dots above 8)
 MMA_MAX_T_ENV = "REPLAYSSM_M2V_MMA_MAX_T"
-#: 8 until the two-tile dots have run on a GPU (session 49 got no device machine: they are
-#: built and compile-checked for sm_90a, their GPU fuzz is written, neither was run)
-MMA_MAX_T_DEFAULT = 8
+#: MAX_DRAFT since session 51 (H100, Super b256 L16, with B in smem: T12 fp32 1340.6 -> 1024.9
+#: µs, non-flush only 1806.6 -> 620.3; nvfp4/fp16sr 1715.2 -> 1548.5, 1031.9 -> 398.7;
+#: bench/results/session51_gpu/call1/g1/knobs.md)
+MMA_MAX_T_DEFAULT = MAX_DRAFT
 
 
 def _mma_max_t() -> int:
@@ -187,13 +189,15 @@ def _mma_max_t() -> int:
     return int(v) if v.isdigit() else MMA_MAX_T_DEFAULT
 
 
-#: A-B switch (0 / 1): above 8 drafts the dots' B fragments (32 words a lane) are kept in shared
-#: memory and loaded per head (16-byte loads) instead of held in registers through the head loop
+#: A-B switch (0 / 1; default 1): above 8 drafts the dots' B fragments (32 words a lane) are kept
+#: in shared memory and loaded per head (16-byte loads) instead of held in registers through the
+#: head loop (session 51, same grid: non-flush only T12 fp32 746.8 -> 620.3 µs, nvfp4/fp16sr
+#: 423.7 -> 398.7; T16 791.8 -> 652.9, 466.4 -> 437.1)
 MMA_BSMEM_ENV = "REPLAYSSM_M2V_MMA_BSMEM"
 
 
 def _mma_bsmem_default() -> bool:
-    return os.environ.get(MMA_BSMEM_ENV, "0") == "1"
+    return os.environ.get(MMA_BSMEM_ENV, "1") != "0"
 
 
 def _mma_wide_default() -> bool:

@@ -425,9 +425,16 @@ def test_verify_defaults_and_split_rule(monkeypatch):
                                 True, False, True, True, 4)
     assert o16.xd and o16.min_blocks_per_mp == 3
     monkeypatch.setenv("REPLAYSSM_M2_FOLD_ENTRIES", "ring")
+    # (with the dots' B fragments in registers: their 4 KB in smem, the default, would make
+    # it 2 CTAs/SM with or without the buffer, so the buffer stays on there)
+    monkeypatch.setenv(MV.MMA_BSMEM_ENV, "0")
     o16 = MV.Mamba2VerifyKernel("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 32, 16,
                                 True, False, True, True, 4)
     assert not o16.xd and o16.min_blocks_per_mp == 3
+    monkeypatch.delenv(MV.MMA_BSMEM_ENV)
+    o16 = MV.Mamba2VerifyKernel("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 32, 16,
+                                True, False, True, True, 4)
+    assert o16.xd and o16.min_blocks_per_mp == 2
     monkeypatch.delenv("REPLAYSSM_M2_FOLD_ENTRIES")
     nf, fl = op("nvfp4/fp16sr", rows=1), op("nvfp4/fp16sr", rows=2)
     assert not nf.xd and nf.smem_bytes() < 32 * 1024 < fl.smem_bytes()
@@ -514,19 +521,23 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     # 2 rows x 2 lines per thread for the first head and for each next one
     assert ptx.count("prefetch.global.L2") == 4
     assert ptx.count("ld.global.v2.b32") >= 32 and ptx.count("st.global.v2.b32") >= 32
-    # T = 12: no non-flush mma by default (MMA_MAX_T_DEFAULT = 8; test_tensor_core_dots_above_
-    # 8_drafts has them), fold 16 x 2 x 3, dots 16 n-tiles x 2 query tiles x 3 (that drafts 9-12
-    # get their dots is the GPU fuzz's, test_fuzz_mamba2_verify_more_than_8_...)
-    _, ptx = MV.compile_only("fp32", H=8, G=2, T=12, heads_per_cta=4, keep_ptx=True)
-    assert "ld.local" not in ptx and "st.local" not in ptx
-    assert ptx.count("mma.sync.aligned.m16n8k8") == 16 * 2 * 3 + 16 * 2 * 3
+    # T = 12: non-flush dots 48 x 2 query tiles (since session 51; REPLAYSSM_M2V_MMA_MAX_T=8:
+    # none, the CUDA-core dots), fold 16 x 2 x 3, dots 16 n-tiles x 2 query tiles x 3 (that
+    # drafts 9-12 get their dots is the GPU fuzz's, test_fuzz_mamba2_verify_more_than_8_...)
+    for max_t, nonflush in ((None, 48 * 2), ("8", 0)):
+        if max_t:
+            monkeypatch.setenv(MV.MMA_MAX_T_ENV, max_t)
+        _, ptx = MV.compile_only("fp32", H=8, G=2, T=12, heads_per_cta=4, keep_ptx=True)
+        assert "ld.local" not in ptx and "st.local" not in ptx
+        assert ptx.count("mma.sync.aligned.m16n8k8") == nonflush + 16 * 2 * 3 + 16 * 2 * 3
+    monkeypatch.delenv(MV.MMA_MAX_T_ENV)
 
 
 def test_tensor_core_dots_above_8_drafts(monkeypatch):
-    """REPLAYSSM_M2V_MMA_MAX_T=16 (session 49; default MMA_MAX_T_DEFAULT = 8, the CUDA-core dots
-    above 8 drafts as before, until the GPU fuzz has run): the non-flush state dots stay on the
-    tensor cores up to MAX_DRAFT, two n8 query tiles from T = 9; with REPLAYSSM_M2V_MMA_BSMEM=1
-    their B fragments sit in shared memory between heads. Both build for sm_90a with one dot
+    """REPLAYSSM_M2V_MMA_MAX_T (session 49; default MAX_DRAFT since session 51, 8 = the CUDA-core
+    dots above 8 drafts): the non-flush state dots stay on the tensor cores up to MAX_DRAFT, two
+    n8 query tiles from T = 9; with REPLAYSSM_M2V_MMA_BSMEM (default 1 since session 51) their B
+    fragments sit in shared memory between heads. Both build for sm_90a with one dot
     per query tile and k-step (the split's non-flush launch, where the dots are the only mmas),
     no local memory in the PTX."""
     for env in (MV.MMA_MAX_T_ENV, MV.MMA_BSMEM_ENV):
@@ -535,12 +546,17 @@ def test_tensor_core_dots_above_8_drafts(monkeypatch):
     def op(pair, T, rows=1):
         return _super_verify(pair, T, rows=rows)
 
-    assert MV.MMA_MAX_T_DEFAULT == 8
-    assert not op("fp32", 9).mma_w and not op("nvfp4/fp16sr", 9).mma_lo and op("fp32", 8).mma_w
-    monkeypatch.setenv(MV.MMA_MAX_T_ENV, str(MV.MAX_DRAFT))
+    assert MV.MMA_MAX_T_DEFAULT == MV.MAX_DRAFT
     for T in range(1, MV.MAX_DRAFT + 1):
         assert op("fp32", T).mma_w and op("nvfp4/fp16sr", T).mma_lo, T
-        assert op("fp32", T).mma_nq == (1 if T <= 8 else 2) and not op("fp32", T).mma_bsmem
+        assert op("fp32", T).mma_nq == (1 if T <= 8 else 2)
+        assert op("fp32", T).mma_bsmem == (T > 8) == op("nvfp4/fp16sr", T).mma_bsmem, T
+    monkeypatch.setenv(MV.MMA_MAX_T_ENV, "8")
+    assert not op("fp32", 9).mma_w and not op("nvfp4/fp16sr", 9).mma_lo and op("fp32", 8).mma_w
+    assert not op("fp32", 9).mma_bsmem
+    monkeypatch.delenv(MV.MMA_MAX_T_ENV)
+    monkeypatch.setenv(MV.MMA_BSMEM_ENV, "0")
+    assert not op("fp32", 12).mma_bsmem and op("fp32", 12).mma_nq == 2
     monkeypatch.setenv(MV.MMA_BSMEM_ENV, "1")
     assert op("fp8/fp32", 12).mma_bsmem and not op("fp8/fp32", 8).mma_bsmem
     with_b = op("fp32", 12).smem_bytes()
