@@ -301,10 +301,10 @@ def test_fuzz_mamba2_verify_more_than_8_drafts_at_4_heads(pair, split, bsmem, se
     twin, L16: until session 47 the fp32 pair's fragment flush (8 queries in its dots' n8 tile)
     was built at T > 8 too and left drafts 9.. unwritten -- no GPU test drew T > 8 at 2 or more
     heads per CTA. Since session 48 its dots take two query tiles there: the fp32 builds drawn
-    here are fragment flushes (asserted); with REPLAYSSM_M2V_MMA_MAX_T=16 (session 49, off by
-    default until this has run on a GPU) every pair's non-flush state dots take the tensor cores
-    there too, two n8 query tiles (asserted), their B fragments in registers or (``bsmem``) in
-    shared memory between heads."""
+    here are fragment flushes (asserted); with REPLAYSSM_M2V_MMA_MAX_T=16 (session 49; the
+    default since session 51) every pair's non-flush state dots take the tensor cores there
+    too, two n8 query tiles (asserted), their B fragments in registers or (``bsmem``, the
+    default since session 51) in shared memory between heads."""
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "4")
     monkeypatch.setenv(MV.SPLIT_ENV, split)
