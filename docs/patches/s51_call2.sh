@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 51, device call 2 (~7 min on an H100 / H200): the final code's GPU tests, then the
+# Session 51, device call 2 (~8 min on an H100 / H200): the final code's GPU tests, then the
 # T > 8 dots' new defaults (REPLAYSSM_M2V_MMA_MAX_T = 16, B fragments in smem) against the old
 # (MAX_T = 8: CUDA-core non-flush dots above 8 drafts) where call 1 did not time them:
 #  1. m2_test_set (background, capped at TEST_S): the replay-step / fold-pair / philox ops set,
@@ -8,7 +8,10 @@
 #     spills 52 B at 128 registers) and fp32 / nvfp4/fp16sr at b32 (single launch below the
 #     split's 128 rows) and b256 (call 1's cells, a repeat). Prediction: non-flush only cells
 #     2-3x faster as in call 1 (fp32 1806.6 -> 620.3 at b256), fp8/fp32 likewise; b32 mixed
-#     cells 1.1-1.3x (flush rows take a larger share there).
+#     cells 1.1-1.3x (flush rows take a larger share there);
+#  3. Philox rounds 10 / 7 on the verify (Super b256 L16 T8 nvfp4/fp16sr): its flush rows are
+#     5.5x its non-flush rows and sit on the critical path, unlike the decode split's (call 1:
+#     b512 decode flat). Prediction: flush-only cell 2-4 % faster at 7, natural 1-2 %.
 #   source .device/gpu_env.sh && bash docs/patches/s51_call2.sh
 source .device/gpu_env.sh >/dev/null 2>&1
 source tests/gpu_scripts/ab_call_lib.sh
@@ -17,9 +20,14 @@ TEST_S=${TEST_S:-300}
 m2_test_set
 A1="spec --layer mamba2 --shapes nemotron3-super --pairs fp8/fp32,fp32,nvfp4/fp16sr --batches 32,256 --T 12 --L 16 --deadline 60"
 S1="old:REPLAYSSM_M2V_MMA_MAX_T=8 new:-"
+A2="spec --layer mamba2 --shapes nemotron3-super --pairs nvfp4/fp16sr --batches 256 --T 8 --L 16"
+S2="R10:- R7:REPLAYSSM_BENCH_PHILOX_ROUNDS=7"
 envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
 for s in $S1; do
   ( env $(envs "$s") timeout 240 python -m bench $A1 --warm-only --no-plots --out /tmp/w1_${s%%:*} > "$OUT/warm1_${s%%:*}.log" 2>&1 ) &
+done
+for s in $S2; do
+  ( env $(envs "$s") timeout 200 python -m bench $A2 --warm-only --no-plots --out /tmp/w2_${s%%:*} > "$OUT/warm2_${s%%:*}.log" 2>&1 ) &
 done
 wait
 echo "phase 1 $(( $(date +%s) - t0 )) s"
@@ -28,5 +36,9 @@ tarball
 SETTINGS="$S1" ROUNDS=1 RUN_S=60 WARM_S=60 OUT=$OUT/g1 BENCH_ARGS="$A1" \
   bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/g1.log" 2>&1
 tarball
-echo "grid $(( $(date +%s) - t0 )) s"
-cut -c1-170 "$OUT/g1/knobs.md" 2>/dev/null | head -40
+echo "grid 1 $(( $(date +%s) - t0 )) s"
+SETTINGS="$S2" ROUNDS=1 RUN_S=45 WARM_S=60 OUT=$OUT/g2 BENCH_ARGS="$A2" \
+  bash tests/gpu_scripts/run_knob_grid.sh > "$OUT/g2.log" 2>&1
+tarball
+echo "grid 2 $(( $(date +%s) - t0 )) s"
+for g in g1 g2; do cut -c1-170 "$OUT/$g/knobs.md" 2>/dev/null | head -40; done
