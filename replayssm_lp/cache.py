@@ -65,6 +65,23 @@ def _check_int(name, v, lo, hi=None) -> int:
     return v
 
 
+class _Float8Bytes:
+    """A float8 tensor in a pickle: its bytes as a uint8 view and the dtype's name."""
+
+    def __init__(self, data: torch.Tensor, dtype: str):
+        self.data, self.dtype = data, dtype
+
+    @staticmethod
+    def wrap(t):
+        if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.element_size() == 1:
+            return _Float8Bytes(t.view(torch.uint8), str(t.dtype).removeprefix("torch."))
+        return t
+
+    @staticmethod
+    def unwrap(t):
+        return t.data.view(getattr(torch, t.dtype)) if isinstance(t, _Float8Bytes) else t
+
+
 class ReplayCache:
     """Shared machinery of the Mamba-2 and GDN caches (see module docstring)."""
 
@@ -142,11 +159,29 @@ class ReplayCache:
         new._handle = register_cache(new)  # a copy is a different cache
         return new
 
+    def __getstate__(self):
+        """Pickled state: the stored copies' float8 tensors (fp8 values, nvfp4 block scales) go
+        as uint8 views of the same bytes (:class:`_Float8Bytes`) -- plain ``pickle`` of a float8
+        tensor fails inside torch's storage reduce (torch 2.13: "UntypedStorage has no attribute
+        'dtype'"); ``torch.save`` takes the same path."""
+        state = dict(self.__dict__)
+        for name in ("hi", "lo"):
+            enc = state.get(name)
+            if enc is not None:
+                state[name] = F.EncodedState(*(_Float8Bytes.wrap(t) for t in
+                                               (enc.data, enc.scale, enc.global_scale)))
+        return state
+
     def __setstate__(self, state):
         """Unpickled (``pickle`` / ``torch.save`` of a cache or a block holding one): a new cache
         with a handle of its own -- the pickled one named another cache, or none, here."""
         from .library import register_cache
         state.setdefault("_philox_rounds", F.PHILOX_ROUNDS)   # (pickled before the option)
+        for name in ("hi", "lo"):
+            enc = state.get(name)
+            if enc is not None:
+                state[name] = F.EncodedState(*(_Float8Bytes.unwrap(t) for t in
+                                               (enc.data, enc.scale, enc.global_scale)))
         self.__dict__.update(state)
         self._handle = register_cache(self)
 

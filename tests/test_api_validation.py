@@ -624,3 +624,35 @@ def test_session45_numpy_scale_compiles():
     q, k, v, gg, bb = args
     assert torch.equal(f(*args), R.gdn_decode(twin, q, k, v, g=gg, beta=bb, scale=float(sc),
                                               backend="torch"))
+
+
+@pytest.mark.parametrize("precision", ["nvfp4/fp16sr", "fp8/fp16sr", "fp8sr", "nvfp4/fp8sr"])
+def test_plain_pickle_of_a_cache_with_float8_tensors(precision, tmp_path):
+    """A cache whose stored copies hold float8 tensors (fp8 values, nvfp4 block scales) pickles
+    with plain ``pickle`` (torch 2.13 fails on a float8 tensor's storage there; the cache sends
+    their bytes as uint8 views) and with ``torch.save``: every stored byte, the dtypes and the
+    next step's outputs equal the original's."""
+    import pickle
+    m2 = R.Mamba2ReplayCache(3, H, P, N, G, precision=precision, buffer_len=2, seed=7,
+                             act_dtype=torch.float32)
+    m2.init_from_state([0, 2], torch.randn(2, H, P, N))
+    gd = R.GDNReplayCache(3, 2, 4, 16, 16, precision=precision, buffer_len=2, seed=5,
+                          act_dtype=torch.float32)
+    gd.init_from_state([1, 2], torch.randn(2, 4, 16, 16))
+    for c in (m2, gd):
+        torch.save(c, tmp_path / "c.pt")
+        for twin in (pickle.loads(pickle.dumps(c)), torch.load(tmp_path / "c.pt", weights_only=False)):
+            for name in ("hi", "lo"):
+                a, b = getattr(c, name), getattr(twin, name)
+                assert (a is None) == (b is None), name
+                for f in ("data", "scale", "global_scale") if a is not None else ():
+                    x, y = getattr(a, f), getattr(b, f)
+                    assert (x is None) == (y is None), (name, f)
+                    if x is not None:
+                        assert x.dtype == y.dtype and x.shape == y.shape, (name, f)
+                        assert torch.equal(x.view(torch.uint8), y.view(torch.uint8)), (name, f)
+            assert twin.handle != c.handle
+    kw = _m2(b=3)
+    twin = pickle.loads(pickle.dumps(m2))
+    assert torch.equal(R.mamba2_decode(m2, **kw, backend="torch"),
+                       R.mamba2_decode(twin, **kw, backend="torch"))
