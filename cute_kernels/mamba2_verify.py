@@ -56,9 +56,9 @@ cursors taken from the flush-first order's entries. Per CTA:
      (exact for fp16 acts; bf16 acts: C_t scaled by an exact power of two per query), so every
      product is exact and the sums are fp32 tensor-core accumulation; 8 k-steps per 16 rows, the
      row sums land in the lanes finished (no lane reduction); T > 8: a second n8 query tile
-     against the same A fragments (``mma_nq``; their B fragments in shared memory between heads,
-     ``REPLAYSSM_M2V_MMA_BSMEM``; until session 51 CUDA cores above 8 drafts,
-     ``REPLAYSSM_M2V_MMA_MAX_T=8`` for that);
+     against the same A fragments (``mma_nq``; their B fragments in shared memory between heads
+     by ``_mma_bsmem_default``'s rule, ``REPLAYSSM_M2V_MMA_BSMEM``; until session 51 CUDA
+     cores above 8 drafts, ``REPLAYSSM_M2V_MMA_MAX_T=8`` for that);
    * fp32 / fp16 / bf16 / fp8 copies with 16-bit acts, N = 128 (``mma_w``, env
      ``REPLAYSSM_M2V_MMA_WIDE``, default on): tf32 ``mma.sync.m16n8k8`` over a tile of 4 lanes
      per state row (the thread's two rows are rows g, g+8 of an m16 tile, each lane's own 32
@@ -189,15 +189,24 @@ def _mma_max_t() -> int:
     return int(v) if v.isdigit() else MMA_MAX_T_DEFAULT
 
 
-#: A-B switch (0 / 1; default 1): above 8 drafts the dots' B fragments (32 words a lane) are kept
-#: in shared memory and loaded per head (16-byte loads) instead of held in registers through the
-#: head loop (session 51, same grid: non-flush only T12 fp32 746.8 -> 620.3 µs, nvfp4/fp16sr
-#: 423.7 -> 398.7; T16 791.8 -> 652.9, 466.4 -> 437.1)
+#: A-B switch (0 / 1; unset: :func:`_mma_bsmem_default`'s rule): above 8 drafts the dots' B
+#: fragments (32 words a lane) are kept in shared memory and loaded per head (16-byte loads)
+#: instead of held in registers through the head loop
 MMA_BSMEM_ENV = "REPLAYSSM_M2V_MMA_BSMEM"
 
 
-def _mma_bsmem_default() -> bool:
-    return os.environ.get(MMA_BSMEM_ENV, "1") != "0"
+def _mma_bsmem_default(rows: int, read_fmt: str) -> bool:
+    """B fragments in smem (``MMA_BSMEM_ENV`` forces): in a split's non-flush launch (rows 1,
+    the builds timed: session 51, H100, Super b256 L16, non-flush only T12 fp32 746.8 -> 620.3
+    µs, nvfp4/fp16sr 423.7 -> 398.7; T16 791.8 -> 652.9, 466.4 -> 437.1) and for nvfp4 read
+    copies (ptxas: 2 heads per CTA T12 142 -> 128 registers, T16 162 -> 146, no spills either
+    way); not for the other read copies' single launch (below 128 rows, untimed), where ptxas
+    spills more with them in smem (fp32 T12 at 2 / 4 heads per CTA 0 -> 64 / 8 -> 80 B, fp8/fp32
+    T12 at 4 heads 0 -> 52 B)."""
+    v = os.environ.get(MMA_BSMEM_ENV, "")
+    if v in ("0", "1"):
+        return v == "1"
+    return rows == 1 or read_fmt == "nvfp4"
 
 
 def _mma_wide_default() -> bool:
@@ -626,7 +635,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # B fragment words a lane (the tf32 dot's 32; nvfp4: 16 a query tile) and, above 8
         # drafts, where they live between heads (MMA_BSMEM_ENV)
         self.bfr_words = 32 if self.mma_w else 16 * self.mma_nq
-        self.mma_bsmem = bool(_mma_bsmem_default() and self.mma_nq > 1
+        self.mma_bsmem = bool(_mma_bsmem_default(self.rows, self.read_fmt) and self.mma_nq > 1
                               and (self.mma_lo or self.mma_w))
         # every head's x entries staged at the start (non-flush rows, v2 flush; 16-byte rows)
         self.xs = bool(_xstage_default() and self.flush_dots
@@ -2175,7 +2184,7 @@ def _resolve(pair_name, act_dtype, dt_dtype, H, P, N, G, L, R, T, has_D, has_z, 
            _dot_pieces(), os.environ.get(FOLD_SMEM_ENV), os.environ.get(FOLD_ENTRIES_ENV),
            lp.f16_sr_chunk(), e2m1_magic(), _fold_pair_env(), _pair_roll_env(),
            _frag_split_default(), _frag_preload_default(), _mma_max_t(),
-           _mma_bsmem_default()) + tuple(
+           os.environ.get(MMA_BSMEM_ENV)) + tuple(
         kw.values())
     return kw, key
 

@@ -425,16 +425,16 @@ def test_verify_defaults_and_split_rule(monkeypatch):
                                 True, False, True, True, 4)
     assert o16.xd and o16.min_blocks_per_mp == 3
     monkeypatch.setenv("REPLAYSSM_M2_FOLD_ENTRIES", "ring")
-    # (with the dots' B fragments in registers: their 4 KB in smem, the default, would make
-    # it 2 CTAs/SM with or without the buffer, so the buffer stays on there)
-    monkeypatch.setenv(MV.MMA_BSMEM_ENV, "0")
     o16 = MV.Mamba2VerifyKernel("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 32, 16,
                                 True, False, True, True, 4)
     assert not o16.xd and o16.min_blocks_per_mp == 3
-    monkeypatch.delenv(MV.MMA_BSMEM_ENV)
+    # (the dots' B fragments forced into smem: their 4 KB make it 2 CTAs/SM with or without
+    # the buffer, so the buffer stays on there)
+    monkeypatch.setenv(MV.MMA_BSMEM_ENV, "1")
     o16 = MV.Mamba2VerifyKernel("fp8/fp32", "bfloat16", "float32", 128, 64, 128, 8, 16, 32, 16,
                                 True, False, True, True, 4)
     assert o16.xd and o16.min_blocks_per_mp == 2
+    monkeypatch.delenv(MV.MMA_BSMEM_ENV)
     monkeypatch.delenv("REPLAYSSM_M2_FOLD_ENTRIES")
     nf, fl = op("nvfp4/fp16sr", rows=1), op("nvfp4/fp16sr", rows=2)
     assert not nf.xd and nf.smem_bytes() < 32 * 1024 < fl.smem_bytes()
@@ -536,8 +536,9 @@ def test_fragment_flush_default_and_compile(monkeypatch):
 def test_tensor_core_dots_above_8_drafts(monkeypatch):
     """REPLAYSSM_M2V_MMA_MAX_T (session 49; default MAX_DRAFT since session 51, 8 = the CUDA-core
     dots above 8 drafts): the non-flush state dots stay on the tensor cores up to MAX_DRAFT, two
-    n8 query tiles from T = 9; with REPLAYSSM_M2V_MMA_BSMEM (default 1 since session 51) their B
-    fragments sit in shared memory between heads. Both build for sm_90a with one dot
+    n8 query tiles from T = 9; their B fragments sit in shared memory between heads by
+    ``_mma_bsmem_default``'s rule since session 51 (a split's non-flush launch, nvfp4 read
+    copies; REPLAYSSM_M2V_MMA_BSMEM=0/1 forces). Both build for sm_90a with one dot
     per query tile and k-step (the split's non-flush launch, where the dots are the only mmas),
     no local memory in the PTX."""
     for env in (MV.MMA_MAX_T_ENV, MV.MMA_BSMEM_ENV):
@@ -551,6 +552,12 @@ def test_tensor_core_dots_above_8_drafts(monkeypatch):
         assert op("fp32", T).mma_w and op("nvfp4/fp16sr", T).mma_lo, T
         assert op("fp32", T).mma_nq == (1 if T <= 8 else 2)
         assert op("fp32", T).mma_bsmem == (T > 8) == op("nvfp4/fp16sr", T).mma_bsmem, T
+    # the rule: the split's non-flush launch and nvfp4 reads; not the tf32 dots' single launch
+    # or a flush launch
+    for T in (9, 12, 16):
+        assert op("nvfp4/fp16sr", T, rows=0).mma_bsmem and op("fp8/fp32", T).mma_bsmem, T
+        assert not op("fp32", T, rows=0).mma_bsmem and not op("fp8/fp32", T, rows=0).mma_bsmem
+        assert not op("fp32", T, rows=2).mma_bsmem, T
     monkeypatch.setenv(MV.MMA_MAX_T_ENV, "8")
     assert not op("fp32", 9).mma_w and not op("nvfp4/fp16sr", 9).mma_lo and op("fp32", 8).mma_w
     assert not op("fp32", 9).mma_bsmem
