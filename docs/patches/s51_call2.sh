@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 51, device call 2 (~9 min on an H100 / H200): the final code's GPU tests, then the
-# T > 8 dots' new defaults (REPLAYSSM_M2V_MMA_MAX_T = 16, B fragments in smem) against the old
+# T > 8 dots' new defaults (REPLAYSSM_M2V_MMA_MAX_T = 16, B fragments by _mma_bsmem_default) against the old
 # (MAX_T = 8: CUDA-core non-flush dots above 8 drafts) where call 1 did not time them:
 #  1. m2_test_set (background, capped at TEST_S): the replay-step / fold-pair / philox ops set,
 #     M2 row order, the M2 spec set (its T > 8 fuzz now draws the default builds);
