@@ -195,18 +195,19 @@ def _mma_max_t() -> int:
 MMA_BSMEM_ENV = "REPLAYSSM_M2V_MMA_BSMEM"
 
 
-def _mma_bsmem_default(rows: int, read_fmt: str) -> bool:
-    """B fragments in smem (``MMA_BSMEM_ENV`` forces): in a split's non-flush launch (rows 1,
-    the builds timed: session 51, H100, Super b256 L16, non-flush only T12 fp32 746.8 -> 620.3
-    µs, nvfp4/fp16sr 423.7 -> 398.7; T16 791.8 -> 652.9, 466.4 -> 437.1) and for nvfp4 read
-    copies (ptxas: 2 heads per CTA T12 142 -> 128 registers, T16 162 -> 146, no spills either
-    way); not for the other read copies' single launch (below 128 rows, untimed), where ptxas
-    spills more with them in smem (fp32 T12 at 2 / 4 heads per CTA 0 -> 64 / 8 -> 80 B, fp8/fp32
-    T12 at 4 heads 0 -> 52 B)."""
+def _mma_bsmem_default(rows: int) -> bool:
+    """B fragments in smem (``MMA_BSMEM_ENV`` forces) in a split's non-flush launch (rows 1, the
+    builds timed: session 51, H100, Super b256 L16, non-flush only T12 fp32 746.8 -> 620.3 µs,
+    nvfp4/fp16sr 423.7 -> 398.7; T16 791.8 -> 652.9, 466.4 -> 437.1); registers elsewhere: a
+    flush launch never runs the non-flush dots (the smem would only cost occupancy: nvfp4/fp32
+    T12 3 -> 2 CTAs/SM), and in the single launch below 128 rows (untimed) ptxas spills more
+    with them in smem (fp32 T12 at 2 / 4 heads per CTA 0 -> 64 / 8 -> 80 B, fp8/fp32 T12 at 4
+    heads 0 -> 52 B) or the CTA loses occupancy / its drafts buffer (nvfp4/fp8sr T12 at 1 head
+    4 -> 3 CTAs/SM)."""
     v = os.environ.get(MMA_BSMEM_ENV, "")
     if v in ("0", "1"):
         return v == "1"
-    return rows == 1 or read_fmt == "nvfp4"
+    return rows == 1
 
 
 def _mma_wide_default() -> bool:
@@ -635,7 +636,7 @@ class Mamba2VerifyKernel(Mamba2ReplayDecode):
         # B fragment words a lane (the tf32 dot's 32; nvfp4: 16 a query tile) and, above 8
         # drafts, where they live between heads (MMA_BSMEM_ENV)
         self.bfr_words = 32 if self.mma_w else 16 * self.mma_nq
-        self.mma_bsmem = bool(_mma_bsmem_default(self.rows, self.read_fmt) and self.mma_nq > 1
+        self.mma_bsmem = bool(_mma_bsmem_default(self.rows) and self.mma_nq > 1
                               and (self.mma_lo or self.mma_w))
         # every head's x entries staged at the start (non-flush rows, v2 flush; 16-byte rows)
         self.xs = bool(_xstage_default() and self.flush_dots

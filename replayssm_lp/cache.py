@@ -36,6 +36,7 @@ flush recomputes u from the hi checkpoint (the u in ``u_buf`` came from the read
 """
 from __future__ import annotations
 
+import dataclasses
 import operator
 from typing import Optional
 
@@ -80,6 +81,12 @@ class _Float8Bytes:
     @staticmethod
     def unwrap(t):
         return t.data.view(getattr(torch, t.dtype)) if isinstance(t, _Float8Bytes) else t
+
+
+def _map_tensors(enc: F.EncodedState, fn) -> F.EncodedState:
+    """``enc`` with ``fn`` applied to each of its fields."""
+    return dataclasses.replace(enc, **{f.name: fn(getattr(enc, f.name))
+                                       for f in dataclasses.fields(enc)})
 
 
 class ReplayCache:
@@ -161,15 +168,14 @@ class ReplayCache:
 
     def __getstate__(self):
         """Pickled state: the stored copies' float8 tensors (fp8 values, nvfp4 block scales) go
-        as uint8 views of the same bytes (:class:`_Float8Bytes`) -- plain ``pickle`` of a float8
-        tensor fails inside torch's storage reduce (torch 2.13: "UntypedStorage has no attribute
-        'dtype'"); ``torch.save`` takes the same path."""
+        as uint8 views of the same bytes (:class:`_Float8Bytes`) -- a plain ``pickle`` of a float8
+        tensor does not load back (torch 2.13: ``pickle.loads`` fails in the storage's
+        persistent load, "UntypedStorage has no attribute 'dtype'"); ``torch.save``, which
+        handles float8, goes through this too."""
         state = dict(self.__dict__)
         for name in ("hi", "lo"):
-            enc = state.get(name)
-            if enc is not None:
-                state[name] = F.EncodedState(*(_Float8Bytes.wrap(t) for t in
-                                               (enc.data, enc.scale, enc.global_scale)))
+            if state.get(name) is not None:
+                state[name] = _map_tensors(state[name], _Float8Bytes.wrap)
         return state
 
     def __setstate__(self, state):
@@ -178,10 +184,8 @@ class ReplayCache:
         from .library import register_cache
         state.setdefault("_philox_rounds", F.PHILOX_ROUNDS)   # (pickled before the option)
         for name in ("hi", "lo"):
-            enc = state.get(name)
-            if enc is not None:
-                state[name] = F.EncodedState(*(_Float8Bytes.unwrap(t) for t in
-                                               (enc.data, enc.scale, enc.global_scale)))
+            if state.get(name) is not None:
+                state[name] = _map_tensors(state[name], _Float8Bytes.unwrap)
         self.__dict__.update(state)
         self._handle = register_cache(self)
 

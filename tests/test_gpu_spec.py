@@ -304,8 +304,7 @@ def test_fuzz_mamba2_verify_more_than_8_drafts_at_4_heads(pair, split, bsmem, se
     here are fragment flushes (asserted); with REPLAYSSM_M2V_MMA_MAX_T=16 (session 49; the
     default since session 51) every pair's non-flush state dots take the tensor cores there
     too, two n8 query tiles (asserted), their B fragments in registers or (``bsmem``; by
-    default since session 51 in a split's non-flush launch and for nvfp4 reads) in shared
-    memory between heads."""
+    default since session 51 in a split's non-flush launch) in shared memory between heads."""
     from cute_kernels import mamba2_verify as MV
     monkeypatch.setenv("REPLAYSSM_M2_HEADS_PER_CTA", "4")
     monkeypatch.setenv(MV.SPLIT_ENV, split)

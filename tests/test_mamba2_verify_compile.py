@@ -401,7 +401,7 @@ def test_verify_defaults_and_split_rule(monkeypatch):
     REPLAYSSM_M2V_SPLIT; the non-flush build
     (rows=1) has no flush buffers."""
     for env in ("REPLAYSSM_M2V_XSTAGE", "REPLAYSSM_M2V_XDRAFT", "REPLAYSSM_M2V_SPLIT",
-                "REPLAYSSM_M2_FOLD_UNROLL"):
+                "REPLAYSSM_M2_FOLD_UNROLL", MV.MMA_MAX_T_ENV, MV.MMA_BSMEM_ENV):
         monkeypatch.delenv(env, raising=False)
 
     def op(pair, rows=0):
@@ -479,7 +479,8 @@ def test_fragment_flush_default_and_compile(monkeypatch):
     prefetch one head ahead; other pairs never. It builds for sm_90a with its tf32 mmas (fold:
     3 pieces x 2 k-steps per n-tile, dots: 3 per n-tile), its 8-byte hi loads and stores, and
     no local memory."""
-    for env in ("REPLAYSSM_M2V_FRAG_FLUSH", "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF"):
+    for env in ("REPLAYSSM_M2V_FRAG_FLUSH", "REPLAYSSM_M2V_FRAG_PD", "REPLAYSSM_M2V_FRAG_L2PF",
+                MV.MMA_MAX_T_ENV, MV.MMA_BSMEM_ENV):
         monkeypatch.delenv(env, raising=False)
 
     def op(pair, T, hpc=4):
@@ -537,8 +538,8 @@ def test_tensor_core_dots_above_8_drafts(monkeypatch):
     """REPLAYSSM_M2V_MMA_MAX_T (session 49; default MAX_DRAFT since session 51, 8 = the CUDA-core
     dots above 8 drafts): the non-flush state dots stay on the tensor cores up to MAX_DRAFT, two
     n8 query tiles from T = 9; their B fragments sit in shared memory between heads by
-    ``_mma_bsmem_default``'s rule since session 51 (a split's non-flush launch, nvfp4 read
-    copies; REPLAYSSM_M2V_MMA_BSMEM=0/1 forces). Both build for sm_90a with one dot
+    ``_mma_bsmem_default``'s rule since session 51 (a split's non-flush launch;
+    REPLAYSSM_M2V_MMA_BSMEM=0/1 forces). Both build for sm_90a with one dot
     per query tile and k-step (the split's non-flush launch, where the dots are the only mmas),
     no local memory in the PTX."""
     for env in (MV.MMA_MAX_T_ENV, MV.MMA_BSMEM_ENV):
@@ -552,12 +553,11 @@ def test_tensor_core_dots_above_8_drafts(monkeypatch):
         assert op("fp32", T).mma_w and op("nvfp4/fp16sr", T).mma_lo, T
         assert op("fp32", T).mma_nq == (1 if T <= 8 else 2)
         assert op("fp32", T).mma_bsmem == (T > 8) == op("nvfp4/fp16sr", T).mma_bsmem, T
-    # the rule: the split's non-flush launch and nvfp4 reads; not the tf32 dots' single launch
-    # or a flush launch
+    # the rule: the split's non-flush launch only; not the single launch or a flush launch
     for T in (9, 12, 16):
-        assert op("nvfp4/fp16sr", T, rows=0).mma_bsmem and op("fp8/fp32", T).mma_bsmem, T
-        assert not op("fp32", T, rows=0).mma_bsmem and not op("fp8/fp32", T, rows=0).mma_bsmem
-        assert not op("fp32", T, rows=2).mma_bsmem, T
+        assert op("fp8/fp32", T).mma_bsmem and op("nvfp4/fp32", T).mma_bsmem, T
+        for pair in ("fp32", "fp8/fp32", "nvfp4/fp16sr", "nvfp4/fp32"):
+            assert not op(pair, T, rows=0).mma_bsmem and not op(pair, T, rows=2).mma_bsmem
     monkeypatch.setenv(MV.MMA_MAX_T_ENV, "8")
     assert not op("fp32", 9).mma_w and not op("nvfp4/fp16sr", 9).mma_lo and op("fp32", 8).mma_w
     assert not op("fp32", 9).mma_bsmem

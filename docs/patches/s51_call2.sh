@@ -5,12 +5,12 @@
 #  1. m2_test_set (background, capped at TEST_S): the replay-step / fold-pair / philox ops set,
 #     M2 row order, the M2 spec set (its T > 8 fuzz now draws the default builds);
 #  2. grid old / new / bs1 (new with every B fragment set in smem, against the rule's registers
-#     in the tf32 single launch): Super L16 T12, fp8/fp32 (untimed so far) and fp32 /
+#     in the single launch): Super L16 T12, fp8/fp32 (untimed so far) and fp32 /
 #     nvfp4/fp16sr at b32 (single launch below the split's 128 rows, 2 heads per CTA) and b256
 #     (call 1's cells, a repeat). Prediction: non-flush only cells 2-3x faster as in call 1
 #     (fp32 1806.6 -> 620.3 at b256), fp8/fp32 likewise; b32 mixed cells 1.1-1.3x (flush rows
-#     take a larger share there); bs1 at b32 no faster than new for fp32 / fp8 (ptxas spills 64
-#     B there with B in smem, 0 without);
+#     take a larger share there); bs1 at b32 no faster than new (ptxas spills 64 B for fp32
+#     there with B in smem, 0 without);
 #  3. Philox rounds 10 / 7 on the verify (Super b256 L16 T8 nvfp4/fp16sr): its flush rows are
 #     5.5x its non-flush rows and sit on the critical path, unlike the decode split's (call 1:
 #     b512 decode flat). Prediction: flush-only cell 2-4 % faster at 7, natural 1-2 %.
