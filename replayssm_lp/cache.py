@@ -186,6 +186,9 @@ class ReplayCache:
         for name in ("hi", "lo"):
             if state.get(name) is not None:
                 state[name] = _map_tensors(state[name], _Float8Bytes.unwrap)
+        if state.get("row_order_ext") is not None:
+            # a view again (plain pickle stores the two as separate tensors; same values)
+            state["row_order"] = state["row_order_ext"][:2]
         self.__dict__.update(state)
         self._handle = register_cache(self)
 

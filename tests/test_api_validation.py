@@ -652,6 +652,9 @@ def test_plain_pickle_of_a_cache_with_float8_tensors(precision, tmp_path):
                         assert x.dtype == y.dtype and x.shape == y.shape, (name, f)
                         assert torch.equal(x.view(torch.uint8), y.view(torch.uint8)), (name, f)
             assert twin.handle != c.handle
+            # the order's two scratch names stay one buffer
+            assert twin.row_order.data_ptr() == twin.row_order_ext.data_ptr()
+            assert torch.equal(twin.row_order, twin.row_order_ext[:2])
     kw = _m2(b=3)
     twin = pickle.loads(pickle.dumps(m2))
     assert torch.equal(R.mamba2_decode(m2, **kw, backend="torch"),
