@@ -37,6 +37,7 @@ import torch
 
 from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, ops, parse_pair
 from replayssm_lp.backends import resolve
+from replayssm_lp.formats import PHILOX_ROUNDS
 from replayssm_lp.snapshot import gdn_snapshot_verify, mamba2_snapshot_verify
 
 from .plotting import save_figure
@@ -102,7 +103,7 @@ def time_us(step, steps: int, replays: int, device: torch.device) -> Dict[str, f
 class _Layer:
     """Inputs and calls of one layer kind at one batch (T draft inputs are slices of max T)."""
 
-    def __init__(self, kind, dims, batch, Tmax, act, dev, philox_rounds=10):
+    def __init__(self, kind, dims, batch, Tmax, act, dev, philox_rounds=PHILOX_ROUNDS):
         self.kind, self.dims, self.batch, self.act, self.dev = kind, dims, batch, act, dev
         self.philox_rounds = philox_rounds
         g = torch.Generator(device=dev).manual_seed(0)
@@ -172,7 +173,7 @@ class _Layer:
                           self.philox_rounds)
 
 
-def make_cache(kind, dims, pair, L, T, slots, act, dev, philox_rounds=10):
+def make_cache(kind, dims, pair, L, T, slots, act, dev, philox_rounds=PHILOX_ROUNDS):
     if kind == "mamba2":
         return Mamba2ReplayCache(slots, dims["H"], dims["P"], dims["N"], dims["G"], precision=pair,
                                  buffer_len=L, max_draft=T, act_dtype=act, device=dev, seed=1234,
@@ -222,7 +223,7 @@ _DT_NAME = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"
 
 def layer_cells(kind, dims, shape, pairs, batches, Ts, L, replays, backend, snapshot_backend, dev,
                 min_bytes, progress, snapshot_dtypes=(torch.float32,),
-                cells: Optional[List[Dict]] = None, philox_rounds: int = 10) -> List[Dict]:
+                cells: Optional[List[Dict]] = None, philox_rounds: int = PHILOX_ROUNDS) -> List[Dict]:
     """Every cell of one layer kind, appended to ``cells`` as it is measured (a deadline raised by
     ``progress`` keeps what was measured)."""
     cells = [] if cells is None else cells

@@ -19,6 +19,7 @@ import torch
 
 from replayssm_lp import GDNReplayCache, Mamba2ReplayCache, parse_pair
 from replayssm_lp import ops
+from replayssm_lp.formats import PHILOX_ROUNDS
 
 from .plotting import save_figure
 from . import cli_checks, traffic, warmup
@@ -44,7 +45,7 @@ def _stagger(cache, L):
 
 def mamba2_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
                  peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None,
-                 order: bool = False, max_draft: int = 0, philox_rounds: int = 10) -> List[Dict]:
+                 order: bool = False, max_draft: int = 0, philox_rounds: int = PHILOX_ROUNDS) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, P, N, G = dims["H"], dims["P"], dims["N"], dims["G"]
     dev, act = torch.device("cuda"), torch.bfloat16
@@ -159,7 +160,7 @@ def _gdn_inputs(batch, H, HV, K, V, act, dev):
 
 def gdn_cells(shape: str, pairs: List[str], batches: List[int], Ls: List[int], replays: int,
               peers: bool, progress, phases: bool = False, cells: Optional[List[Dict]] = None,
-              order: bool = False, max_draft: int = 0, philox_rounds: int = 10) -> List[Dict]:
+              order: bool = False, max_draft: int = 0, philox_rounds: int = PHILOX_ROUNDS) -> List[Dict]:
     dims = traffic.SHAPES[shape]
     H, HV, K, V = dims["H"], dims["HV"], dims["K"], dims["V"]
     dev, act = torch.device("cuda"), torch.bfloat16

@@ -614,13 +614,11 @@ def philox_rounds_for(pair, rounds: Optional[int] = None) -> int:
 
 
 def check_philox_rounds(rounds) -> int:
-    """``rounds`` as an int in the caches' range (``formats.PHILOX_ROUNDS_RANGE``), else the
-    caches' ValueError: for builds made without a cache."""
+    """``rounds`` checked as the caches check it (an int in ``formats.PHILOX_ROUNDS_RANGE``, else
+    their TypeError / ValueError): for builds made without a cache."""
+    from replayssm_lp.cache import _check_int
     from replayssm_lp.formats import PHILOX_ROUNDS_RANGE
-    lo, hi = PHILOX_ROUNDS_RANGE
-    if not lo <= int(rounds) <= hi:
-        raise ValueError(f"philox_rounds must be in [{lo}, {hi}], got {rounds}")
-    return int(rounds)
+    return _check_int("philox_rounds", rounds, *PHILOX_ROUNDS_RANGE)
 
 
 def pdl_default(verify: bool = False) -> int:

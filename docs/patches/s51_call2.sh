@@ -24,13 +24,8 @@ A1="spec --layer mamba2 --shapes nemotron3-super --pairs fp8/fp32,fp32,nvfp4/fp1
 S1="old:REPLAYSSM_M2V_MMA_MAX_T=8 new:- bs1:REPLAYSSM_M2V_MMA_BSMEM=1"
 A2="spec --layer mamba2 --shapes nemotron3-super --pairs nvfp4/fp16sr --batches 256 --T 8 --L 16"
 S2="R10:- R7:REPLAYSSM_BENCH_PHILOX_ROUNDS=7"
-envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
-for s in $S1; do
-  ( env $(envs "$s") timeout 240 python -m bench $A1 --warm-only --no-plots --out /tmp/w1_${s%%:*} > "$OUT/warm1_${s%%:*}.log" 2>&1 ) &
-done
-for s in $S2; do
-  ( env $(envs "$s") timeout 200 python -m bench $A2 --warm-only --no-plots --out /tmp/w2_${s%%:*} > "$OUT/warm2_${s%%:*}.log" 2>&1 ) &
-done
+bg_warm 1 "$S1" "$A1" 240
+bg_warm 2 "$S2" "$A2" 200
 wait
 echo "phase 1 $(( $(date +%s) - t0 )) s"
 test_summary

@@ -16,6 +16,7 @@
 #   call_setup call1                              # PYTHONPATH, FINAL, OUT=/tmp/call1, t0, the card
 #   bg_pytest t_ops 4 tests/test_gpu_ops.py "expr"   # $OUT/t_ops.log, its last line rc=
 #   tarball                                       # $OUT (less warm-up logs) -> $FINAL/call1.tgz
+#   bg_warm 1 "$SETTINGS" "$ARGS" 240             # compiles of a knob grid's settings, background
 
 call_setup() {  # NAME: FINAL = the fetched folder ($OUT as the device gives it), OUT = /tmp/NAME
   export PYTHONPATH=$PWD:${PYTHONPATH:-}
@@ -33,6 +34,20 @@ call_setup() {  # NAME: FINAL = the fetched folder ($OUT as the device gives it)
 bg_pytest() {  # LOG N FILE EXPR: pytest -n N FILE -k EXPR in the background, capped at $TEST_S
   ( PYTHONPATH=$PWD:${PYTHONPATH:-} timeout "${TEST_S:-300}" python -m pytest -q -rs \
       -p no:cacheprovider -n "$2" "$3" -k "$4" > "$OUT/$1.log" 2>&1; echo "rc=$?" >> "$OUT/$1.log" ) &
+}
+
+setting_env() {  # NAME:VAR=V,VAR2=V2 (or NAME:-) -> "VAR=V VAR2=V2" (run_knob_grid.sh's SETTINGS)
+  local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"
+}
+
+bg_warm() {  # TAG SETTINGS ARGS TIMEOUT: compile each setting's bench cells (--warm-only) into the
+  # kernel cache in the background, so a knob grid started after `wait` times loaded kernels;
+  # logs $OUT/warmTAG_NAME.log
+  local s
+  for s in $2; do
+    ( env $(setting_env "$s") timeout "$4" python -m bench $3 --warm-only --no-plots \
+        --out /tmp/w$1_${s%%:*} > "$OUT/warm$1_${s%%:*}.log" 2>&1 ) &
+  done
 }
 
 ab_trees() {  # copy the tree to /tmp/base, then apply the patches here, in order
