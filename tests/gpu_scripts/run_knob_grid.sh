@@ -15,10 +15,10 @@ export PYTHONPATH=$PWD:$PYTHONPATH
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export REPLAYSSM_KERNEL_CACHE_DIR=${REPLAYSSM_KERNEL_CACHE_DIR:-/tmp/replayssm_kernels}
 : "${SETTINGS:?name the settings}" "${BENCH_ARGS:?name the bench command}"
-envs() { local kv=${1#*:}; [ "$kv" = "-" ] && return; echo "${kv//,/ }"; }
+source "$(dirname "${BASH_SOURCE[0]}")/ab_call_lib.sh"      # setting_env
 i=0
 for s in $SETTINGS; do
-  ( env $(envs "$s") timeout "${WARM_S:-240}" python -m bench $BENCH_ARGS --warm-only --no-plots \
+  ( env $(setting_env "$s") timeout "${WARM_S:-240}" python -m bench $BENCH_ARGS --warm-only --no-plots \
       --out "/tmp/warm_${s%%:*}" >"$OUT/warm_${s%%:*}.log" 2>&1 ) &
   i=$((i + 1)); [ $((i % ${WARM_JOBS:-4})) -eq 0 ] && wait
 done
@@ -26,7 +26,7 @@ wait
 for r in $(seq 1 "${ROUNDS:-1}"); do     # ROUNDS > 1: every setting again, in the same order
   for s in $SETTINGS; do
     n=${s%%:*}; d=$n; [ "$r" -gt 1 ] && d=$n.r$r
-    env $(envs "$s") timeout "${RUN_S:-120}" python -m bench $BENCH_ARGS --replays "${REPLAYS:-9}" \
+    env $(setting_env "$s") timeout "${RUN_S:-120}" python -m bench $BENCH_ARGS --replays "${REPLAYS:-9}" \
       --no-plots --out "$OUT/$d" >"$OUT/$d.log" 2>&1 || echo "$d rc=$?" >>"$OUT/$d.log"
   done
 done
